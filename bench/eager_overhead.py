@@ -1,0 +1,129 @@
+"""How much does eager dispatch cost? A chain of 20 small ops, teachflow vs raw NumPy.
+
+Runs the same 20-op chain on 4x4 float32 inputs three ways, side by side in one process:
+
+- raw NumPy calls (the floor: what the kernels themselves cost),
+- teachflow eager without gradient recording (inputs do not require grad),
+- teachflow eager with gradient recording (inputs require grad; every op goes on the tape),
+
+and prints the time per op and the ratios to NumPy. It also prints each op alone, so the chain's
+average does not hide an expensive op. Run: ``python bench/eager_overhead.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import timeit
+
+import numpy as np
+
+import teachflow as tfl
+
+
+def chain_numpy(x, y, w):
+    a = np.multiply(x, y)
+    b = np.add(a, w)
+    c = np.tanh(b)
+    d = np.subtract(c, x)
+    e = np.multiply(d, 0.5)
+    f = np.exp(e)
+    g = np.true_divide(f, y)
+    h = np.matmul(g, w)
+    i = np.maximum(h, 0)
+    j = np.add(i, 1.0)
+    k = np.log(j)
+    s = np.exp(-np.logaddexp(0, -k))  # sigmoid, the same formula teachflow's kernel uses
+    m = np.multiply(s, x)
+    n = np.negative(m)
+    o = np.maximum(n, y)
+    p = np.sqrt(o)
+    q = np.abs(p)
+    r = np.sum(q, axis=1, keepdims=True)
+    t = np.subtract(q, r)
+    return np.mean(t)
+
+
+def chain_teachflow(x, y, w):
+    a = x * y
+    b = a + w
+    c = b.tanh()
+    d = c - x
+    e = d * 0.5
+    f = e.exp()
+    g = f / y
+    h = g @ w
+    i = h.relu()
+    j = i + 1.0
+    k = j.log()
+    s = k.sigmoid()
+    m = s * x
+    n = -m
+    o = tfl.maximum(n, y)
+    p = o.sqrt()
+    q = p.abs()
+    r = q.sum(axis=1, keepdims=True)
+    t = q - r
+    return t.mean()
+
+
+N_OPS = 20
+
+SINGLE_OPS = {  # name: (numpy call, teachflow call)
+    "add": (lambda x, y: np.add(x, y), lambda x, y: x + y),
+    "mul scalar": (lambda x, y: np.multiply(x, 0.5), lambda x, y: x * 0.5),
+    "exp": (lambda x, y: np.exp(x), lambda x, y: x.exp()),
+    "tanh": (lambda x, y: np.tanh(x), lambda x, y: x.tanh()),
+    "maximum": (lambda x, y: np.maximum(x, y), lambda x, y: tfl.maximum(x, y)),
+    "matmul": (lambda x, y: np.matmul(x, y), lambda x, y: x @ y),
+    "sum axis": (lambda x, y: np.sum(x, axis=1, keepdims=True),
+                 lambda x, y: x.sum(axis=1, keepdims=True)),
+}
+
+
+def best_time(fn, args, number: int, repeat: int) -> float:
+    """Seconds per call: the best of `repeat` runs of `number` calls (the least disturbed)."""
+    return min(timeit.repeat(lambda: fn(*args), number=number, repeat=repeat)) / number
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--number", type=int, default=2000, help="calls per timing run")
+    parser.add_argument("--repeat", type=int, default=15, help="timing runs (best is kept)")
+    args = parser.parse_args()
+
+    rng = np.random.default_rng(0)
+    xs = [rng.uniform(0.5, 1.5, (4, 4)).astype(np.float32) for _ in range(3)]
+    plain = [tfl.tensor(a) for a in xs]
+    tracked = [tfl.tensor(a, requires_grad=True) for a in xs]
+
+    # The three versions must compute the same thing, or the comparison means nothing.
+    expected = chain_numpy(*xs)
+    np.testing.assert_allclose(chain_teachflow(*plain).numpy(), expected, rtol=1e-5)
+    np.testing.assert_allclose(chain_teachflow(*tracked).numpy(), expected, rtol=1e-5)
+
+    # Interleave the three so drifting machine load hits them alike.
+    numpy_s, eager_s, taped_s = [], [], []
+    for _ in range(3):
+        numpy_s.append(best_time(chain_numpy, xs, args.number, args.repeat))
+        eager_s.append(best_time(chain_teachflow, plain, args.number, args.repeat))
+        taped_s.append(best_time(chain_teachflow, tracked, args.number, args.repeat))
+    t_np, t_eager, t_taped = min(numpy_s), min(eager_s), min(taped_s)
+
+    print(f"20-op chain, 4x4 float32 (numpy {np.__version__}), time per op:")
+    print(f"  raw NumPy               {t_np / N_OPS * 1e9:8.0f} ns")
+    print(f"  teachflow, no tape      {t_eager / N_OPS * 1e9:8.0f} ns   "
+          f"ratio {t_eager / t_np:4.2f}x  (goal <= 2.5x)")
+    print(f"  teachflow, recording    {t_taped / N_OPS * 1e9:8.0f} ns   "
+          f"ratio {t_taped / t_np:4.2f}x  (goal <= 4.0x)")
+
+    print("\nsingle ops (ns per call: numpy / no tape / recording, and ratios):")
+    for name, (np_fn, tf_fn) in SINGLE_OPS.items():
+        a = best_time(np_fn, xs[:2], args.number, args.repeat)
+        b = best_time(tf_fn, plain[:2], args.number, args.repeat)
+        c = best_time(tf_fn, tracked[:2], args.number, args.repeat)
+        print(f"  {name:<11} {a * 1e9:6.0f} / {b * 1e9:6.0f} / {c * 1e9:6.0f}"
+              f"    {b / a:4.2f}x  {c / a:4.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""teachflow: learn how deep-learning frameworks turn Python into fast kernels.
+
+    import teachflow as tfl
+
+    x = tfl.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    loss = (x @ x).tanh().sum()
+    loss.backward()
+    x.grad
+
+The package reads in the order of the course: tensors and ops (`tensor`, `ops`), the one dispatch
+point (`dispatch`, `eager`), autodiff (`autodiff`), devices (`backends`).
+"""
+
+from teachflow import eager as _eager  # installs the eager interpreter behind `bind`
+from teachflow.autodiff import enable_grad, grad, is_grad_enabled, no_grad, value_and_grad
+from teachflow.backends import devices
+from teachflow.creation import (
+    full,
+    full_like,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from teachflow.errors import (
+    AutodiffError,
+    DeviceError,
+    DTypeError,
+    GradingError,
+    IndexingError,
+    ShapeError,
+    TeachflowError,
+    TraceError,
+)
+from teachflow.functions import (
+    abs,
+    broadcast_to,
+    concatenate,
+    exp,
+    log,
+    log_softmax,
+    matmul,
+    max,
+    maximum,
+    mean,
+    minimum,
+    relu,
+    reshape,
+    sigmoid,
+    softmax,
+    sqrt,
+    stack,
+    sum,
+    tanh,
+    transpose,
+    where,
+)
+from teachflow.spec import TensorSpec
+from teachflow.tensor import Tensor, as_tensor
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AutodiffError", "DTypeError", "DeviceError", "GradingError", "IndexingError", "ShapeError",
+    "TeachflowError", "Tensor", "TensorSpec", "TraceError", "abs", "as_tensor", "broadcast_to",
+    "concatenate", "devices", "enable_grad", "exp", "full", "full_like", "grad",
+    "is_grad_enabled", "log", "log_softmax", "manual_seed", "matmul", "max", "maximum", "mean",
+    "minimum", "no_grad", "ones", "ones_like", "rand", "randn", "relu", "reshape", "sigmoid",
+    "softmax", "sqrt", "stack", "sum", "tanh", "tensor", "transpose", "value_and_grad", "where",
+    "zeros", "zeros_like",
+]
+
+del _eager

@@ -1,0 +1,337 @@
+"""Reverse-mode automatic differentiation on a tape.
+
+While gradients are enabled, every op applied to a tensor that needs a gradient is recorded as a
+`Node`: which op, its parameters, the nodes of its inputs (the *parents*), and what the op's
+gradient rule needs later (see `Op.saves`). The result tensor points to its node; the node points
+only backwards, to its parents. That is the tape: a graph of nodes reachable from the result.
+
+`backward` walks that graph once in reverse topological order. Each node receives the sum of the
+cotangents its consumers sent it, applies its op's `vjp` rule, and sends one cotangent to each
+parent. A node used twice therefore gets both contributions before it runs, and no recursion is
+needed however deep the graph. Two details are handled here, once, for every op:
+
+- a cotangent for an input that was broadcast is summed back to that input's shape;
+- a cotangent is cast back to its input's dtype (a float32 weight stays float32).
+
+Memory: nodes never point at their own output tensor and tensors never point forwards, so the tape
+holds no reference cycles. An intermediate tensor is freed as soon as nothing needs it: a node
+keeps an input's values only when its gradient rule uses them. An op whose rule needs its *output*
+(exp, tanh, ...) keeps the output's array, not the tensor, and rebuilds a tensor for the rule.
+
+Gradient rules are teachflow ops, so a backward pass can itself be recorded (``create_graph``):
+that is how ``tfl.grad(tfl.grad(f))`` works, and how a staged function gets a backward graph.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from collections.abc import Callable, Sequence
+from contextlib import ContextDecorator
+from typing import Any
+
+from teachflow import tensor as _tensor
+from teachflow.dispatch import bind
+from teachflow.errors import AutodiffError, DTypeError
+from teachflow.ops import creation, elementwise, reduction
+from teachflow.ops import shape as shape_ops
+from teachflow.tree import tree_flatten, tree_unflatten
+
+# --- Gradient mode ------------------------------------------------------------------------------
+
+_enabled = True
+
+
+def is_grad_enabled() -> bool:
+    return _enabled
+
+
+class _GradMode(ContextDecorator):
+    """Context manager and decorator that turns recording on or off inside its body."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._previous: list[bool] = []
+
+    def __enter__(self) -> None:
+        global _enabled
+        self._previous.append(_enabled)
+        _enabled = self.enabled
+
+    def __exit__(self, *exc: object) -> None:
+        global _enabled
+        _enabled = self._previous.pop()
+
+
+def no_grad() -> _GradMode:
+    """``with tfl.no_grad(): ...``: run ops without recording them for backward.
+
+    Use it for inference and for updating parameters. Also works as a decorator.
+    """
+    return _GradMode(False)
+
+
+def enable_grad() -> _GradMode:
+    """Turn recording back on inside a `no_grad` block."""
+    return _GradMode(True)
+
+
+# --- The tape -----------------------------------------------------------------------------------
+
+
+class Node:
+    """One recorded op application: what backward needs to send cotangents to the inputs."""
+
+    __slots__ = ("backend", "dtype", "inputs", "op", "out", "params", "parents", "shape")
+
+    def __init__(self, op, params, parents, inputs, out, backend, shape, dtype) -> None:
+        self.op = op
+        self.params = params
+        self.parents = parents  # per input: its Node or Leaf, or None if it needs no gradient
+        self.inputs = inputs  # per input: the tensor, its spec, or None (see Op.saves)
+        self.out = out  # the output array, for ops whose rule uses the output
+        self.backend = backend
+        self.shape = shape
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"<{self.op.name} node>"
+
+
+class Leaf:
+    """The node of a tensor created with ``requires_grad=True``: backward ends here.
+
+    It refers to its tensor weakly, so a leaf tensor that nothing else uses can still be freed.
+    """
+
+    __slots__ = ("dtype", "shape", "tensor")
+    parents = ()
+
+    def __init__(self, tensor: Any) -> None:
+        self.tensor = weakref.ref(tensor)
+        self.shape = tensor.shape
+        self.dtype = tensor.dtype
+
+    def __repr__(self) -> str:
+        return "<leaf>"
+
+
+def record(op, args: tuple, params: dict, out: Any, backend: Any) -> Node | None:
+    """Put an op application on the tape (the caller knows some input is tracked)."""
+    if not _enabled or op.vjp is None:
+        return None
+    Tensor = _tensor.Tensor
+    parents = tuple([x._node if isinstance(x, Tensor) else None for x in args])
+    if op.saves == "inputs":
+        inputs = args
+    elif op.saves == "shapes":
+        inputs = tuple([x.spec if isinstance(x, Tensor) else x for x in args])
+    else:
+        inputs = (None,) * len(args)
+    return Node(op, params, parents, inputs, out if op.saves_output else None,
+                backend, out.shape, out.dtype)
+
+
+# --- The backward pass --------------------------------------------------------------------------
+
+
+def topological_order(root: Node | Leaf) -> list:
+    """Every node reachable from `root`, each after all of its parents (iterative DFS)."""
+    order: list = []
+    visited: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:
+            order.append(node)
+            continue
+        if id(node) in visited:
+            continue
+        visited.add(id(node))
+        stack.append((node, True))
+        stack.extend((p, False) for p in node.parents if p is not None and id(p) not in visited)
+    return order
+
+
+def sum_to_shape(x: Any, shape: tuple) -> Any:
+    """Sum a broadcast cotangent back to the shape of the operand that was broadcast."""
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
+    if axes:
+        x = bind(reduction.sum, x, axis=axes, keepdims=True)
+    if x.shape != tuple(shape):
+        x = bind(shape_ops.reshape, x, shape=tuple(shape))
+    return x
+
+
+
+def filled_like(x: Any, value: float) -> Any:
+    """A tensor of x's shape, dtype and device, filled with `value`."""
+    return bind(creation.full, shape=x.shape, fill_value=value, dtype=x.dtype, device=x.device)
+
+
+def _fit(ct: Any, parent: Node | Leaf) -> Any:
+    """Make a cotangent match the shape and dtype of the value it is the gradient of."""
+    if ct.shape != parent.shape:
+        ct = sum_to_shape(ct, parent.shape)
+    if ct.dtype != parent.dtype:
+        ct = bind(elementwise.astype, ct, dtype=parent.dtype)
+    return ct
+
+
+def backpropagate(root: Node | Leaf, seed: Any, targets: set[int] | None = None,
+                  create_graph: bool = False) -> list[tuple[Any, Any]]:
+    """Send `seed` backwards from `root`; return ``(node, gradient)`` for the nodes where it
+    stops: the ids in `targets` if given, else every leaf reached."""
+    order = topological_order(root)
+    if targets is None:
+        relevant = None
+    else:  # skip every node from which no target can be reached
+        relevant = set()
+        for node in order:
+            if id(node) in targets or any(id(p) in relevant for p in node.parents
+                                          if p is not None):
+                relevant.add(id(node))
+    grads: dict[int, Any] = {id(root): seed}
+    found = []
+    Tensor = _tensor.Tensor
+    with _GradMode(create_graph):
+        for node in reversed(order):
+            g = grads.pop(id(node), None)
+            if g is None:
+                continue
+            if type(node) is Leaf or (targets is not None and id(node) in targets):
+                found.append((node, g))
+                continue
+            if relevant is not None and id(node) not in relevant:
+                continue
+            op = node.op
+            if op.saves_output:
+                out = Tensor._make(node.out, node.backend, node if create_graph else None)
+                cotangents = op.vjp(g, *node.inputs, out=out, **node.params)
+            else:
+                cotangents = op.vjp(g, *node.inputs, **node.params)
+            for parent, ct in zip(node.parents, cotangents, strict=True):
+                if parent is None or ct is None:
+                    continue
+                if relevant is not None and id(parent) not in relevant:
+                    continue
+                ct = _fit(ct, parent)
+                previous = grads.get(id(parent))
+                grads[id(parent)] = ct if previous is None else previous + ct
+    return found
+
+
+def backward(tensor: Any, grad: Any = None) -> None:
+    """``tensor.backward()``: accumulate d(tensor)/d(leaf) into every leaf's ``.grad``."""
+    if tensor._node is None:
+        raise AutodiffError(
+            "this tensor does not require grad: none of the tensors it was computed from has "
+            "requires_grad=True (or it was computed under tfl.no_grad())",
+            op="backward", hint="create inputs with requires_grad=True, e.g. "
+                                "tfl.tensor(data, requires_grad=True)")
+    seed = _seed(tensor, grad, "backward")
+    for leaf, g in backpropagate(tensor._node, seed):
+        owner = leaf.tensor()
+        if owner is not None:
+            owner.grad = g if owner.grad is None else owner.grad + g
+
+
+def _seed(output: Any, grad: Any, who: str) -> Any:
+    Tensor = _tensor.Tensor
+    if grad is None:
+        if output.size != 1:
+            raise AutodiffError(
+                f"the output has shape {output.shape}; backward needs a scalar output, or a "
+                "`grad` argument of the output's shape", op=who,
+                hint="reduce it first, e.g. loss = out.sum() or out.mean()")
+        return filled_like(output, 1)
+    grad = grad if isinstance(grad, Tensor) else _tensor.as_tensor(grad, dtype=output.dtype,
+                                                                   device=output.device)
+    if grad.shape != output.shape:
+        raise AutodiffError(f"grad has shape {grad.shape} but the output has {output.shape}",
+                            op=who)
+    return grad
+
+
+# --- Functional gradients -----------------------------------------------------------------------
+
+
+def _watch(x: Any, argnum: int) -> Any:
+    """A tensor standing for argument `x`, whose gradient backward can stop at."""
+    x = _tensor.as_tensor(x)
+    if x.dtype.kind not in "fc":
+        raise DTypeError(f"cannot differentiate with respect to argument {argnum}: it has dtype "
+                         f"{x.dtype.name}, and gradients need floating point", op="grad",
+                         hint="pass a float tensor, e.g. x.astype('float32')")
+    if x._node is not None and _enabled:
+        # Already tracked by an outer tfl.grad: stay connected, so it can differentiate this.
+        return bind(elementwise.identity, x)
+    fresh = _tensor.Tensor._make(x._data, x._backend, None)
+    fresh.requires_grad = True
+    return fresh
+
+
+def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """``value_and_grad(f)(*args) -> (f(*args), df/dargs)`` for a scalar-valued `f`.
+
+    `argnums` picks the arguments to differentiate (an int, or a tuple for a tuple of
+    gradients). An argument may be a tensor or a list/tuple/dict of tensors; its gradient has
+    the same structure. Gradients of gradients work: the backward pass is recorded whenever an
+    input is itself being differentiated by an outer `grad`.
+    """
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+
+    @functools.wraps(f)
+    def value_and_grad_f(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        args = list(args)
+        for i in nums:
+            if not -len(args) <= i < len(args):
+                raise AutodiffError(f"argnums={argnums} but the function got {len(args)} "
+                                    "positional argument(s)", op="grad")
+        with enable_grad():
+            watched, structures = [], []
+            for i in nums:
+                leaves, treedef = tree_flatten(args[i])
+                fresh = [_watch(x, i) for x in leaves]
+                args[i] = tree_unflatten(treedef, fresh)
+                watched.append(fresh)
+                structures.append(treedef)
+            create_graph = any(w._node is not None and type(w._node) is Node
+                               for ws in watched for w in ws)
+            out = f(*args, **kwargs)
+        grads = _gradients(out, [w for ws in watched for w in ws], create_graph)
+        it = iter(grads)
+        results = tuple(tree_unflatten(treedef, [next(it) for _ in ws])
+                        for treedef, ws in zip(structures, watched, strict=True))
+        value = out if create_graph else out.detach()
+        return value, (results[0] if single else results)
+
+    return value_and_grad_f
+
+
+def grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """``grad(f)(*args)``: the gradient of scalar-valued `f` with respect to ``args[argnums]``."""
+    vg = value_and_grad(f, argnums)
+
+    @functools.wraps(f)
+    def grad_f(*args: Any, **kwargs: Any) -> Any:
+        return vg(*args, **kwargs)[1]
+
+    return grad_f
+
+
+def _gradients(out: Any, inputs: list, create_graph: bool) -> list:
+    if not isinstance(out, _tensor.Tensor) or out.size != 1:
+        what = f"shape {out.shape}" if isinstance(out, _tensor.Tensor) else type(out).__name__
+        raise AutodiffError(f"the function must return a scalar tensor, but returned {what}",
+                            op="grad", hint="return a scalar such as loss.sum() or loss.mean()")
+    if out._node is None:  # the output does not depend on any input
+        return [filled_like(x, 0) for x in inputs]
+    targets = {id(x._node) for x in inputs}
+    found = {id(node): g for node, g in backpropagate(out._node, _seed(out, None, "grad"),
+                                                      targets, create_graph)}
+    return [found.get(id(x._node)) if id(x._node) in found else filled_like(x, 0)
+            for x in inputs]

@@ -1,0 +1,118 @@
+"""Devices and backends: one kernel, two array modules.
+
+A teachflow kernel is written once against an *array module* `xp`: NumPy on the CPU, CuPy on an
+NVIDIA GPU. The two modules expose the same functions (`xp.exp`, `xp.matmul`, ...), so the same
+line of kernel code runs on either device. A `Backend` pairs a device name with its array module and
+caches each op's kernel for it.
+
+CuPy is imported only when a GPU is first asked for, so `import teachflow` stays fast and works on
+machines without CUDA. Asking for a GPU that cannot be used raises `DeviceError` saying why.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from teachflow.errors import DeviceError
+
+if TYPE_CHECKING:
+    from teachflow.ops.op import Op
+
+_ALIASES = {"cpu": "cpu", "numpy": "cpu", "gpu": "gpu", "cuda": "gpu"}
+
+
+class Backend:
+    """A device and the array module that computes on it."""
+
+    def __init__(self, name: str, xp: ModuleType) -> None:
+        self.name = name
+        self.xp = xp
+        self.array_type = xp.ndarray
+        # op -> the op's kernel bound to this array module, built on first use.
+        self.kernels: dict[Op, Any] = _KernelCache(self)
+
+    def asarray(self, data: Any, dtype: Any = None) -> Any:
+        """An array of this backend holding `data` (copied across devices when needed)."""
+        if self.name == "cpu" and _is_cupy_array(data):
+            data = data.get()
+        return self.xp.asarray(data, dtype=dtype)
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """A NumPy array with the same values (a device-to-host copy on the GPU)."""
+        return array.get() if self.name == "gpu" else np.asarray(array)
+
+    def __repr__(self) -> str:
+        return f"Backend({self.name!r}, {self.xp.__name__})"
+
+
+class _KernelCache(dict):
+    """`backend.kernels[op]`: the op's kernel for this backend, made once and then looked up."""
+
+    def __init__(self, backend: Backend) -> None:
+        super().__init__()
+        self.backend = backend
+
+    def __missing__(self, op: Op) -> Any:
+        kernel = self[op] = op.kernel(self.backend.xp)
+        return kernel
+
+
+def _is_cupy_array(data: Any) -> bool:
+    return type(data).__module__.startswith("cupy")
+
+
+CPU = Backend("cpu", np)
+
+
+@cache
+def _gpu_backend() -> Backend | str:
+    """The GPU backend, or a sentence saying why there is none (computed once)."""
+    try:
+        import cupy
+    except ImportError as exc:
+        return f"CuPy is not installed ({exc}); install it with `pip install teachflow[gpu]`"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # CUDA driver or runtime missing: CuPy raises its own error types
+        return f"CuPy is installed but CUDA is not usable: {exc}"
+    if count == 0:
+        return "CuPy is installed but no CUDA device was found"
+    return Backend("gpu", cupy)
+
+
+def get_backend(device: str | Backend) -> Backend:
+    """The backend for a device name: ``"cpu"``, or ``"gpu"`` (alias ``"cuda"``)."""
+    if isinstance(device, Backend):
+        return device
+    name = _ALIASES.get(str(device).lower().split(":")[0]) if isinstance(device, str) else None
+    if name is None:
+        raise DeviceError(
+            f"unknown device {device!r}",
+            hint='use "cpu" or "gpu" (alias "cuda"); tfl.devices() lists the usable ones',
+        )
+    if name == "cpu":
+        return CPU
+    gpu = _gpu_backend()
+    if isinstance(gpu, str):
+        raise DeviceError(f"the GPU is not usable here: {gpu}", hint='use device="cpu"')
+    return gpu
+
+
+def devices() -> list[str]:
+    """The devices usable on this machine, e.g. ``["cpu"]`` or ``["cpu", "gpu"]``."""
+    return ["cpu"] if isinstance(_gpu_backend(), str) else ["cpu", "gpu"]
+
+
+def gpu_unavailable_reason() -> str | None:
+    """Why there is no GPU backend here, or None when there is one."""
+    gpu = _gpu_backend()
+    return gpu if isinstance(gpu, str) else None
+
+
+def backend_of_array(array: Any) -> Backend:
+    """The backend an existing array lives on."""
+    return get_backend("gpu") if _is_cupy_array(array) else CPU

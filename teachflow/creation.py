@@ -1,0 +1,91 @@
+"""Making tensors: from data, filled with a constant, or random.
+
+Python floats become float32, the default of deep-learning frameworks (NumPy would pick float64);
+a NumPy array keeps its dtype. `zeros`, `ones`, `full`, `randn` and `rand` are ops (see
+`teachflow.ops.creation`), so inside a staged function they become nodes of the graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from teachflow.backends import get_backend
+from teachflow.dispatch import bind
+from teachflow.ops import creation
+from teachflow.random import manual_seed
+from teachflow.tensor import Tensor, _shape_arg
+
+__all__ = ["full", "full_like", "manual_seed", "ones", "ones_like", "rand", "randn", "tensor",
+           "zeros", "zeros_like"]
+
+
+def tensor(data: Any, dtype: Any = None, device: str = "cpu",
+           requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of `data` (nested lists, a scalar or a NumPy array)."""
+    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def _filled(shape: tuple, value: Any, dtype: Any, device: str, requires_grad: bool) -> Tensor:
+    shape = _shape_arg(shape, "full")
+    t = bind(creation.full, shape=shape, fill_value=value, dtype=np.dtype(dtype),
+             device=get_backend(device).name)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def zeros(*shape: int | Sequence[int], dtype: Any = "float32", device: str = "cpu",
+          requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros: ``tfl.zeros(2, 3)`` or ``tfl.zeros((2, 3))``."""
+    return _filled(shape, 0, dtype, device, requires_grad)
+
+
+def ones(*shape: int | Sequence[int], dtype: Any = "float32", device: str = "cpu",
+         requires_grad: bool = False) -> Tensor:
+    return _filled(shape, 1, dtype, device, requires_grad)
+
+
+def full(shape: int | Sequence[int], value: Any, dtype: Any = None, device: str = "cpu",
+         requires_grad: bool = False) -> Tensor:
+    """A tensor filled with `value`; the dtype follows the value (float -> float32)."""
+    if dtype is None:
+        dtype = np.float32 if isinstance(value, float) else np.asarray(value).dtype
+    return _filled((shape,), value, dtype, device, requires_grad)
+
+
+def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
+    return _filled((x.shape,), 0, dtype or x.dtype, x.device, False)
+
+
+def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
+    return _filled((x.shape,), 1, dtype or x.dtype, x.device, False)
+
+
+def full_like(x: Tensor, value: Any, dtype: Any = None) -> Tensor:
+    return _filled((x.shape,), value, dtype or x.dtype, x.device, False)
+
+
+def _random(op: Any, shape: tuple, dtype: Any, device: str, requires_grad: bool) -> Tensor:
+    dtype = np.dtype(dtype)
+    # The generators draw float32/float64; other float dtypes are cast from float32.
+    draw = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float32)
+    t = bind(op, shape=_shape_arg(shape, op.name), dtype=draw, device=get_backend(device).name)
+    t = t.astype(dtype)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def randn(*shape: int | Sequence[int], dtype: Any = "float32", device: str = "cpu",
+          requires_grad: bool = False) -> Tensor:
+    """Samples from the standard normal distribution (seed with `tfl.manual_seed`)."""
+    return _random(creation.normal, shape, dtype, device, requires_grad)
+
+
+def rand(*shape: int | Sequence[int], dtype: Any = "float32", device: str = "cpu",
+         requires_grad: bool = False) -> Tensor:
+    """Samples from the uniform distribution on [0, 1)."""
+    return _random(creation.uniform, shape, dtype, device, requires_grad)

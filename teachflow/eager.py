@@ -1,0 +1,86 @@
+"""Eager execution (define-by-run): what `bind` does when nothing is being traced.
+
+The eager interpreter runs an op's kernel on its inputs' arrays at once and wraps the result in a
+new Tensor. If any input needs a gradient (and gradients are enabled), it also records the op on
+the autodiff tape. That is all: the same ops and kernels serve staged execution, where a different
+interpreter records a graph instead.
+
+This function is on the hot path of every eager op, so it is written for speed: a single pass over
+the arguments, no validation before the kernel runs, and no shape rule. When a kernel fails, the
+cold path (`_explain`) runs the op's shape rule to say *why* in teachflow's terms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from teachflow import autodiff
+from teachflow.backends import CPU, get_backend
+from teachflow.dispatch import set_default_interpreter
+from teachflow.errors import DeviceError, TeachflowError
+from teachflow.tensor import Tensor
+
+_new = object.__new__
+
+
+class EagerInterpreter:
+    """Evaluate now; record on the tape when an input is tracked."""
+
+    def apply(self, op: Any, args: tuple, params: dict) -> Tensor:
+        backend = None
+        tracked = False
+        arrays = []
+        for x in args:
+            if isinstance(x, Tensor):
+                if x._backend is not backend:
+                    if backend is not None:
+                        raise _mixed_devices(op, args)
+                    backend = x._backend
+                if x._node is not None:
+                    tracked = True
+                x = x._data
+            arrays.append(x)
+        if op.placed:  # creation and transfer ops run on the device they are asked for
+            backend = get_backend(params["device"])
+        elif backend is None:  # only Python scalars or arrays: compute on the CPU
+            backend = CPU
+        try:
+            out = backend.kernels[op](*arrays, **params)
+        except Exception as exc:
+            raise _explain(op, args, params, exc) from exc
+        if type(out) is not backend.array_type:  # NumPy returns scalars for 0-d results
+            out = backend.xp.asarray(out)
+        result = _new(Tensor)
+        result._data = out
+        result._backend = backend
+        result._node = autodiff.record(op, args, params, out, backend) if tracked else None
+        result.grad = None
+        return result
+
+
+def _mixed_devices(op: Any, args: tuple) -> DeviceError:
+    devices = sorted({x.device for x in args if isinstance(x, Tensor)})
+    return DeviceError(
+        f"operands are on different devices ({' and '.join(devices)})",
+        op=op.name, operands=op.describe(args),
+        hint="move them to one device first, e.g. x.to('gpu') or x.to('cpu')",
+    )
+
+
+def _explain(op: Any, args: tuple, params: dict, exc: Exception) -> TeachflowError:
+    """A kernel raised: find the reason in teachflow's terms (the op's shape rule)."""
+    if isinstance(exc, TeachflowError):
+        return exc
+    try:
+        op.abstract_eval(*args, **params)
+    except TeachflowError as err:
+        return err
+    return TeachflowError(
+        f"the {op.name} kernel failed: {type(exc).__name__}: {exc}",
+        op=op.name, operands=op.describe(args),
+        hint="the operands passed teachflow's checks, so this may be a teachflow bug; "
+             "the original error is attached as __cause__",
+    )
+
+
+set_default_interpreter(EagerInterpreter())

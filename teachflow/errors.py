@@ -1,0 +1,126 @@
+"""Errors a learner can act on.
+
+Every error teachflow raises on purpose is a `TeachflowError`. Its message names the op, describes
+the operands (shape, dtype, device), points at the line of *your* code that called the op (not at
+teachflow's internals), and says what to do. The pieces stay available as attributes (`op`,
+`operands`, `location`, `hint`) for tools such as the grader, and an underlying NumPy/CuPy error
+is kept as `__cause__`, so nothing is lost.
+
+The subclasses also derive from the matching built-in exception (`ShapeError` is a `ValueError`,
+`DTypeError` a `TypeError`, ...) so code written against NumPy's exceptions keeps working.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from dataclasses import dataclass
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A line of user code: where an op was called from."""
+
+    filename: str
+    lineno: int
+    function: str = ""
+
+    @property
+    def line(self) -> str:
+        """The source text of the line, stripped (empty when the source is unavailable)."""
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        return f"{os.path.basename(self.filename)}:{self.lineno}"
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen ")
+
+
+def user_location(skip_internal: bool = True) -> SourceLocation | None:
+    """The innermost frame on the stack that belongs to user code, not to teachflow.
+
+    Walking the stack costs microseconds, so teachflow only does it when it needs the answer:
+    while building an error message, or (in staged mode) when recording a node.
+    """
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (skip_internal and _is_internal(os.path.abspath(filename))):
+            return SourceLocation(filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
+
+
+class TeachflowError(Exception):
+    """Base class of every error teachflow raises on purpose.
+
+    Args:
+        message: what went wrong, in one or two plain sentences.
+        op: the op (by name) that refused its operands, if any.
+        operands: descriptions of the operands, e.g. ``"a: float32[3, 4] on cpu"``.
+        hint: what to do about it.
+        location: the user's source line; found on the stack when not given.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        op: str | None = None,
+        operands: tuple[str, ...] = (),
+        hint: str | None = None,
+        location: SourceLocation | None = None,
+    ) -> None:
+        self.message = message
+        self.op = op
+        self.operands = tuple(operands)
+        self.hint = hint
+        self.location = location if location is not None else user_location()
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        head = f"{self.op}: {self.message}" if self.op else self.message
+        lines = [head]
+        if self.location is not None:
+            where = f"  at {self.location}"
+            if self.location.line:
+                where += f":  {self.location.line}"
+            lines.append(where)
+        if self.operands:
+            lines.append("  operands: " + ", ".join(self.operands))
+        if self.hint:
+            lines.append(f"  hint: {self.hint}")
+        return "\n".join(lines)
+
+
+class ShapeError(TeachflowError, ValueError):
+    """Operand shapes that an op cannot combine (broadcasting, matmul, reshape, ...)."""
+
+
+class IndexingError(ShapeError, IndexError):
+    """An index that does not fit the tensor it indexes."""
+
+
+class DTypeError(TeachflowError, TypeError):
+    """An operand of a dtype (or Python type) the op does not accept."""
+
+
+class DeviceError(TeachflowError, RuntimeError):
+    """Operands on different devices, or a device that is not usable here."""
+
+
+class TraceError(TeachflowError):
+    """Something tracing cannot record, such as Python control flow on a traced value."""
+
+
+class GradingError(TeachflowError):
+    """A problem with an exercise or its grading, as opposed to with a learner's answer."""
+
+
+class AutodiffError(TeachflowError):
+    """A gradient that cannot be computed as asked (a non-scalar output, no tracked input, ...)."""

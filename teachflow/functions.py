@@ -1,0 +1,170 @@
+"""The functional API: ``tfl.exp(x)``, ``tfl.matmul(a, b)``, ``tfl.softmax(x)``, ...
+
+Each function accepts tensors or anything `tfl.tensor` accepts, and applies one op through `bind`
+(or, for `softmax` and `log_softmax`, a few: they are *composed* from primitives, the way
+minitorch builds everything from a few kernels, which also gives the compiler's fusion pass
+something to fuse).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from teachflow.dispatch import bind
+from teachflow.errors import ShapeError
+from teachflow.ops import elementwise as ew
+from teachflow.ops import linalg
+from teachflow.ops import shape as shape_ops
+from teachflow.ops.op import RuleError, normalize_axis
+from teachflow.tensor import Tensor, _shape_arg, as_tensor
+
+Axis = int | Sequence[int] | None
+
+
+def _operand(x: Any) -> Any:
+    """Python scalars stay weak (they adopt the other operand's dtype); data becomes a tensor."""
+    return x if isinstance(x, Tensor | bool | int | float) else as_tensor(x)
+
+
+def _binary(op: Any, x: Any, y: Any) -> Tensor:
+    x, y = _operand(x), _operand(y)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        x = as_tensor(x)
+    return bind(op, x, y)
+
+
+# --- Elementwise ----------------------------------------------------------------------------
+
+
+def exp(x: Any) -> Tensor:
+    return bind(ew.exp, as_tensor(x))
+
+
+def log(x: Any) -> Tensor:
+    return bind(ew.log, as_tensor(x))
+
+
+def sqrt(x: Any) -> Tensor:
+    return bind(ew.sqrt, as_tensor(x))
+
+
+def tanh(x: Any) -> Tensor:
+    return bind(ew.tanh, as_tensor(x))
+
+
+def relu(x: Any) -> Tensor:
+    return bind(ew.relu, as_tensor(x))
+
+
+def sigmoid(x: Any) -> Tensor:
+    return bind(ew.sigmoid, as_tensor(x))
+
+
+def abs(x: Any) -> Tensor:
+    return bind(ew.abs, as_tensor(x))
+
+
+def maximum(x: Any, y: Any) -> Tensor:
+    """The larger of `x` and `y` at each position (the gradient goes to the larger one)."""
+    return _binary(ew.maximum, x, y)
+
+
+def minimum(x: Any, y: Any) -> Tensor:
+    return _binary(ew.minimum, x, y)
+
+
+def where(cond: Any, x: Any, y: Any) -> Tensor:
+    """`x` where `cond` is true, else `y` (all three broadcast together)."""
+    x, y = _operand(x), _operand(y)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+        x = as_tensor(x)
+    return bind(ew.where, as_tensor(cond), x, y)
+
+
+# --- Reductions and shape -------------------------------------------------------------------
+
+
+def sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    return as_tensor(x).sum(axis, keepdims)
+
+
+def mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    return as_tensor(x).mean(axis, keepdims)
+
+
+def max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    return as_tensor(x).max(axis, keepdims)
+
+
+def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:
+    return as_tensor(x).reshape(*shape)
+
+
+def transpose(x: Any, *axes: int | Sequence[int]) -> Tensor:
+    return as_tensor(x).transpose(*axes)
+
+
+def matmul(a: Any, b: Any) -> Tensor:
+    return bind(linalg.matmul, as_tensor(a), as_tensor(b))
+
+
+def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
+    x = as_tensor(x)
+    shape = _shape_arg((shape,), "broadcast_to")
+    return x if shape == x.shape else bind(shape_ops.broadcast_to, x, shape=shape)
+
+
+def _tensors(ts: Sequence[Any], op: str) -> list[Tensor]:
+    if isinstance(ts, Tensor) or not isinstance(ts, Sequence) or len(ts) == 0:
+        raise ShapeError(f"{op} takes a non-empty list of tensors", op=op,
+                         hint=f"call it as tfl.{op}([a, b], axis=0)")
+    return [as_tensor(t) for t in ts]
+
+
+def _axis(axis: int, ndim: int, op: str) -> int:
+    try:
+        return normalize_axis(int(axis), ndim)
+    except RuleError as err:
+        raise ShapeError(err.message, op=op, hint=err.hint) from None
+
+
+def concatenate(ts: Sequence[Any], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis."""
+    ts = _tensors(ts, "concatenate")
+    return bind(shape_ops.concatenate, *ts, axis=_axis(axis, ts[0].ndim, "concatenate"))
+
+
+def stack(ts: Sequence[Any], axis: int = 0) -> Tensor:
+    """Join tensors of equal shape along a new axis."""
+    ts = _tensors(ts, "stack")
+    return bind(shape_ops.stack, *ts, axis=_axis(axis, ts[0].ndim + 1, "stack"))
+
+
+# --- Composed functions ---------------------------------------------------------------------
+
+
+def softmax(x: Any, axis: int = -1) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along `axis`, computed stably.
+
+    Subtracting the maximum first changes nothing mathematically (it cancels in the ratio) but
+    keeps `exp` from overflowing. The maximum is detached: its gradient would cancel anyway.
+    """
+    x = as_tensor(x)
+    shifted = x - x.max(axis=axis, keepdims=True).detach()
+    e = shifted.exp()
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def log_softmax(x: Any, axis: int = -1) -> Tensor:
+    """``log(softmax(x))`` without computing the softmax: ``x - max - log(sum(exp(x - max)))``."""
+    x = as_tensor(x)
+    shifted = x - x.max(axis=axis, keepdims=True).detach()
+    return shifted - shifted.exp().sum(axis=axis, keepdims=True).log()
+
+
+__all__ = [
+    "abs", "broadcast_to", "concatenate", "exp", "log", "log_softmax", "matmul", "max",
+    "maximum", "mean", "minimum", "relu", "reshape", "sigmoid", "softmax", "sqrt", "stack",
+    "sum", "tanh", "transpose", "where",
+]

@@ -1,0 +1,123 @@
+"""Elementwise ops: one value in, one value out, at every position (after broadcasting).
+
+Each op is a single declaration: its kernel (against the array module `xp`), its gradient rule
+(with teachflow ops, so gradients can be traced and differentiated again), what the forward pass
+saves for that rule, and the C expression the fusion pass turns a chain of these ops into.
+
+Shape and dtype follow NumPy: operands broadcast, and dtypes promote as NumPy promotes them, with
+Python scalars *weak* (``float32_tensor * 2.0`` stays float32). Gradient rules never sum back over
+broadcast dimensions themselves: the autodiff engine does that in one place for every op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from teachflow.dispatch import bind
+from teachflow.ops.op import Op, elementwise_rule
+
+
+def elementwise(
+    name: str,
+    kernel: Callable[[ModuleType], Any],
+    fusion: str,
+    vjp: Callable[..., tuple] | None = None,
+    saves: str = "inputs",
+    saves_output: bool = False,
+    arg_names: tuple[str, ...] = ("x", "y"),
+) -> Op:
+    """Declare an elementwise op: its shape rule is broadcasting, its dtype rule NumPy's."""
+    return Op(name, kernel, elementwise_rule(kernel), vjp=vjp, saves=saves,
+              saves_output=saves_output, fusion=fusion, arg_names=arg_names)
+
+
+def _select_max(g: Any, x: Any, y: Any) -> tuple:
+    """Gradient of maximum: to the larger operand; split evenly where the two are equal."""
+    tie, x_wins = bind(eq, x, y), bind(gt, x, y)
+    return (bind(where, tie, 0.5 * g, bind(where, x_wins, g, 0)),
+            bind(where, tie, 0.5 * g, bind(where, x_wins, 0, g)))
+
+
+def _pow_vjp(g: Any, x: Any, y: Any, *, out: Any) -> tuple:
+    dx = g * y * x ** (y - 1)
+    # d(x**y)/dy = x**y * log(x); only worth computing when the exponent is a tensor.
+    dy = g * out * bind(log, x) if hasattr(y, "shape") else None
+    return dx, dy
+
+
+# --- Arithmetic ---------------------------------------------------------------------------------
+
+add = elementwise("add", lambda xp: xp.add, "({0} + {1})",
+                  vjp=lambda g, x, y: (g, g), saves="nothing")
+sub = elementwise("sub", lambda xp: xp.subtract, "({0} - {1})",
+                  vjp=lambda g, x, y: (g, -g), saves="nothing")
+mul = elementwise("mul", lambda xp: xp.multiply, "({0} * {1})",
+                  vjp=lambda g, x, y: (g * y, g * x))
+div = elementwise("div", lambda xp: xp.true_divide, "({0} / {1})",
+                  vjp=lambda g, x, y, *, out: (g / y, -g * out / y), saves_output=True)
+neg = elementwise("neg", lambda xp: xp.negative, "(-{0})",
+                  vjp=lambda g, x: (-g,), saves="nothing", arg_names=("x",))
+pow = elementwise("pow", lambda xp: xp.power, "pow({0}, {1})",
+                  vjp=_pow_vjp, saves_output=True)
+maximum = elementwise("maximum", lambda xp: xp.maximum, "max({0}, {1})", vjp=_select_max)
+minimum = elementwise("minimum", lambda xp: xp.minimum, "min({0}, {1})",
+                      vjp=lambda g, x, y: _select_max(g, y, x)[::-1])
+
+# --- Transcendental and activation functions ---------------------------------------------------
+
+exp = elementwise("exp", lambda xp: xp.exp, "exp({0})",
+                  vjp=lambda g, x, *, out: (g * out,), saves="nothing", saves_output=True,
+                  arg_names=("x",))
+log = elementwise("log", lambda xp: xp.log, "log({0})",
+                     vjp=lambda g, x: (g / x,), arg_names=("x",))
+sqrt = elementwise("sqrt", lambda xp: xp.sqrt, "sqrt({0})",
+                   vjp=lambda g, x, *, out: (0.5 * g / out,), saves="nothing",
+                   saves_output=True, arg_names=("x",))
+tanh = elementwise("tanh", lambda xp: xp.tanh, "tanh({0})",
+                   vjp=lambda g, x, *, out: (g * (1 - out * out),), saves="nothing",
+                   saves_output=True, arg_names=("x",))
+# exp(-log(1 + e^-x)) is 1 / (1 + e^-x) without overflow for large negative x.
+sigmoid = elementwise("sigmoid", lambda xp: lambda x: xp.exp(-xp.logaddexp(0, -x)),
+                      "(1 / (1 + exp(-{0})))",
+                      vjp=lambda g, x, *, out: (g * out * (1 - out),), saves="nothing",
+                      saves_output=True, arg_names=("x",))
+relu = elementwise("relu", lambda xp: lambda x: xp.maximum(x, 0), "max({0}, 0)",
+                   vjp=lambda g, x, *, out: (g * (out > 0),), saves="nothing",
+                   saves_output=True, arg_names=("x",))
+sign = elementwise("sign", lambda xp: xp.sign, "(({0} > 0) - ({0} < 0))", arg_names=("x",))
+abs = elementwise("abs", lambda xp: xp.abs, "abs({0})",
+                  vjp=lambda g, x: (g * bind(sign, x),), arg_names=("x",))
+
+# --- Comparisons and selection (no gradient flows through a comparison) ----------------------
+
+lt = elementwise("lt", lambda xp: xp.less, "({0} < {1})")
+le = elementwise("le", lambda xp: xp.less_equal, "({0} <= {1})")
+gt = elementwise("gt", lambda xp: xp.greater, "({0} > {1})")
+ge = elementwise("ge", lambda xp: xp.greater_equal, "({0} >= {1})")
+eq = elementwise("eq", lambda xp: xp.equal, "({0} == {1})")
+ne = elementwise("ne", lambda xp: xp.not_equal, "({0} != {1})")
+where = elementwise("where", lambda xp: xp.where, "({0} ? {1} : {2})",
+                    vjp=lambda g, cond, x, y: (None, bind(where, cond, g, 0),
+                                               bind(where, cond, 0, g)),
+                    arg_names=("cond", "x", "y"))
+
+# --- Casts --------------------------------------------------------------------------------------
+
+astype = Op(
+    "astype",
+    lambda xp: lambda x, *, dtype: x.astype(dtype),
+    lambda x, *, dtype: type(x)(x.shape, dtype),
+    vjp=lambda g, x, *, dtype: (g.astype(x.dtype),),
+    saves="shapes",
+    fusion="(({dtype}){0})",
+    arg_names=("x",),
+)
+# The identity: `tfl.grad` uses it to watch an input that an outer `tfl.grad` already tracks.
+identity = elementwise("identity", lambda xp: lambda x: x, "{0}",
+                       vjp=lambda g, x: (g,), saves="nothing", arg_names=("x",))
+# The identity whose gradient is zero: `x.detach()`, and the max in a stable softmax.
+stop_gradient = Op("stop_gradient", lambda xp: lambda x: x,
+                   lambda x: x, fusion="{0}", arg_names=("x",))
+

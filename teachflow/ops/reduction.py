@@ -1,0 +1,92 @@
+"""Reductions: sum, mean and max over some axes.
+
+A reduction's gradient *undoes the reduction's shape change*: the output cotangent is given back
+the reduced axes (as size 1) and broadcast over them. `sum` spreads it evenly, `mean` spreads it
+divided by the count, `max` sends it to the positions that held the maximum.
+
+The `axis` parameter is always normalised to a sorted tuple of non-negative axes (or None for
+all axes), so two equal reductions look equal to the compiler's passes.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from teachflow.dispatch import bind
+from teachflow.errors import ShapeError
+from teachflow.ops.elementwise import astype
+from teachflow.ops.op import Op, RuleError, TensorSpec, normalize_axis
+from teachflow.ops.shape import broadcast_to, reshape
+
+
+def normalize_axes(op: str, axis: Any, ndim: int) -> tuple[int, ...] | None:
+    """``axis`` as given by a user (None, an int, or a sequence) -> None or a sorted tuple."""
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    try:
+        normalized = tuple(sorted(normalize_axis(int(a), ndim) for a in axes))
+    except RuleError as err:
+        raise ShapeError(err.message, op=op, hint=err.hint) from None
+    if len(set(normalized)) != len(normalized):
+        raise ShapeError(f"axis {axis} names the same axis twice", op=op)
+    return normalized
+
+
+def reduced_shape(shape: tuple, axis: tuple | None, keepdims: bool) -> tuple:
+    axes = range(len(shape)) if axis is None else axis
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+@lru_cache(maxsize=256)
+def _reduction_dtype(name: str, dtype: np.dtype) -> np.dtype:
+    """NumPy's result dtype of a reduction (sum of int32 is int64, mean of ints is float64)."""
+    return getattr(np, name)(np.ones(1, dtype=dtype)).dtype
+
+
+def _reduction_rule(name: str, needs_elements: bool = False):
+    def rule(x: TensorSpec, *, axis: tuple | None, keepdims: bool) -> TensorSpec:
+        for a in axis or ():
+            if a >= x.ndim:
+                raise RuleError(f"axis {a} is out of range for a tensor of {x.ndim} dimensions")
+        if needs_elements and 0 in [x.shape[a] for a in (axis or range(x.ndim))]:
+            raise RuleError(f"{name} of an empty axis has no value",
+                            hint="reduce over a non-empty axis")
+        return TensorSpec(reduced_shape(x.shape, axis, keepdims), _reduction_dtype(name, x.dtype))
+
+    return rule
+
+
+def expand_reduced(g: Any, x: TensorSpec, axis: tuple | None, keepdims: bool) -> Any:
+    """Give a reduced cotangent its reduced axes back (size 1) and broadcast it to x's shape."""
+    if not keepdims:
+        g = bind(reshape, g, shape=reduced_shape(x.shape, axis, keepdims=True))
+    return bind(broadcast_to, g, shape=x.shape)
+
+
+def _count(x: TensorSpec, axis: tuple | None) -> int:
+    return int(np.prod([x.shape[a] for a in (axis if axis is not None else range(x.ndim))]))
+
+
+def _max_vjp(g: Any, x: Any, *, out: Any, axis: tuple | None, keepdims: bool) -> tuple:
+    # The gradient goes to where the maximum was; ties share it evenly.
+    spec = x.spec
+    winners = bind(astype, x == expand_reduced(out, spec, axis, keepdims), dtype=g.dtype)
+    share = winners / winners.sum(axis=axis, keepdims=True)
+    return (expand_reduced(g, spec, axis, keepdims) * share,)
+
+
+sum = Op("sum", lambda xp: xp.sum, _reduction_rule("sum"),
+         vjp=lambda g, x, *, axis, keepdims: (expand_reduced(g, x, axis, keepdims),),
+         saves="shapes")
+mean = Op("mean", lambda xp: xp.mean, _reduction_rule("mean", needs_elements=True),
+          vjp=lambda g, x, *, axis, keepdims: (expand_reduced(g, x, axis, keepdims)
+                                                / _count(x, axis),),
+          saves="shapes")
+max = Op("max", lambda xp: xp.max, _reduction_rule("max", needs_elements=True),
+         vjp=_max_vjp, saves_output=True)

@@ -1,0 +1,157 @@
+"""Shape ops: reshape, transpose, broadcast, index, concatenate, stack.
+
+These ops move values around without computing new ones, so their gradients move the cotangent
+back: reshape it to the old shape, transpose it by the inverse permutation, scatter it into the
+positions an index read, split it where a concatenation joined. `broadcast_to` needs no rule of its
+own: the autodiff engine sums every cotangent back to its input's shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teachflow.dispatch import bind
+from teachflow.errors import IndexingError
+from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes, normalize_axis
+
+
+def _known_size(shape: tuple) -> int | None:
+    return None if None in shape else int(np.prod(shape, dtype=np.int64))
+
+
+def _reshape_rule(x: TensorSpec, *, shape: tuple) -> TensorSpec:
+    if sum(d == -1 for d in shape) > 1 or any(d is not None and d < -1 for d in shape):
+        raise RuleError(f"invalid target shape {shape}",
+                        hint="use non-negative sizes and at most one -1")
+    size = _known_size(x.shape)
+    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    if size is None:  # an unknown input dimension leaves -1 unknown too
+        return TensorSpec(tuple(None if d == -1 else d for d in shape), x.dtype)
+    if -1 in shape:
+        if known == 0 or size % known:
+            raise RuleError(f"cannot reshape {x} ({size} elements) into {shape}: "
+                            f"{size} is not a multiple of {known}")
+        shape = tuple(size // known if d == -1 else d for d in shape)
+    elif known != size:
+        raise RuleError(f"cannot reshape {x} ({size} elements) into {shape} ({known} elements)",
+                        hint="the number of elements must stay the same")
+    return TensorSpec(shape, x.dtype)
+
+
+def _transpose_rule(x: TensorSpec, *, axes: tuple) -> TensorSpec:
+    if sorted(axes) != list(range(x.ndim)):
+        raise RuleError(f"axes {axes} are not a permutation of the {x.ndim} axes of {x}")
+    return TensorSpec(tuple(x.shape[a] for a in axes), x.dtype)
+
+
+def _broadcast_to_rule(x: TensorSpec, *, shape: tuple) -> TensorSpec:
+    if len(shape) < x.ndim or broadcast_shapes(x.shape, shape) != tuple(shape):
+        raise RuleError(f"cannot broadcast {x} to shape {shape}",
+                        hint="each dimension must match or be 1, counting from the right")
+    return TensorSpec(shape, x.dtype)
+
+
+def is_basic_index(index: tuple) -> bool:
+    """Basic indexing (ints, slices, None, ...) never reads one position twice."""
+    return all(isinstance(i, int | np.integer | slice) or i is None or i is Ellipsis
+               for i in index)
+
+
+def _getitem_rule(x: TensorSpec, *, index: tuple) -> TensorSpec:
+    # Index a zero-cost broadcast view of x's shape: NumPy itself works out the result shape.
+    try:
+        shape = np.broadcast_to(np.empty((), x.dtype), x.shape)[index].shape
+    except IndexError as exc:
+        raise RuleError(f"index {_show_index(index)} does not fit {x}: {exc}",
+                        kind=IndexingError) from None
+    return TensorSpec(shape, x.dtype)
+
+
+def _show_index(index: tuple) -> str:
+    def one(i: Any) -> str:
+        if isinstance(i, slice):
+            parts = ["" if v is None else str(v) for v in (i.start, i.stop, i.step)]
+            return ":".join(parts[:2] if i.step is None else parts)
+        return "..." if i is Ellipsis else repr(i)
+
+    return "[" + ", ".join(one(i) for i in index) + "]"
+
+
+def _on_device(xp: Any, index: tuple) -> tuple:
+    """Index arrays are kept on the host; move them to the device that is being indexed."""
+    return index if xp is np else tuple(
+        xp.asarray(i) if isinstance(i, np.ndarray) else i for i in index)
+
+
+def _scatter_add_kernel(xp: Any):
+    def scatter_add(g: Any, *, index: tuple, shape: tuple) -> Any:
+        out = xp.zeros(shape, dtype=g.dtype)
+        if is_basic_index(index):
+            out[index] = g
+        else:  # an advanced index may read a position twice: its gradients must add up
+            xp.add.at(out, _on_device(xp, index), g)
+        return out
+
+    return scatter_add
+
+
+def _concatenate_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
+    first = xs[0]
+    for i, x in enumerate(xs[1:], start=1):
+        if x.ndim != first.ndim or any(a != b for k, (a, b) in
+                                       enumerate(zip(x.shape, first.shape, strict=True))
+                                       if k != axis):
+            raise RuleError(f"tensor {i} has shape {x.shape}, tensor 0 has {first.shape}: "
+                            f"all dimensions except axis {axis} must match")
+    size = None if any(x.shape[axis] is None for x in xs) else np.sum([x.shape[axis] for x in xs])
+    shape = first.shape[:axis] + (None if size is None else int(size),) + first.shape[axis + 1:]
+    return TensorSpec(shape, np.result_type(*(x.dtype for x in xs)))
+
+
+def _concatenate_vjp(g: Any, *xs: TensorSpec, axis: int) -> tuple:
+    pieces, start = [], 0
+    for x in xs:
+        stop = start + x.shape[axis]
+        pieces.append(bind(getitem, g, index=(slice(None),) * axis + (slice(start, stop),)))
+        start = stop
+    return tuple(pieces)
+
+
+def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
+    for i, x in enumerate(xs[1:], start=1):
+        if x.shape != xs[0].shape:
+            raise RuleError(f"tensor {i} has shape {x.shape}, tensor 0 has {xs[0].shape}: "
+                            "stack needs equal shapes")
+    shape = xs[0].shape[:axis] + (len(xs),) + xs[0].shape[axis:]
+    return TensorSpec(shape, np.result_type(*(x.dtype for x in xs)))
+
+
+def stack_axis(axis: int, ndim: int) -> int:
+    """Stacking inserts an axis, so -1 means after the last existing one."""
+    return normalize_axis(axis, ndim + 1)
+
+
+reshape = Op("reshape", lambda xp: xp.reshape, _reshape_rule,
+             vjp=lambda g, x, *, shape: (bind(reshape, g, shape=x.shape),), saves="shapes")
+transpose = Op("transpose", lambda xp: xp.transpose, _transpose_rule,
+               vjp=lambda g, x, *, axes: (bind(transpose, g, axes=tuple(np.argsort(axes))),),
+               saves="nothing")
+broadcast_to = Op("broadcast_to", lambda xp: xp.broadcast_to, _broadcast_to_rule,
+                  vjp=lambda g, x, *, shape: (g,), saves="nothing")
+getitem = Op("getitem", lambda xp: lambda x, *, index: x[_on_device(xp, index)], _getitem_rule,
+             vjp=lambda g, x, *, index: (bind(scatter_add, g, index=index, shape=x.shape),),
+             saves="shapes")
+# The gradient of indexing: zeros of the indexed tensor's shape, with g added where it was read.
+scatter_add = Op("scatter_add", _scatter_add_kernel,
+                 lambda g, *, index, shape: TensorSpec(shape, g.dtype),
+                 vjp=lambda g, dy, *, index, shape: (bind(getitem, g, index=index),),
+                 saves="nothing", arg_names=("g",))
+concatenate = Op("concatenate",
+                 lambda xp: lambda *xs, axis: xp.concatenate(xs, axis=axis),
+                 _concatenate_rule, vjp=_concatenate_vjp, saves="shapes")
+stack = Op("stack", lambda xp: lambda *xs, axis: xp.stack(xs, axis=axis), _stack_rule,
+           vjp=lambda g, *xs, axis: tuple(
+               bind(getitem, g, index=(slice(None),) * axis + (i,)) for i in range(len(xs))),
+           saves="nothing")

@@ -1,0 +1,28 @@
+"""Random numbers you can reproduce: ``tfl.manual_seed(n)``.
+
+Each array module (NumPy, CuPy) gets its own generator, created from the current seed when first
+used. Seeding resets them all, so a seeded program draws the same numbers on every run.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+_seed: int | None = None
+_generators: dict[str, Any] = {}
+
+
+def manual_seed(seed: int) -> None:
+    """Seed every device's random generator (like ``torch.manual_seed``)."""
+    global _seed
+    _seed = int(seed)
+    _generators.clear()
+
+
+def generator(xp: ModuleType) -> Any:
+    """The random generator of an array module (``xp.random.default_rng``)."""
+    rng = _generators.get(xp.__name__)
+    if rng is None:
+        rng = _generators[xp.__name__] = xp.random.default_rng(_seed)
+    return rng

@@ -1,0 +1,59 @@
+"""TensorSpec: what is known about a tensor without its values.
+
+Shape, dtype and device are all that an op's shape rule needs, all that tracing keeps of an
+argument (binding-time analysis: values are dynamic, these are static), and what the graph prints
+beside every node, as in ``f32[64,128]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+_SHORT_DTYPE = {
+    "float16": "f16",
+    "float32": "f32",
+    "float64": "f64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "bool": "bool",
+    "complex64": "c64",
+    "complex128": "c128",
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """The static part of a tensor: ``shape`` (a tuple; None marks a dimension not yet known),
+    ``dtype`` (a NumPy dtype) and ``device`` ("cpu" or "gpu")."""
+
+    shape: tuple[int | None, ...]
+    dtype: np.dtype
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(self.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape)) if None not in self.shape else -1
+
+    def __str__(self) -> str:
+        dims = ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"{short_dtype(self.dtype)}[{dims}]"
+
+
+def short_dtype(dtype: Any) -> str:
+    """``float32 -> "f32"``: the compact dtype names the graph printer uses."""
+    name = np.dtype(dtype).name
+    return _SHORT_DTYPE.get(name, name)
