@@ -22,16 +22,21 @@ from teachflow.tensor import Tensor, _shape_arg, as_tensor
 Axis = int | Sequence[int] | None
 
 
-def _operand(x: Any) -> Any:
-    """Python scalars stay weak (they adopt the other operand's dtype); data becomes a tensor."""
-    return x if isinstance(x, Tensor | bool | int | float) else as_tensor(x)
+_SCALAR = bool | int | float
+
+
+def _operands(*xs: Any) -> list:
+    """Tensors as they are; Python scalars stay *weak* (they take the dtype of the tensor they
+    meet) as long as some operand is a tensor; anything else becomes a tensor."""
+    some_tensor = any(isinstance(x, Tensor) for x in xs)
+    return [x if isinstance(x, Tensor) or (some_tensor and isinstance(x, _SCALAR))
+            else as_tensor(x) for x in xs]
 
 
 def _binary(op: Any, x: Any, y: Any) -> Tensor:
-    x, y = _operand(x), _operand(y)
-    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-        x = as_tensor(x)
-    return bind(op, x, y)
+    if isinstance(x, Tensor) and isinstance(y, Tensor):  # the common case, kept fast
+        return bind(op, x, y)
+    return bind(op, *_operands(x, y))
 
 
 # --- Elementwise ----------------------------------------------------------------------------
@@ -76,10 +81,7 @@ def minimum(x: Any, y: Any) -> Tensor:
 
 def where(cond: Any, x: Any, y: Any) -> Tensor:
     """`x` where `cond` is true, else `y` (all three broadcast together)."""
-    x, y = _operand(x), _operand(y)
-    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-        x = as_tensor(x)
-    return bind(ew.where, as_tensor(cond), x, y)
+    return bind(ew.where, as_tensor(cond), *_operands(x, y))
 
 
 # --- Reductions and shape -------------------------------------------------------------------

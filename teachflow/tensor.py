@@ -142,7 +142,8 @@ class Tensor:
         if self.size != 1:
             raise ShapeError(
                 f"the truth value of a tensor with shape {self.shape} is ambiguous",
-                op="bool", hint="use (t > 0).all()-style reductions, or t.item() on one element")
+                op="bool", hint="compare one element (t[0] > 0) or a reduction (t.sum() > 0); "
+                     "t.item() gives the value of a one-element tensor")
         return bool(self._data)
 
     def __float__(self) -> float:
@@ -341,7 +342,11 @@ def _to_array(data: Any, dtype: Any, backend: Backend, copy: bool) -> Any:
     if isinstance(data, Tensor):
         data = data._data
     if dtype is None and not hasattr(data, "dtype"):
-        probe = np.asarray(data)
+        try:
+            probe = np.asarray(data)
+        except ValueError as exc:
+            raise ShapeError(f"cannot make a tensor from this {type(data).__name__}: {exc}",
+                             op="tensor", hint="nested lists must be rectangular") from exc
         if probe.dtype == np.float64:
             dtype = np.float32
         elif probe.dtype == np.complex128:

@@ -137,12 +137,15 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
     for axis in range(-ndim, 0):
         sizes = {s[axis] for s in shapes if len(s) >= -axis and s[axis] != 1}
         if len(sizes) > 1:
-            listed = " vs ".join(str(s) for s in shapes)
+            same_rank = len({len(s) for s in shapes}) == 1
+            where = f"dimension {ndim + axis}" if same_rank else \
+                f"dimension {axis} (counting from the right, as broadcasting does)"
             detail = ", ".join(
                 f"{s[axis]} in operand {i}" for i, s in enumerate(shapes) if len(s) >= -axis
             )
             raise RuleError(
-                f"cannot broadcast shapes {listed}: dimension {axis} differs ({detail})",
+                f"cannot broadcast shapes {' and '.join(str(s) for s in shapes)}: "
+                f"{where} differs ({detail})",
                 hint="broadcasting lines shapes up from the right; each dimension must match "
                      "or be 1. Reshape an operand (x.reshape(...)) or add a size-1 axis.",
             )
@@ -182,12 +185,12 @@ def elementwise_rule(kernel: Callable[[ModuleType], Kernel]) -> Callable[..., Te
 
 def normalize_axis(axis: int, ndim: int) -> int:
     """Turn a possibly negative axis into 0..ndim-1, or raise a RuleError."""
-    if not -ndim <= axis < max(ndim, 1):
+    if not -ndim <= axis < ndim:
         raise RuleError(
             f"axis {axis} is out of range for a tensor of {ndim} dimension(s)",
-            hint=f"use an axis from {-ndim} to {ndim - 1}",
+            hint=f"use an axis from {-ndim} to {ndim - 1}" if ndim else "a 0-d tensor has no axes",
         )
-    return axis % ndim if ndim else 0
+    return axis % ndim
 
 
 def check_float(spec: Any, what: str) -> None:

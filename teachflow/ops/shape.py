@@ -150,8 +150,8 @@ scatter_add = Op("scatter_add", _scatter_add_kernel,
                  saves="nothing", arg_names=("g",))
 concatenate = Op("concatenate",
                  lambda xp: lambda *xs, axis: xp.concatenate(xs, axis=axis),
-                 _concatenate_rule, vjp=_concatenate_vjp, saves="shapes")
+                 _concatenate_rule, vjp=_concatenate_vjp, saves="shapes", arg_names=())
 stack = Op("stack", lambda xp: lambda *xs, axis: xp.stack(xs, axis=axis), _stack_rule,
            vjp=lambda g, *xs, axis: tuple(
                bind(getitem, g, index=(slice(None),) * axis + (i,)) for i in range(len(xs))),
-           saves="nothing")
+           saves="nothing", arg_names=())
