@@ -85,13 +85,23 @@ def _on_device(xp: Any, index: tuple) -> tuple:
         xp.asarray(i) if isinstance(i, np.ndarray) else i for i in index)
 
 
+def _add_at(xp: Any, out: Any, index: tuple, values: Any) -> None:
+    """``out[index] += values``, adding up repeated positions (unbuffered, unlike ``+=``)."""
+    if hasattr(xp.add, "at"):
+        xp.add.at(out, index, values)
+    else:  # CuPy releases without ufunc.at have the same operation in cupyx
+        import cupyx
+
+        cupyx.scatter_add(out, index, values)
+
+
 def _scatter_add_kernel(xp: Any):
     def scatter_add(g: Any, *, index: tuple, shape: tuple) -> Any:
         out = xp.zeros(shape, dtype=g.dtype)
         if is_basic_index(index):
             out[index] = g
         else:  # an advanced index may read a position twice: its gradients must add up
-            xp.add.at(out, _on_device(xp, index), g)
+            _add_at(xp, out, _on_device(xp, index), g)
         return out
 
     return scatter_add
@@ -133,7 +143,7 @@ def stack_axis(axis: int, ndim: int) -> int:
     return normalize_axis(axis, ndim + 1)
 
 
-reshape = Op("reshape", lambda xp: xp.reshape, _reshape_rule,
+reshape = Op("reshape", lambda xp: lambda x, *, shape: xp.reshape(x, shape), _reshape_rule,
              vjp=lambda g, x, *, shape: (bind(reshape, g, shape=x.shape),), saves="shapes")
 transpose = Op("transpose", lambda xp: xp.transpose, _transpose_rule,
                vjp=lambda g, x, *, axes: (bind(transpose, g, axes=tuple(np.argsort(axes))),),
