@@ -34,7 +34,18 @@ class SourceLocation:
         return linecache.getline(self.filename, self.lineno).strip()
 
     def __str__(self) -> str:
+        cell = _notebook_cell(self.filename)
+        if cell is not None:
+            return f"cell In[{cell}], line {self.lineno}"
         return f"{os.path.basename(self.filename)}:{self.lineno}"
+
+
+def _notebook_cell(filename: str) -> int | None:
+    """The execution count of the notebook cell compiled to `filename`, if it is one."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    filename_map = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    return filename_map.get(filename) if isinstance(filename_map, dict) else None
 
 
 def _is_internal(filename: str) -> bool:
