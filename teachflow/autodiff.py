@@ -278,8 +278,11 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     `argnums` picks the arguments to differentiate (an int, or a tuple for a tuple of
     gradients). An argument may be a tensor or a list/tuple/dict of tensors; its gradient has
-    the same structure. Gradients of gradients work: the backward pass is recorded whenever an
-    input is itself being differentiated by an outer `grad`.
+    the same structure.
+
+    Gradients of gradients work: when an argument is itself tracked (it requires grad, for
+    instance because an outer `grad` is differentiating with respect to it), the backward pass is
+    recorded too, so the gradient returned can be differentiated again.
     """
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
