@@ -1,0 +1,611 @@
+"""The tape: backward, functional gradients, gradient modes, and the tape's memory behaviour.
+
+Gradients are checked against values worked out by hand or against central finite differences in
+float64. The memory tests switch the cyclic garbage collector off, so that only reference counting
+frees objects: an object that is still alive then is either referenced or caught in a cycle, and
+the tape promises neither for what no gradient rule needs.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import sys
+import weakref
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import teachflow as tfl
+from teachflow import autodiff
+
+
+def leaf(values, dtype="float64") -> tfl.Tensor:
+    return tfl.tensor(values, dtype=dtype, requires_grad=True)
+
+
+def close(t: tfl.Tensor | None, expected, rtol: float = 1e-6, atol: float = 1e-8) -> None:
+    assert t is not None
+    np.testing.assert_allclose(t.numpy(), np.asarray(expected, dtype=np.float64), rtol=rtol,
+                               atol=atol)
+
+
+# --- backward -----------------------------------------------------------------------------------
+
+
+def test_backward_fills_grad_of_leaves_only() -> None:
+    x = leaf([1.0, 2.0, 3.0])
+    h = x * 2
+    (h * h).sum().backward()
+    close(x.grad, 8 * x.numpy())  # d/dx (2x)^2 = 8x
+    assert h.grad is None  # intermediates do not keep gradients
+    assert x.grad.requires_grad is False and x.grad.is_leaf  # a plain value, not on the tape
+    assert x.grad.shape == x.shape and x.grad.dtype == x.dtype
+
+
+def test_backward_accumulates_into_grad() -> None:
+    x = leaf([1.0, -2.0])
+    loss = (x * x).sum()
+    loss.backward()
+    close(x.grad, [2.0, -4.0])
+    loss.backward()  # the same tape, walked again
+    close(x.grad, [4.0, -8.0])
+    (x * x).sum().backward()  # a new tape
+    close(x.grad, [6.0, -12.0])
+    x.grad = None
+    (3 * x).sum().backward()
+    close(x.grad, [3.0, 3.0])
+
+
+def test_backward_with_an_explicit_output_gradient() -> None:
+    x = leaf([1.0, 2.0])
+    (x * 3).backward(tfl.tensor([1.0, 10.0], dtype="float64"))
+    close(x.grad, [3.0, 30.0])
+    y = leaf([1.0, 2.0])
+    (y ** 2).backward(np.array([1.0, 0.5]))  # a NumPy array works too
+    close(y.grad, [2.0, 2.0])
+
+
+def test_a_node_used_twice_gets_both_contributions() -> None:
+    x = leaf([3.0])
+    (x * x).sum().backward()
+    close(x.grad, [6.0])
+    y = leaf([3.0])
+    (y + y + y).sum().backward()
+    close(y.grad, [3.0])
+
+
+def test_diamond_graph() -> None:
+    x = leaf([0.5, 1.5])
+    a = x * 2  # shared by both branches
+    b = a.exp()
+    c = a * a
+    (b + c).sum().backward()
+    xs = x.numpy()
+    close(x.grad, 2 * np.exp(2 * xs) + 8 * xs)
+
+
+def test_deeper_diamond_with_reuse_at_several_levels() -> None:
+    x = leaf([0.7])
+    a = x.tanh()
+    b = a * x  # uses x directly and through a
+    c = b + a
+    d = c * b
+    d.sum().backward()
+    # d = (a x + a)(a x) with a = tanh x; differentiate numerically in float64.
+    f = lambda v: (np.tanh(v) * v + np.tanh(v)) * (np.tanh(v) * v)
+    eps = 1e-6
+    close(x.grad, (f(0.7 + eps) - f(0.7 - eps)) / (2 * eps), rtol=1e-6)
+
+
+@pytest.fixture
+def low_recursion_limit() -> Iterator[None]:
+    """A limit far below the graph depth: a recursive walk of the tape would fail."""
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(300, len(inspect.stack()) + 200))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
+
+
+def test_deep_chain_backprops_without_recursion(low_recursion_limit) -> None:
+    x = tfl.tensor(1.0, dtype="float64", requires_grad=True)
+    y = x
+    for _ in range(5000):
+        y = y * 1.0001
+    y.backward()
+    close(x.grad, 1.0001 ** 5000, rtol=1e-9)
+    del y  # freeing a 5000-node chain must not overflow either
+    g = tfl.grad(lambda v: _chain(v, 5000))(tfl.tensor(2.0, dtype="float64"))
+    close(g, 1.0, rtol=1e-12)
+
+
+def _chain(v: tfl.Tensor, n: int) -> tfl.Tensor:
+    for _ in range(n):
+        v = v + 0.0
+    return v
+
+
+def test_leaf_gradient_keeps_its_dtype() -> None:
+    w = tfl.tensor([1.0, 2.0], requires_grad=True)  # float32
+    (w * np.array([1.0, 2.0])).sum().backward()  # computed in float64
+    assert w.grad.dtype == np.float32
+    close(w.grad, [1.0, 2.0])
+
+
+def test_grads_into_broadcast_operands_are_summed_back() -> None:
+    col = leaf(np.ones((3, 1)))
+    row = leaf([1.0, 2.0, 3.0, 4.0])
+    (col * row).sum().backward()
+    assert col.grad.shape == (3, 1) and row.grad.shape == (4,)
+    close(col.grad, np.full((3, 1), 10.0))
+    close(row.grad, np.full(4, 3.0))
+
+    s = leaf(2.0)  # a 0-d tensor added to a matrix
+    m = leaf(np.arange(6.0).reshape(2, 3))
+    (s * m + s).sum().backward()
+    assert s.grad.shape == ()
+    close(s.grad, 15.0 + 6.0)
+    close(m.grad, np.full((2, 3), 2.0))
+
+    batch = leaf(np.ones((2, 3, 4)))
+    weight = leaf(np.ones((4, 5)))
+    (batch @ weight).sum().backward()  # the batch axis is broadcast over `weight`
+    assert weight.grad.shape == (4, 5)
+    close(weight.grad, np.full((4, 5), 6.0))
+
+    b = leaf(np.ones((1, 3)))
+    tfl.broadcast_to(b, (4, 2, 3)).sum().backward()
+    close(b.grad, np.full((1, 3), 8.0))
+
+
+def test_backward_stops_at_detach_and_comparisons() -> None:
+    x = leaf([1.0, 2.0])
+    (x * x.detach()).sum().backward()
+    close(x.grad, [1.0, 2.0])  # only the non-detached factor contributes
+    y = leaf([1.0, -2.0])
+    z = y * 2 + (y > 0)
+    z.sum().backward()
+    close(y.grad, [2.0, 2.0])
+
+
+def test_backward_through_a_leaf_that_was_freed() -> None:
+    x = leaf([1.0, 2.0])
+    y = (x + 1.0).sum()  # add saves nothing, so the tape does not keep x alive
+    del x
+    y.backward()  # nowhere to put the gradient: nothing happens, and nothing breaks
+
+
+# --- no_grad / enable_grad ----------------------------------------------------------------------
+
+
+def test_no_grad_context_records_nothing() -> None:
+    x = leaf([1.0, 2.0])
+    assert tfl.is_grad_enabled()
+    with tfl.no_grad():
+        assert not tfl.is_grad_enabled()
+        y = x * 2
+        z = (y + x).exp().sum()
+    assert tfl.is_grad_enabled()
+    for t in (y, z):
+        assert not t.requires_grad and t.grad_fn is None and t.is_leaf
+    assert x.requires_grad  # the leaf itself is unchanged
+
+
+def test_no_grad_as_decorator() -> None:
+    seen = []
+
+    @tfl.no_grad()
+    def infer(x: tfl.Tensor) -> tfl.Tensor:
+        seen.append(tfl.is_grad_enabled())
+        return (x * 2).sum()
+
+    x = leaf([1.0])
+    out = infer(x)
+    assert seen == [False] and not out.requires_grad
+    assert tfl.is_grad_enabled()
+    assert infer.__name__ == "infer"
+
+
+def test_no_grad_decorator_is_reentrant() -> None:
+    @tfl.no_grad()
+    def depth(n: int) -> int:
+        assert not tfl.is_grad_enabled()
+        return 0 if n == 0 else 1 + depth(n - 1)
+
+    assert depth(3) == 3
+    assert tfl.is_grad_enabled()
+
+
+def test_enable_grad_inside_no_grad() -> None:
+    x = leaf([1.0, 2.0])
+    with tfl.no_grad():
+        with tfl.enable_grad():
+            assert tfl.is_grad_enabled()
+            y = (x * x).sum()
+        z = x * 3
+        assert not tfl.is_grad_enabled()
+    assert y.requires_grad and y.grad_fn == "sum"
+    assert not z.requires_grad
+    y.backward()
+    close(x.grad, [2.0, 4.0])
+
+
+def test_grad_mode_is_restored_after_an_exception() -> None:
+    with pytest.raises(RuntimeError), tfl.no_grad():
+        raise RuntimeError("boom")
+    assert tfl.is_grad_enabled()
+    with tfl.no_grad():
+        with pytest.raises(RuntimeError), tfl.enable_grad():
+            raise RuntimeError("boom")
+        assert not tfl.is_grad_enabled()
+    assert tfl.is_grad_enabled()
+
+
+def test_functional_grad_works_inside_no_grad() -> None:
+    with tfl.no_grad():
+        g = tfl.grad(lambda x: (x ** 2).sum())(tfl.tensor([1.0, 3.0], dtype="float64"))
+        assert not tfl.is_grad_enabled()
+    close(g, [2.0, 6.0])
+
+
+# --- grad and value_and_grad --------------------------------------------------------------------
+
+
+def test_grad_of_a_simple_function() -> None:
+    x = tfl.tensor([1.0, 2.0, 3.0], dtype="float64")
+    g = tfl.grad(lambda x: (x ** 3).sum())(x)
+    close(g, 3 * x.numpy() ** 2)
+    assert isinstance(g, tfl.Tensor) and g.shape == x.shape and g.dtype == np.float64
+    assert not g.requires_grad  # not recorded: nothing outside is differentiating it
+    assert x.grad is None and not x.requires_grad
+
+
+def test_value_and_grad_returns_the_value() -> None:
+    x = tfl.tensor([1.0, 2.0], dtype="float64")
+    value, g = tfl.value_and_grad(lambda x: (x * x).sum())(x)
+    close(value, 5.0)
+    close(g, [2.0, 4.0])
+    assert not value.requires_grad and value.shape == ()
+
+
+def test_argnums_int_and_tuple() -> None:
+    a = tfl.tensor([1.0, 2.0], dtype="float64")
+    b = tfl.tensor([3.0, 5.0], dtype="float64")
+    f = lambda a, b: (a * a * b).sum()
+    close(tfl.grad(f)(a, b), 2 * a.numpy() * b.numpy())
+    close(tfl.grad(f, argnums=1)(a, b), a.numpy() ** 2)
+    close(tfl.grad(f, argnums=-1)(a, b), a.numpy() ** 2)
+    ga, gb = tfl.grad(f, argnums=(0, 1))(a, b)
+    close(ga, 2 * a.numpy() * b.numpy())
+    close(gb, a.numpy() ** 2)
+    single = tfl.grad(f, argnums=(1,))(a, b)
+    assert isinstance(single, tuple) and len(single) == 1
+    close(single[0], a.numpy() ** 2)
+    value, (ga2, gb2) = tfl.value_and_grad(f, argnums=(0, 1))(a, b)
+    close(value, 1 * 3 + 4 * 5)
+    close(ga2, ga.numpy())
+    close(gb2, gb.numpy())
+
+
+def test_keyword_arguments_pass_through_and_are_not_differentiated() -> None:
+    f = lambda x, scale=1.0: (x * scale).sum()
+    close(tfl.grad(f)(tfl.tensor([1.0, 2.0], dtype="float64"), scale=4.0), [4.0, 4.0])
+
+
+def test_grad_with_respect_to_a_list_and_a_dict() -> None:
+    ws = [tfl.tensor([1.0, 2.0], dtype="float64"), tfl.tensor(3.0, dtype="float64")]
+    g = tfl.grad(lambda ws: (ws[0] * ws[1]).sum())(ws)
+    assert isinstance(g, list) and len(g) == 2
+    close(g[0], [3.0, 3.0])
+    close(g[1], 3.0)
+
+    params = {"w": tfl.tensor([[1.0, 2.0]], dtype="float64"),
+              "b": (tfl.tensor(0.5, dtype="float64"),)}
+    x = tfl.tensor([[1.0], [2.0]], dtype="float64")
+
+    def loss(p, x):
+        return ((x @ p["w"] + p["b"][0]) ** 2).mean()
+
+    gp = tfl.grad(loss)(params, x)
+    assert set(gp) == {"w", "b"} and isinstance(gp["b"], tuple)
+    assert gp["w"].shape == (1, 2) and gp["b"][0].shape == ()
+    pred = x.numpy() @ params["w"].numpy() + 0.5
+    close(gp["w"], (x.numpy().T @ (2 * pred / 4)))
+    close(gp["b"][0], (2 * pred / 4).sum())
+    # The arguments were not modified.
+    assert isinstance(params["b"], tuple) and params["w"].grad is None
+
+
+def test_grad_of_numpy_and_python_float_arguments() -> None:
+    g = tfl.grad(lambda x: (x * x).sum())(np.array([1.0, 2.0]))
+    assert isinstance(g, tfl.Tensor) and g.dtype == np.float64
+    close(g, [2.0, 4.0])
+    g = tfl.grad(lambda x: x ** 3)(2.0)
+    assert isinstance(g, tfl.Tensor) and g.dtype == np.float32  # Python floats are float32
+    close(g, 12.0)
+    ga, gb = tfl.grad(lambda a, b: a * b, argnums=(0, 1))(2.0, np.float64(5.0))
+    close(ga, 5.0)
+    close(gb, 2.0)
+
+
+def test_closure_parameters_are_not_affected() -> None:
+    w = leaf([2.0, 3.0])
+    x = leaf([1.0, 1.0])  # even a leaf that requires grad: tfl.grad leaves its .grad alone
+    g = tfl.grad(lambda x: (x * w).sum())(x)
+    close(g, [2.0, 3.0])
+    assert w.grad is None and x.grad is None
+    # The closed-over parameter can still be trained with backward afterwards.
+    (x * w).sum().backward()
+    close(w.grad, [1.0, 1.0])
+    close(x.grad, [2.0, 3.0])
+
+
+def test_output_that_does_not_depend_on_the_input_gives_zeros() -> None:
+    x = tfl.tensor([1.0, 2.0, 3.0], dtype="float64")
+    g = tfl.grad(lambda x: tfl.tensor(5.0))(x)
+    assert g.shape == (3,) and g.dtype == np.float64
+    close(g, [0.0, 0.0, 0.0])
+    ga, gb = tfl.grad(lambda a, b: (b * 2).sum(), argnums=(0, 1))(x, tfl.ones(2))
+    close(ga, np.zeros(3))
+    close(gb, [2.0, 2.0])
+    # Only through a comparison or a detach: no gradient path either.
+    close(tfl.grad(lambda x: (x > 1).sum() * 1.0)(x), np.zeros(3))
+    close(tfl.grad(lambda x: x.detach().sum())(x), np.zeros(3))
+
+
+# --- Gradients of gradients ---------------------------------------------------------------------
+
+SECOND_ORDER = {
+    "cube": lambda x: (x ** 3).sum(),
+    "tanh": lambda x: x.tanh().sum(),
+    "sigmoid": lambda x: x.sigmoid().sum(),
+    "exp": lambda x: x.exp().sum(),
+    "log": lambda x: x.log().sum(),
+    "softmax": lambda x: (tfl.softmax(x) * tfl.tensor([1.0, -2.0, 3.0], dtype="float64")).sum(),
+    "log_softmax": lambda x: (tfl.log_softmax(x) * tfl.tensor([0.2, 0.5, 0.3],
+                                                               dtype="float64")).sum(),
+    "mixed": lambda x: (x.sqrt() * x.tanh() + tfl.maximum(x, 1.0) ** 2).sum(),
+}
+
+
+@pytest.mark.parametrize("name", list(SECOND_ORDER))
+def test_second_derivative_matches_finite_differences_of_the_first(name: str) -> None:
+    f = SECOND_ORDER[name]
+    df = tfl.grad(f)
+    weights = tfl.tensor([0.3, -1.1, 0.7], dtype="float64")
+    # h(x) = <grad f(x), w>; its gradient is the Hessian times w, a second derivative.
+    h = lambda x: (df(x) * weights).sum()
+    x0 = np.array([0.4, 1.3, 2.2])
+    hessian_w = tfl.grad(h)(tfl.tensor(x0))
+    eps = 1e-5
+    expected = np.empty(3)
+    for i in range(3):
+        step = np.zeros(3)
+        step[i] = eps
+        expected[i] = (h(tfl.tensor(x0 + step)).item() - h(tfl.tensor(x0 - step)).item()) / (
+            2 * eps)
+    close(hessian_w, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_nested_grad_of_grad() -> None:
+    f = lambda x: x ** 3
+    d1 = tfl.grad(f)
+    d2 = tfl.grad(d1)
+    d3 = tfl.grad(d2)
+    x = tfl.tensor(2.0, dtype="float64")
+    close(d1(x), 12.0)
+    close(d2(x), 12.0)
+    close(d3(x), 6.0)
+    assert not d2(x).requires_grad
+    # Four levels on tanh, against the closed forms (t = tanh x):
+    # the second derivative is -2 t (1 - t^2), the fourth 8 t (1 - t^2)(2 - 3 t^2).
+    x = tfl.tensor(0.5, dtype="float64")
+    t = np.tanh(0.5)
+    close(tfl.grad(tfl.grad(lambda x: x.tanh()))(x), -2 * t * (1 - t ** 2))
+    d4 = tfl.grad(tfl.grad(tfl.grad(tfl.grad(lambda x: x.tanh()))))
+    close(d4(x), 8 * t * (1 - t ** 2) * (2 - 3 * t ** 2))
+
+
+def test_grad_of_grad_with_tensor_backward_inside() -> None:
+    # A learner's training step differentiated again: value_and_grad inside grad.
+    def inner_loss(w):
+        return (w ** 4).sum() / 4  # gradient w^3
+
+    def outer(w):
+        value, g = tfl.value_and_grad(inner_loss)(w)
+        return (g * g).sum() + value  # w^6 summed + w^4/4 summed
+
+    w = tfl.tensor([1.0, 2.0], dtype="float64")
+    close(tfl.grad(outer)(w), 6 * w.numpy() ** 5 + w.numpy() ** 3)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: tfl.grad records its backward pass only when one of *its arguments* is tracked; a "
+    "closed-over tensor that an outer tfl.grad differentiates is cut off, so the outer gradient "
+    "silently misses that path (JAX gives 2*y here)"))
+def test_grad_through_a_closed_over_tensor_of_an_outer_grad() -> None:
+    def outer(y):
+        inner = tfl.grad(lambda x: (x * y).sum())(tfl.tensor(3.0, dtype="float64"))  # = y
+        return inner * y  # = y^2
+
+    close(tfl.grad(outer)(tfl.tensor(2.0, dtype="float64")), 4.0)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: value_and_grad detaches its value unless an argument is tracked, so an outer grad "
+    "through a closed-over tensor sees a constant and returns zeros"))
+def test_value_and_grad_value_stays_connected_to_a_closed_over_tensor() -> None:
+    def outer(y):
+        value, _ = tfl.value_and_grad(lambda x: (x * y).sum())(tfl.tensor(3.0, dtype="float64"))
+        return value  # = 3 y
+
+    close(tfl.grad(outer)(tfl.tensor(2.0, dtype="float64")), 3.0)
+
+
+# --- Memory: what the tape keeps alive -----------------------------------------------------------
+
+
+@pytest.fixture
+def no_gc() -> Iterator[None]:
+    """Reference counting only: what stays alive is referenced (or in a cycle)."""
+    gc.collect()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def alive(ref: weakref.ref) -> bool:
+    return ref() is not None
+
+
+def live_nodes() -> int:
+    """How many tape nodes exist (Node has no weakref slot, so count them instead)."""
+    return sum(type(o) is autodiff.Node for o in gc.get_objects())
+
+
+def teachflow_garbage() -> list[str]:
+    """Collect, and name the teachflow objects that only a cycle kept alive. (Other garbage may
+    come from earlier tests, released while the collector was off.)"""
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        gc.collect()
+        return [type(o).__name__ for o in gc.garbage
+                if type(o).__module__.startswith("teachflow")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+
+
+def test_an_intermediate_no_rule_needs_is_freed_at_once(no_gc) -> None:
+    x = leaf([1.0, 2.0, 3.0])
+    h = x * 2
+    h_ref, h_data = weakref.ref(h), weakref.ref(h._data)
+    y = h.sum()  # sum keeps only the shape of its input
+    del h
+    assert not alive(h_ref) and not alive(h_data)
+    g = x + 1.0  # add keeps nothing
+    g_ref = weakref.ref(g)
+    z = (g - 3.0).tanh()  # sub keeps nothing; tanh keeps its output's array only
+    del g
+    assert not alive(g_ref)
+    z_ref, z_data = weakref.ref(z), weakref.ref(z._data)
+    loss = z.sum() + y
+    del z
+    assert not alive(z_ref)  # the tensor is gone ...
+    assert alive(z_data)  # ... but tanh's rule keeps its output array
+    loss.backward()
+    del loss
+    assert not alive(z_data)
+
+
+def test_intermediates_are_freed_when_the_loss_is_deleted(no_gc) -> None:
+    x = leaf(np.linspace(0.1, 1.0, 6).reshape(2, 3))
+    w = leaf(np.ones((3, 4)))
+    h = x @ w  # matmul keeps both inputs
+    a = h.tanh()
+    b = a * a
+    loss = tfl.log_softmax(b).mean() + x[0, 1:].sum()
+    refs = [weakref.ref(t) for t in (h, a, b, loss)]
+    arrays = [weakref.ref(t._data) for t in (h, a, b)]
+    del h, a, b
+    assert not alive(refs[0])  # tanh keeps its output, not its input
+    assert alive(refs[1])  # a is still needed by the rule of a * a
+    del loss
+    assert not any(alive(r) for r in refs + arrays)
+    assert alive(weakref.ref(x)) and x.grad is None
+
+
+def test_everything_is_freed_after_backward_and_del_loss(no_gc) -> None:
+    nodes_before = live_nodes()
+    x = leaf(np.linspace(0.1, 1.0, 6).reshape(2, 3))
+    w = leaf(np.full((3, 4), 0.5))
+    h = (x @ w).exp()
+    s = tfl.softmax(h * x.sum(), axis=0)
+    loss = (s * s).sum() + tfl.stack([x, x]).max() + tfl.concatenate([x, x], axis=1).mean()
+    assert live_nodes() > nodes_before
+    tensors = [weakref.ref(t) for t in (h, s, loss)]
+    arrays = [weakref.ref(t._data) for t in (h, s, loss)]
+    saved_out = weakref.ref(h._node.out)  # exp saved its output array for its rule
+    del h, s
+    loss.backward()
+    assert x.grad is not None and w.grad is not None
+    del loss
+    assert not any(alive(r) for r in [*tensors, *arrays, saved_out])
+    assert live_nodes() == nodes_before
+    assert x.grad._node is None and w.grad._node is None  # gradients hold no tape either
+
+
+def test_backward_creates_no_reference_cycles(no_gc) -> None:
+    x = leaf(np.linspace(0.1, 1.0, 6).reshape(2, 3))
+    w = leaf(np.ones((3, 4)))
+    loss = (tfl.log_softmax((x @ w).tanh()).mean() + tfl.softmax(x).max()
+            + x[0, 1:].sum() + tfl.stack([x, x]).sum())
+    loss.backward()
+    x_ref = weakref.ref(x)
+    del loss, x, w
+    assert not alive(x_ref)
+    assert teachflow_garbage() == []
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: tfl.grad leaves reference cycles: tree_flatten/tree_unflatten define recursive "
+    "closures (walk/build refer to themselves through their cell) whose cells also hold the "
+    "leaves list/iterator, so the watched input tensors (and, in grad-of-grad, the inner "
+    "gradient's whole recorded backward graph) stay alive until the cyclic GC runs"))
+def test_functional_grad_frees_its_watched_inputs(no_gc) -> None:
+    seen: list[weakref.ref] = []
+
+    def f(x):
+        seen.append(weakref.ref(x))
+        return (x * 2).sum()
+
+    tfl.grad(f)(tfl.tensor([1.0, 2.0]))
+    assert not alive(seen[0])
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: same cycle as above: after grad-of-grad returns, the inner gradient tensor and its "
+    "recorded backward graph survive until gc.collect()"))
+def test_grad_of_grad_frees_the_inner_graph(no_gc) -> None:
+    inner: list[weakref.ref] = []
+
+    def f(x):
+        g = tfl.grad(lambda z: (z ** 3).sum())(x)
+        inner.append(weakref.ref(g))
+        return g.sum()
+
+    close(tfl.grad(f)(tfl.tensor([1.0, 2.0], dtype="float64")), [6.0, 12.0])
+    assert not alive(inner[0])
+
+
+def test_leaf_tensors_are_weakly_referenced_by_their_leaf_node(no_gc) -> None:
+    t = tfl.ones(3, requires_grad=True)
+    node = t._node
+    assert isinstance(node, autodiff.Leaf)
+    assert isinstance(node.tensor, weakref.ref) and node.tensor() is t
+    t_ref = weakref.ref(t)
+    del t
+    assert not alive(t_ref)
+    assert node.tensor() is None
+    assert node.shape == (3,) and node.dtype == np.float32  # what backward needs stays
+
+
+def test_nodes_point_only_backwards(no_gc) -> None:
+    x = leaf([1.0, 2.0])
+    y = x.exp()
+    node = y._node
+    assert isinstance(node, autodiff.Node) and node.op.name == "exp"
+    assert node.parents == (x._node,)
+    # The node keeps what exp's rule needs (its output array), never the output tensor itself.
+    assert all(not isinstance(v, tfl.Tensor) or v is not y for v in node.inputs)
+    assert node.out is y._data
+    y_ref = weakref.ref(y)
+    del y
+    assert not alive(y_ref)
