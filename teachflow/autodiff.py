@@ -258,19 +258,24 @@ def _seed(output: Any, grad: Any, who: str) -> Any:
 # --- Functional gradients -----------------------------------------------------------------------
 
 
-def _watch(x: Any, argnum: int) -> Any:
+def _watch(x: Any, argnum: int, connected: bool) -> Any:
     """A tensor standing for argument `x`, whose gradient backward can stop at."""
     x = _tensor.as_tensor(x)
     if x.dtype.kind not in "fc":
         raise DTypeError(f"cannot differentiate with respect to argument {argnum}: it has dtype "
                          f"{x.dtype.name}, and gradients need floating point", op="grad",
                          hint="pass a float tensor, e.g. x.astype('float32')")
-    if x._node is not None and _enabled:
-        # Already tracked by an outer tfl.grad: stay connected, so it can differentiate this.
+    if connected and x._node is not None:
+        # Tracked by someone else (an outer tfl.grad, say): stay connected, so they can
+        # differentiate through this gradient.
         return bind(elementwise.identity, x)
     fresh = _tensor.Tensor._make(x._data, x._backend, None)
     fresh.requires_grad = True
     return fresh
+
+
+#: How many value_and_grad calls are running their function right now (nesting depth).
+_depth = 0
 
 
 def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
@@ -289,25 +294,32 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
     @functools.wraps(f)
     def value_and_grad_f(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        global _depth
         args = list(args)
         for i in nums:
             if not -len(args) <= i < len(args):
                 raise AutodiffError(f"argnums={argnums} but the function got {len(args)} "
                                     "positional argument(s)", op="grad")
+        # Inside another gradient computation, or with tracked inputs, this backward pass must
+        # itself be recorded so the result can be differentiated again.
+        create_graph = _depth > 0 or any(
+            isinstance(x, _tensor.Tensor) and x._node is not None
+            for i in nums for x in tree_flatten(args[i])[0])
+        watched, structures = [], []
         with enable_grad():
-            watched, structures = [], []
             for i in nums:
                 leaves, treedef = tree_flatten(args[i])
-                fresh = [_watch(x, i) for x in leaves]
+                fresh = [_watch(x, i, create_graph) for x in leaves]
                 args[i] = tree_unflatten(treedef, fresh)
                 watched.append(fresh)
                 structures.append(treedef)
-            create_graph = any(w._node is not None and type(w._node) is Node
-                               for ws in watched for w in ws)
-            out = f(*args, **kwargs)
-        grads = _gradients(out, [w for ws in watched for w in ws], create_graph)
-        it = iter(grads)
-        results = tuple(tree_unflatten(treedef, [next(it) for _ in ws])
+            _depth += 1
+            try:
+                out = f(*args, **kwargs)
+            finally:
+                _depth -= 1
+        grads = iter(_gradients(out, [w for ws in watched for w in ws], create_graph))
+        results = tuple(tree_unflatten(treedef, [next(grads) for _ in ws])
                         for treedef, ws in zip(structures, watched, strict=True))
         value = out if create_graph else out.detach()
         return value, (results[0] if single else results)

@@ -14,9 +14,10 @@ import numpy as np
 
 from teachflow.backends import get_backend
 from teachflow.dispatch import bind
+from teachflow.errors import DTypeError
 from teachflow.ops import creation
 from teachflow.random import manual_seed
-from teachflow.tensor import Tensor, _shape_arg
+from teachflow.tensor import Tensor, _shape_arg, as_dtype
 
 __all__ = ["full", "full_like", "manual_seed", "ones", "ones_like", "rand", "randn", "tensor",
            "zeros", "zeros_like"]
@@ -30,7 +31,7 @@ def tensor(data: Any, dtype: Any = None, device: str = "cpu",
 
 def _filled(shape: tuple, value: Any, dtype: Any, device: str, requires_grad: bool) -> Tensor:
     shape = _shape_arg(shape, "full")
-    t = bind(creation.full, shape=shape, fill_value=value, dtype=np.dtype(dtype),
+    t = bind(creation.full, shape=shape, fill_value=value, dtype=as_dtype(dtype, "full"),
              device=get_backend(device).name)
     if requires_grad:
         t.requires_grad = True
@@ -52,7 +53,10 @@ def full(shape: int | Sequence[int], value: Any, dtype: Any = None, device: str 
          requires_grad: bool = False) -> Tensor:
     """A tensor filled with `value`; the dtype follows the value (float -> float32)."""
     if dtype is None:
-        dtype = np.float32 if isinstance(value, float) else np.asarray(value).dtype
+        dtype = np.dtype(np.float32 if isinstance(value, float) else np.asarray(value).dtype)
+        if dtype.kind not in "biuf":
+            raise DTypeError(f"cannot fill a tensor with {value!r}", op="full",
+                             hint="the fill value must be a number or a bool")
     return _filled((shape,), value, dtype, device, requires_grad)
 
 
@@ -69,7 +73,10 @@ def full_like(x: Tensor, value: Any, dtype: Any = None) -> Tensor:
 
 
 def _random(op: Any, shape: tuple, dtype: Any, device: str, requires_grad: bool) -> Tensor:
-    dtype = np.dtype(dtype)
+    dtype = as_dtype(dtype, op.name)
+    if dtype.kind != "f":
+        raise DTypeError(f"random samples are floating point; {dtype.name} was asked for",
+                         op=op.name, hint="use dtype='float32' (the default) or 'float64'")
     # The generators draw float32/float64; other float dtypes are cast from float32.
     draw = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float32)
     t = bind(op, shape=_shape_arg(shape, op.name), dtype=draw, device=get_backend(device).name)

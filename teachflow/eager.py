@@ -75,12 +75,20 @@ def _explain(op: Any, args: tuple, params: dict, exc: Exception) -> TeachflowErr
         op.abstract_eval(*args, **params)
     except TeachflowError as err:
         return err
+    except Exception:  # operands too odd even to describe (a ragged list, say)
+        pass
     return TeachflowError(
-        f"the {op.name} kernel failed: {type(exc).__name__}: {exc}",
-        op=op.name, operands=op.describe(args),
-        hint="the operands passed teachflow's checks, so this may be a teachflow bug; "
-             "the original error is attached as __cause__",
+        f"{type(exc).__name__}: {exc}",
+        op=op.name, operands=_describe_safely(op, args),
+        hint="NumPy/CuPy refused these operands; its error is attached as __cause__",
     )
+
+
+def _describe_safely(op: Any, args: tuple) -> tuple[str, ...]:
+    try:
+        return op.describe(args)
+    except Exception:
+        return tuple(type(a).__name__ for a in args)
 
 
 set_default_interpreter(EagerInterpreter())

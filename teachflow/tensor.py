@@ -201,7 +201,7 @@ class Tensor:
         return self.to("cpu")
 
     def astype(self, dtype: Any) -> Tensor:
-        dtype = np.dtype(dtype)
+        dtype = as_dtype(dtype, "astype")
         return self if dtype == self.dtype else bind(ew.astype, self, dtype=dtype)
 
     # --- Operators ----------------------------------------------------------------------------
@@ -299,22 +299,22 @@ class Tensor:
 
     def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
         """Sum over `axis` (an int, a tuple, or None for all axes)."""
-        axis = reduction.normalize_axes("sum", axis, self.ndim)
+        axis = reduction.normalize_axes("sum", axis, self.shape)
         return bind(reduction.sum, self, axis=axis, keepdims=bool(keepdims))
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        axis = reduction.normalize_axes("mean", axis, self.ndim)
+        axis = reduction.normalize_axes("mean", axis, self.shape)
         return bind(reduction.mean, self, axis=axis, keepdims=bool(keepdims))
 
     def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
-        axis = reduction.normalize_axes("max", axis, self.ndim)
+        axis = reduction.normalize_axes("max", axis, self.shape)
         return bind(reduction.max, self, axis=axis, keepdims=bool(keepdims))
 
     # --- Shape --------------------------------------------------------------------------------
 
     def reshape(self, *shape: int | Sequence[int]) -> Tensor:
         """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``; one size may be -1."""
-        shape = _shape_arg(shape, "reshape")
+        shape = _shape_arg(shape, "reshape", unknown_ok=True)
         return self if shape == self.shape else bind(shape_ops.reshape, self, shape=shape)
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
@@ -341,24 +341,36 @@ def _to_array(data: Any, dtype: Any, backend: Backend, copy: bool) -> Any:
     """`data` as an array of `backend`; Python floats become float32 unless a dtype is given."""
     if isinstance(data, Tensor):
         data = data._data
-    if dtype is None and not hasattr(data, "dtype"):
-        try:
-            probe = np.asarray(data)
-        except ValueError as exc:
-            raise ShapeError(f"cannot make a tensor from this {type(data).__name__}: {exc}",
-                             op="tensor", hint="nested lists must be rectangular") from exc
-        if probe.dtype == np.float64:
-            dtype = np.float32
-        elif probe.dtype == np.complex128:
-            dtype = np.complex64
-        elif probe.dtype == object:
-            raise DTypeError(f"cannot make a tensor from {type(data).__name__} data: "
-                             "the nested lists must be rectangular and hold numbers",
-                             op="tensor")
-    array = backend.asarray(data, dtype=dtype)
+    dtype = as_dtype(dtype, "tensor") if dtype is not None else None
+    try:
+        if dtype is None and not hasattr(data, "dtype"):
+            dtype = _DEFAULT_FOR_PYTHON.get(np.asarray(data).dtype)
+        array = backend.asarray(data, dtype=dtype)
+    except (ValueError, TypeError) as exc:
+        raise ShapeError(f"cannot make a tensor from this {type(data).__name__}: {exc}",
+                         op="tensor", hint="pass numbers, or nested lists of numbers that "
+                                           "form a rectangle") from exc
+    if array.dtype.kind not in "biufc":
+        raise DTypeError(f"cannot make a tensor of {array.dtype} values from "
+                         f"{type(data).__name__} data", op="tensor",
+                         hint="tensors hold numbers or booleans")
     if copy and array is data:
         array = array.copy()
     return array
+
+
+# Python numbers become the framework defaults, not NumPy's 64-bit floats.
+_DEFAULT_FOR_PYTHON = {np.dtype(np.float64): np.float32, np.dtype(np.complex128): np.complex64}
+
+
+def as_dtype(dtype: Any, op: str) -> np.dtype:
+    """A NumPy dtype from a name or type (``"float32"``, ``np.float32``), or a DTypeError."""
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise DTypeError(f"{dtype!r} is not a dtype", op=op,
+                         hint="use a NumPy dtype name such as 'float32', 'int64' or 'bool'"
+                         ) from None
 
 
 def as_tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:
@@ -370,14 +382,19 @@ def as_tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor
     return Tensor._make(_to_array(data, dtype, backend, copy=False), backend, None)
 
 
-def _shape_arg(shape: tuple, op: str) -> tuple[int, ...]:
-    """Accept ``f(2, 3)`` and ``f((2, 3))`` alike."""
+def _shape_arg(shape: tuple, op: str, unknown_ok: bool = False) -> tuple[int, ...]:
+    """Accept ``f(2, 3)`` and ``f((2, 3))`` alike; sizes must be non-negative integers (one
+    may be -1, "whatever is left", where `unknown_ok`)."""
     if len(shape) == 1 and not isinstance(shape[0], int | np.integer):
-        shape = tuple(shape[0])
-    try:
-        return tuple(int(d) for d in shape)
-    except (TypeError, ValueError):
-        raise ShapeError(f"a shape must be integers, got {shape!r}", op=op) from None
+        shape = shape[0]
+    if not isinstance(shape, Sequence) or not all(isinstance(d, int | np.integer) for d in shape):
+        raise DTypeError(f"a shape must be a sequence of integers, got {shape!r}", op=op)
+    shape = tuple(int(d) for d in shape)
+    smallest = -1 if unknown_ok else 0
+    if any(d < smallest for d in shape) or shape.count(-1) > 1:
+        raise ShapeError(f"invalid shape {shape}", op=op,
+                         hint="sizes must be >= 0" + (" (one may be -1)" if unknown_ok else ""))
+    return shape
 
 
 def normalize_index(index: Any) -> tuple:
@@ -388,7 +405,7 @@ def normalize_index(index: Any) -> tuple:
         if isinstance(item, Tensor):
             item = item.numpy()
         elif isinstance(item, list):
-            item = np.asarray(item)
+            item = np.asarray(item) if item else np.zeros(0, dtype=np.intp)
         if isinstance(item, np.ndarray) and item.dtype.kind not in "iub":
             raise DTypeError(f"index arrays must hold integers or booleans, not {item.dtype}",
                              op="getitem")

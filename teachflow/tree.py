@@ -2,10 +2,15 @@
 
 `tfl.grad` uses this to differentiate with respect to, say, a list of weight tensors and to give
 back a list of gradients of the same shape; `tfl.function` uses it for nested arguments.
+
+The walks are plain recursive functions at module level: a nested function that calls itself would
+form a reference cycle (function -> closure cell -> function) and keep the tensors it saw alive
+until the garbage collector runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 #: How a container was built: (type, keys or length, child definitions); None for a leaf.
@@ -15,32 +20,31 @@ TreeDef = tuple | None
 def tree_flatten(tree: Any) -> tuple[list, TreeDef]:
     """``[x, (y, {"b": z})] -> ([x, y, z], treedef)``."""
     leaves: list = []
+    return leaves, _flatten(tree, leaves)
 
-    def walk(node: Any) -> TreeDef:
-        if isinstance(node, dict):
-            keys = tuple(node)
-            return (dict, keys, tuple(walk(node[k]) for k in keys))
-        if isinstance(node, list | tuple):
-            return (type(node), len(node), tuple(walk(child) for child in node))
-        leaves.append(node)
-        return None
 
-    return leaves, walk(tree)
+def _flatten(node: Any, leaves: list) -> TreeDef:
+    if isinstance(node, dict):
+        keys = tuple(node)
+        return (dict, keys, tuple(_flatten(node[k], leaves) for k in keys))
+    if isinstance(node, list | tuple):
+        return (type(node), len(node), tuple(_flatten(child, leaves) for child in node))
+    leaves.append(node)
+    return None
 
 
 def tree_unflatten(treedef: TreeDef, leaves: list) -> Any:
     """The inverse of `tree_flatten`."""
-    it = iter(leaves)
+    return _build(treedef, iter(leaves))
 
-    def build(node: TreeDef) -> Any:
-        if node is None:
-            return next(it)
-        kind, keys, children = node
-        if kind is dict:
-            return {k: build(c) for k, c in zip(keys, children, strict=True)}
-        values = [build(c) for c in children]
-        if kind is list:
-            return values
-        return kind(*values) if hasattr(kind, "_fields") else kind(values)  # namedtuples too
 
-    return build(treedef)
+def _build(node: TreeDef, leaves: Iterator) -> Any:
+    if node is None:
+        return next(leaves)
+    kind, keys, children = node
+    if kind is dict:
+        return {k: _build(c, leaves) for k, c in zip(keys, children, strict=True)}
+    values = [_build(c, leaves) for c in children]
+    if kind is list:
+        return values
+    return kind(*values) if hasattr(kind, "_fields") else kind(values)  # namedtuples too

@@ -422,10 +422,6 @@ def test_grad_of_grad_with_tensor_backward_inside() -> None:
     close(tfl.grad(outer)(w), 6 * w.numpy() ** 5 + w.numpy() ** 3)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: tfl.grad records its backward pass only when one of *its arguments* is tracked; a "
-    "closed-over tensor that an outer tfl.grad differentiates is cut off, so the outer gradient "
-    "silently misses that path (JAX gives 2*y here)"))
 def test_grad_through_a_closed_over_tensor_of_an_outer_grad() -> None:
     def outer(y):
         inner = tfl.grad(lambda x: (x * y).sum())(tfl.tensor(3.0, dtype="float64"))  # = y
@@ -434,9 +430,6 @@ def test_grad_through_a_closed_over_tensor_of_an_outer_grad() -> None:
     close(tfl.grad(outer)(tfl.tensor(2.0, dtype="float64")), 4.0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: value_and_grad detaches its value unless an argument is tracked, so an outer grad "
-    "through a closed-over tensor sees a constant and returns zeros"))
 def test_value_and_grad_value_stays_connected_to_a_closed_over_tensor() -> None:
     def outer(y):
         value, _ = tfl.value_and_grad(lambda x: (x * y).sum())(tfl.tensor(3.0, dtype="float64"))
@@ -554,11 +547,6 @@ def test_backward_creates_no_reference_cycles(no_gc) -> None:
     assert teachflow_garbage() == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: tfl.grad leaves reference cycles: tree_flatten/tree_unflatten define recursive "
-    "closures (walk/build refer to themselves through their cell) whose cells also hold the "
-    "leaves list/iterator, so the watched input tensors (and, in grad-of-grad, the inner "
-    "gradient's whole recorded backward graph) stay alive until the cyclic GC runs"))
 def test_functional_grad_frees_its_watched_inputs(no_gc) -> None:
     seen: list[weakref.ref] = []
 
@@ -570,9 +558,6 @@ def test_functional_grad_frees_its_watched_inputs(no_gc) -> None:
     assert not alive(seen[0])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: same cycle as above: after grad-of-grad returns, the inner gradient tensor and its "
-    "recorded backward graph survive until gc.collect()"))
 def test_grad_of_grad_frees_the_inner_graph(no_gc) -> None:
     inner: list[weakref.ref] = []
 

@@ -16,21 +16,24 @@ from typing import Any
 import numpy as np
 
 from teachflow.dispatch import bind
-from teachflow.errors import ShapeError
+from teachflow.errors import DTypeError, ShapeError
 from teachflow.ops.elementwise import astype
 from teachflow.ops.op import Op, RuleError, TensorSpec, normalize_axis
 from teachflow.ops.shape import broadcast_to, reshape
 
 
-def normalize_axes(op: str, axis: Any, ndim: int) -> tuple[int, ...] | None:
+def normalize_axes(op: str, axis: Any, shape: tuple) -> tuple[int, ...] | None:
     """``axis`` as given by a user (None, an int, or a sequence) -> None or a sorted tuple."""
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    axes = [axis] if isinstance(axis, int | np.integer) else axis
+    if not isinstance(axes, list | tuple) or not all(isinstance(a, int | np.integer)
+                                                      for a in axes):
+        raise DTypeError(f"axis must be an int, a tuple of ints or None, not {axis!r}", op=op)
     try:
-        normalized = tuple(sorted(normalize_axis(int(a), ndim) for a in axes))
+        normalized = tuple(sorted(normalize_axis(int(a), len(shape)) for a in axes))
     except RuleError as err:
-        raise ShapeError(err.message, op=op, hint=err.hint) from None
+        raise ShapeError(f"{err.message} of shape {shape}", op=op, hint=err.hint) from None
     if len(set(normalized)) != len(normalized):
         raise ShapeError(f"axis {axis} names the same axis twice", op=op)
     return normalized
@@ -84,7 +87,8 @@ def _max_vjp(g: Any, x: Any, *, out: Any, axis: tuple | None, keepdims: bool) ->
 sum = Op("sum", lambda xp: xp.sum, _reduction_rule("sum"),
          vjp=lambda g, x, *, axis, keepdims: (expand_reduced(g, x, axis, keepdims),),
          saves="shapes")
-mean = Op("mean", lambda xp: xp.mean, _reduction_rule("mean", needs_elements=True),
+# The mean of no elements is nan (0 / 0), as in NumPy; the max of none has no value at all.
+mean = Op("mean", lambda xp: xp.mean, _reduction_rule("mean"),
           vjp=lambda g, x, *, axis, keepdims: (expand_reduced(g, x, axis, keepdims)
                                                 / _count(x, axis),),
           saves="shapes")
