@@ -13,6 +13,9 @@ average does not hide an expensive op. Run: ``python bench/eager_overhead.py``.
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
+import time
 import timeit
 
 import numpy as np
@@ -68,21 +71,36 @@ def chain_teachflow(x, y, w):
 
 N_OPS = 20
 
-SINGLE_OPS = {  # name: (numpy call, teachflow call)
-    "add": (lambda x, y: np.add(x, y), lambda x, y: x + y),
-    "mul scalar": (lambda x, y: np.multiply(x, 0.5), lambda x, y: x * 0.5),
-    "exp": (lambda x, y: np.exp(x), lambda x, y: x.exp()),
-    "tanh": (lambda x, y: np.tanh(x), lambda x, y: x.tanh()),
-    "maximum": (lambda x, y: np.maximum(x, y), lambda x, y: tfl.maximum(x, y)),
-    "matmul": (lambda x, y: np.matmul(x, y), lambda x, y: x @ y),
-    "sum axis": (lambda x, y: np.sum(x, axis=1, keepdims=True),
-                 lambda x, y: x.sum(axis=1, keepdims=True)),
+SINGLE_OPS = {  # name: (NumPy statement, teachflow statement), timed as bare statements
+    "add": ("np.add(x, y)", "x + y"),
+    "mul scalar": ("np.multiply(x, 0.5)", "x * 0.5"),
+    "exp": ("np.exp(x)", "x.exp()"),
+    "tanh": ("np.tanh(x)", "x.tanh()"),
+    "maximum": ("np.maximum(x, y)", "tfl.maximum(x, y)"),
+    "matmul": ("np.matmul(x, y)", "x @ y"),
+    "sum axis": ("np.sum(x, axis=1, keepdims=True)", "x.sum(axis=1, keepdims=True)"),
 }
+
+
+def statement_time(stmt: str, x, y, number: int, repeat: int) -> float:
+    """Seconds per execution of `stmt`, with no wrapper call around it to blur the ratio."""
+    timer = timeit.Timer(stmt, globals={"np": np, "tfl": tfl, "x": x, "y": y})
+    return min(timer.repeat(number=number, repeat=repeat)) / number
 
 
 def best_time(fn, args, number: int, repeat: int) -> float:
     """Seconds per call: the best of `repeat` runs of `number` calls (the least disturbed)."""
     return min(timeit.repeat(lambda: fn(*args), number=number, repeat=repeat)) / number
+
+
+def import_time(module: str, runs: int = 5) -> float:
+    """Best wall time of ``python -c "import <module>"`` in a fresh interpreter."""
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", f"import {module}"], check=True)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def main() -> None:
@@ -117,12 +135,16 @@ def main() -> None:
           f"ratio {t_taped / t_np:4.2f}x  (goal <= 4.0x)")
 
     print("\nsingle ops (ns per call: numpy / no tape / recording, and ratios):")
-    for name, (np_fn, tf_fn) in SINGLE_OPS.items():
-        a = best_time(np_fn, xs[:2], args.number, args.repeat)
-        b = best_time(tf_fn, plain[:2], args.number, args.repeat)
-        c = best_time(tf_fn, tracked[:2], args.number, args.repeat)
+    for name, (np_stmt, tf_stmt) in SINGLE_OPS.items():
+        a = statement_time(np_stmt, *xs[:2], args.number, args.repeat)
+        b = statement_time(tf_stmt, *plain[:2], args.number, args.repeat)
+        c = statement_time(tf_stmt, *tracked[:2], args.number, args.repeat)
         print(f"  {name:<11} {a * 1e9:6.0f} / {b * 1e9:6.0f} / {c * 1e9:6.0f}"
               f"    {b / a:4.2f}x  {c / a:4.2f}x")
+
+    bare, numpy_only, ours = (import_time(m) for m in ("sys", "numpy", "teachflow"))
+    print(f"\npython -c 'import teachflow': {ours:.3f} s (goal < 0.3 s); "
+          f"bare interpreter {bare:.3f} s, 'import numpy' {numpy_only:.3f} s")
 
 
 if __name__ == "__main__":
