@@ -15,6 +15,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 from teachflow.dispatch import bind
 from teachflow.ops.op import Op, elementwise_rule
 
@@ -33,9 +35,9 @@ def elementwise(
               saves_output=saves_output, fusion=fusion, arg_names=arg_names)
 
 
-def _select_max(g: Any, x: Any, y: Any) -> tuple:
-    """Gradient of maximum: to the larger operand; split evenly where the two are equal."""
-    tie, x_wins = bind(eq, x, y), bind(gt, x, y)
+def _select(g: Any, x: Any, y: Any, x_wins: Any) -> tuple:
+    """Gradient of maximum/minimum: to the operand that won; split evenly where they are equal."""
+    tie = bind(eq, x, y)
     return (bind(where, tie, 0.5 * g, bind(where, x_wins, g, 0)),
             bind(where, tie, 0.5 * g, bind(where, x_wins, 0, g)))
 
@@ -43,8 +45,12 @@ def _select_max(g: Any, x: Any, y: Any) -> tuple:
 def _pow_vjp(g: Any, x: Any, y: Any, *, out: Any) -> tuple:
     dx = g * y * x ** (y - 1)
     # d(x**y)/dy = x**y * log(x); only worth computing when the exponent is a tensor.
-    dy = g * out * bind(log, x) if hasattr(y, "shape") else None
-    return dx, dy
+    # A Python-scalar base (``2 ** x``) gets a Python-scalar log: an op on the scalar alone
+    # would run on the CPU and clash with a GPU cotangent.
+    if not hasattr(y, "shape"):
+        return dx, None
+    log_x = bind(log, x) if hasattr(x, "shape") else float(np.log(x))
+    return dx, g * out * log_x
 
 
 # --- Arithmetic ---------------------------------------------------------------------------------
@@ -61,9 +67,10 @@ neg = elementwise("neg", lambda xp: xp.negative, "(-{0})",
                   vjp=lambda g, x: (-g,), saves="nothing", arg_names=("x",))
 pow = elementwise("pow", lambda xp: xp.power, "pow({0}, {1})",
                   vjp=_pow_vjp, saves_output=True)
-maximum = elementwise("maximum", lambda xp: xp.maximum, "max({0}, {1})", vjp=_select_max)
+maximum = elementwise("maximum", lambda xp: xp.maximum, "max({0}, {1})",
+                      vjp=lambda g, x, y: _select(g, x, y, bind(gt, x, y)))
 minimum = elementwise("minimum", lambda xp: xp.minimum, "min({0}, {1})",
-                      vjp=lambda g, x, y: _select_max(g, y, x)[::-1])
+                      vjp=lambda g, x, y: _select(g, x, y, bind(lt, x, y)))
 
 # --- Transcendental and activation functions ---------------------------------------------------
 

@@ -1,0 +1,411 @@
+"""The table of differentiable ops under test, shared by the forward and the gradient tests.
+
+Each `OpCase` draws one example with hypothesis: float64 input arrays (the operands that
+gradients flow to), the teachflow computation, and the NumPy computation it must agree with. Axis
+arguments, index expressions, Python scalars and integer masks are drawn too and captured by the
+two functions, so the same case serves both `test_ops_forward.py` and `test_gradients.py`.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import hypothesis.extra.numpy as hnp
+import numpy as np
+from helpers import (
+    away_from,
+    axes,
+    broadcastable_shapes,
+    rng_from,
+    shapes,
+    values,
+)
+from hypothesis import strategies as st
+
+import teachflow as tfl
+
+
+@dataclass
+class Example:
+    inputs: list[np.ndarray]
+    fn: Callable  # teachflow: tensors -> tensor
+    ref: Callable  # NumPy: arrays -> array
+
+
+@dataclass(frozen=True)
+class OpCase:
+    name: str
+    draw: Callable[[st.DataObject], Example]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.log(softmax(x, axis))
+
+
+# --- Case builders ------------------------------------------------------------------------------
+
+
+def unary(name: str, fn: Callable, ref: Callable, domain: str = "any") -> OpCase:
+    def draw(data: st.DataObject) -> Example:
+        shape = data.draw(shapes(), label="shape")
+        return Example([values(rng_from(data), shape, domain)], fn, ref)
+
+    return OpCase(name, draw)
+
+
+def binary(name: str, fn: Callable, ref: Callable, domains: tuple[str, str]) -> OpCase:
+    """Two tensor operands whose shapes broadcast together."""
+    def draw(data: st.DataObject) -> Example:
+        shape_x, shape_y = data.draw(broadcastable_shapes(2), label="shapes")
+        rng = rng_from(data)
+        return Example([values(rng, shape_x, domains[0]), values(rng, shape_y, domains[1])],
+                       fn, ref)
+
+    return OpCase(name, draw)
+
+
+def with_scalar(name: str, expression: Callable, domain: str = "any",
+                avoid: float | None = None, ref: Callable | None = None) -> OpCase:
+    """A Python scalar on one side: the same `expression` runs on a Tensor and on an ndarray
+    (unless a NumPy `ref` is given); inputs keep away from the kink at `avoid`."""
+    def draw(data: st.DataObject) -> Example:
+        x = values(rng_from(data), data.draw(shapes(), label="shape"), domain)
+        return Example([x if avoid is None else away_from(x, avoid)], expression,
+                       expression if ref is None else ref)
+
+    return OpCase(name, draw)
+
+
+def same_expression(name: str, draw_shape_and_expression: Callable, domain: str = "any",
+                    min_dims: int = 0) -> OpCase:
+    """One operand; `draw_shape_and_expression(data, shape)` draws an expression (an index, an
+    axis...) that runs unchanged on a Tensor and on an ndarray."""
+    def draw(data: st.DataObject) -> Example:
+        shape = data.draw(shapes(min_dims=min_dims), label="shape")
+        expression = draw_shape_and_expression(data, shape)
+        return Example([values(rng_from(data), shape, domain)], expression, expression)
+
+    return OpCase(name, draw)
+
+
+# --- Elementwise --------------------------------------------------------------------------------
+
+#: (name, teachflow function, NumPy function, input domain)
+UNARY_FUNCTIONS = [
+    ("neg", operator.neg, operator.neg, "any"),
+    ("exp", lambda x: x.exp(), np.exp, "any"),
+    ("log", lambda x: x.log(), np.log, "positive"),
+    ("sqrt", lambda x: x.sqrt(), np.sqrt, "positive"),
+    ("tanh", lambda x: x.tanh(), np.tanh, "any"),
+    ("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), "nonzero"),
+    ("sigmoid", lambda x: x.sigmoid(), sigmoid, "any"),
+    ("abs", lambda x: x.abs(), np.abs, "nonzero"),
+    ("abs-builtin", abs, np.abs, "nonzero"),
+    ("mul-by-comparison", lambda x: x * (x > 0.0), lambda x: x * (x > 0.0), "nonzero"),
+]
+UNARY_CASES = [unary(*row) for row in UNARY_FUNCTIONS]
+
+BINARY_CASES = [
+    binary("add", operator.add, operator.add, ("any", "any")),
+    binary("sub", operator.sub, operator.sub, ("any", "any")),
+    binary("mul", operator.mul, operator.mul, ("any", "any")),
+    binary("div", operator.truediv, operator.truediv, ("any", "nonzero")),
+    binary("pow", operator.pow, operator.pow, ("positive", "any")),
+    binary("maximum", tfl.maximum, np.maximum, ("grid_low", "grid_high")),
+    binary("minimum", tfl.minimum, np.minimum, ("grid_high", "grid_low")),
+]
+
+SCALAR_CASES = [
+    with_scalar("float+x", lambda x: 2.0 + x),
+    with_scalar("x+int", lambda x: x + 3),
+    with_scalar("float-x", lambda x: 2.0 - x),
+    with_scalar("x-int", lambda x: x - 2),
+    with_scalar("int*x", lambda x: 3 * x),
+    with_scalar("x*float", lambda x: x * -1.5),
+    with_scalar("float/x", lambda x: 2.0 / x, "nonzero"),
+    with_scalar("x/int", lambda x: x / 4),
+    with_scalar("x**int", lambda x: x**3),
+    with_scalar("x**0.5", lambda x: x**0.5, "positive"),
+    with_scalar("x**negative-int", lambda x: x**-1, "nonzero"),
+    with_scalar("x**float", lambda x: x**2.5, "positive"),
+    with_scalar("int**x", lambda x: 2**x),
+    with_scalar("float**x", lambda x: 0.5**x),
+    with_scalar("maximum(x,float)", lambda x: tfl.maximum(x, 0.5), avoid=0.5,
+                ref=lambda x: np.maximum(x, 0.5)),
+    with_scalar("minimum(float,x)", lambda x: tfl.minimum(-0.5, x), avoid=-0.5,
+                ref=lambda x: np.minimum(-0.5, x)),
+]
+
+
+def _where(data: st.DataObject) -> Example:
+    shape_c, shape_a, shape_b = data.draw(broadcastable_shapes(3), label="shapes")
+    rng = rng_from(data)
+    cond = rng.random(shape_c) < 0.5
+    return Example([values(rng, shape_a), values(rng, shape_b)],
+                   lambda a, b: tfl.where(cond, a, b), lambda a, b: np.where(cond, a, b))
+
+
+def _where_scalar(data: st.DataObject) -> Example:
+    shape_c, shape_a = data.draw(broadcastable_shapes(2), label="shapes")
+    rng = rng_from(data)
+    cond = rng.random(shape_c) < 0.5
+    return Example([values(rng, shape_a)],
+                   lambda a: tfl.where(cond, 0.0, a), lambda a: np.where(cond, 0.0, a))
+
+
+def _where_comparison(data: st.DataObject) -> Example:
+    """The condition is a bool tensor computed from an operand (``where(a > 0, a, b)``)."""
+    shape_a, shape_b = data.draw(broadcastable_shapes(2), label="shapes")
+    rng = rng_from(data)
+    return Example([values(rng, shape_a, "nonzero"), values(rng, shape_b)],
+                   lambda a, b: tfl.where(a > 0, a, b), lambda a, b: np.where(a > 0, a, b))
+
+
+WHERE_CASES = [OpCase("where", _where), OpCase("where-scalar", _where_scalar),
+               OpCase("where(a>0,a,b)", _where_comparison)]
+
+# --- Matrix multiplication ----------------------------------------------------------------------
+
+
+def _matmul(fn: Callable) -> Callable[[st.DataObject], Example]:
+    """Vectors (1-D on either side) and batched operands whose batch axes broadcast."""
+    def draw(data: st.DataObject) -> Example:
+        n, k, m = data.draw(st.tuples(*[st.integers(1, 4)] * 3), label="n, k, m")
+        batch_a, batch_b = data.draw(broadcastable_shapes(2, max_dims=2), label="batches")
+        a_is_vector, b_is_vector = data.draw(st.tuples(st.booleans(), st.booleans()),
+                                             label="vectors")
+        shape_a = (k,) if a_is_vector else batch_a + (n, k)
+        shape_b = (k,) if b_is_vector else batch_b + (k, m)
+        rng = rng_from(data)
+        return Example([values(rng, shape_a), values(rng, shape_b)], fn, np.matmul)
+
+    return draw
+
+
+MATMUL_CASES = [OpCase("matmul-operator", _matmul(operator.matmul)),
+                OpCase("matmul-function", _matmul(tfl.matmul))]
+
+# --- Indexing -----------------------------------------------------------------------------------
+
+
+def _int_index(data: st.DataObject, shape: tuple) -> Callable:
+    i = data.draw(st.integers(-shape[0], shape[0] - 1), label="i")
+    return lambda x: x[i]
+
+
+def _basic_index(data: st.DataObject, shape: tuple) -> Callable:
+    index = data.draw(hnp.basic_indices(shape, allow_newaxis=True, allow_ellipsis=True),
+                      label="index")
+    return lambda x: x[index]
+
+
+def _columns_1_to_3(data: st.DataObject, shape: tuple) -> Callable:
+    return lambda x: x[:, 1:3]
+
+
+def _negative_index(data: st.DataObject, shape: tuple) -> Callable:
+    return lambda x: x[-1, ..., -2:]
+
+
+def _newaxis(data: st.DataObject, shape: tuple) -> Callable:
+    return lambda x: x[None, :, np.newaxis]
+
+
+def _repeated_indices(data: st.DataObject, size: int) -> np.ndarray:
+    """An integer index array with at least one index twice (gradients there must add up)."""
+    picks = data.draw(st.lists(st.integers(-size, size - 1), min_size=1, max_size=5),
+                      label="indices")
+    return np.array(picks + [picks[0]])
+
+
+def _int_array_axis0(data: st.DataObject, shape: tuple) -> Callable:
+    index = _repeated_indices(data, shape[0])
+    return lambda x: x[index]
+
+
+def _int_array_axis1(data: st.DataObject, shape: tuple) -> Callable:
+    index = _repeated_indices(data, shape[1])
+    return lambda x: x[:, index]
+
+
+def _int_arrays_every_axis(data: st.DataObject, shape: tuple) -> Callable:
+    index = data.draw(hnp.integer_array_indices(shape, result_shape=shapes(0, 2)),
+                      label="index")
+    return lambda x: x[index]
+
+
+def _int_list(data: st.DataObject, shape: tuple) -> Callable:
+    index = _repeated_indices(data, shape[0]).tolist()
+    return lambda x: x[index]
+
+
+def _bool_mask(data: st.DataObject, shape: tuple) -> Callable:
+    mask = data.draw(hnp.arrays(np.bool_, shape), label="mask")
+    return lambda x: x[mask]
+
+
+def _bool_mask_axis0(data: st.DataObject, shape: tuple) -> Callable:
+    mask = data.draw(hnp.arrays(np.bool_, shape[:1]), label="mask")
+    return lambda x: x[mask]
+
+
+def _tensor_index(data: st.DataObject) -> Example:
+    """An index given as a teachflow int tensor."""
+    shape = data.draw(shapes(min_dims=1), label="shape")
+    index = _repeated_indices(data, shape[0])
+    return Example([values(rng_from(data), shape)],
+                   lambda x: x[tfl.tensor(index)], lambda x: x[index])
+
+
+INDEX_CASES = [
+    same_expression("t[i]", _int_index, min_dims=1),
+    same_expression("t[basic-index]", _basic_index),
+    same_expression("t[:,1:3]", _columns_1_to_3, min_dims=2),
+    same_expression("t[-1,...,-2:]", _negative_index, min_dims=2),
+    same_expression("t[None,:,newaxis]", _newaxis, min_dims=1),
+    same_expression("t[int-array]", _int_array_axis0, min_dims=1),
+    same_expression("t[:,int-array]", _int_array_axis1, min_dims=2),
+    same_expression("t[int-arrays]", _int_arrays_every_axis, min_dims=1),
+    same_expression("t[int-list]", _int_list, min_dims=1),
+    OpCase("t[int-tensor]", _tensor_index),
+    same_expression("t[bool-mask]", _bool_mask, min_dims=1),
+    same_expression("t[bool-mask-axis0]", _bool_mask_axis0, min_dims=1),
+    same_expression("t[t>0]", lambda data, shape: lambda x: x[x > 0], "nonzero"),
+]
+
+# --- Reductions ---------------------------------------------------------------------------------
+
+
+def _reduction(name: str, domain: str) -> OpCase:
+    def draw_expression(data: st.DataObject, shape: tuple) -> Callable:
+        axis = data.draw(axes(len(shape)), label="axis")
+        keepdims = data.draw(st.booleans(), label="keepdims")
+        return lambda x: getattr(x, name)(axis=axis, keepdims=keepdims)
+
+    return same_expression(name, draw_expression, domain)
+
+
+REDUCTION_CASES = [_reduction("sum", "any"), _reduction("mean", "any"),
+                   _reduction("max", "distinct")]
+
+# --- Shape ops ----------------------------------------------------------------------------------
+
+
+def _reshape(data: st.DataObject) -> Example:
+    """Shuffle the sides, merge neighbours, add 1s, maybe let one side be -1."""
+    shape = data.draw(shapes(), label="shape")
+    sides = data.draw(st.permutations(shape), label="sides") if shape else []
+    merged: list[int] = []
+    for side in sides:
+        if merged and data.draw(st.booleans(), label="merge"):
+            merged[-1] *= side
+        else:
+            merged.append(side)
+    for _ in range(data.draw(st.integers(0, 2), label="ones")):
+        merged.insert(data.draw(st.integers(0, len(merged)), label="where"), 1)
+    target = list(merged)
+    if target and data.draw(st.booleans(), label="infer"):
+        target[data.draw(st.integers(0, len(target) - 1), label="which")] = -1
+    target = tuple(target)
+    form = data.draw(st.sampled_from(["varargs", "tuple", "function"]), label="form")
+    if form == "varargs":
+        fn = lambda x: x.reshape(*target)
+    elif form == "tuple":
+        fn = lambda x: x.reshape(target)
+    else:
+        fn = lambda x: tfl.reshape(x, target)
+    return Example([values(rng_from(data), shape)], fn, lambda x: x.reshape(target))
+
+
+def _transpose(data: st.DataObject) -> Example:
+    shape = data.draw(shapes(), label="shape")
+    ndim = len(shape)
+    order = data.draw(st.permutations(range(ndim)), label="axes")
+    perm = tuple(data.draw(st.sampled_from([a, a - ndim]), label="sign") for a in order)
+    form = data.draw(st.sampled_from(["varargs", "tuple", "function", "reverse", ".T"]),
+                     label="form")
+    ref = lambda x: np.transpose(x, perm)
+    if form == "varargs":
+        fn = lambda x: x.transpose(*perm)
+    elif form == "tuple":
+        fn = lambda x: x.transpose(perm)
+    elif form == "function":
+        fn = lambda x: tfl.transpose(x, perm)
+    elif form == "reverse":
+        fn, ref = (lambda x: x.transpose()), np.transpose
+    else:
+        fn = ref = lambda x: x.T
+    return Example([values(rng_from(data), shape)], fn, ref)
+
+
+def _broadcast_to(data: st.DataObject) -> Example:
+    shape, other = data.draw(broadcastable_shapes(2), label="shapes")
+    lead = data.draw(shapes(max_dims=1), label="lead")
+    target = lead + np.broadcast_shapes(shape, other)
+    return Example([values(rng_from(data), shape)],
+                   lambda x: tfl.broadcast_to(x, target), lambda x: np.broadcast_to(x, target))
+
+
+def _concatenate(data: st.DataObject) -> Example:
+    shape = data.draw(shapes(min_dims=1), label="shape")
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+    sizes = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3), label="sizes")
+    rng = rng_from(data)
+    inputs = [values(rng, shape[:axis % len(shape)] + (s,) + shape[axis % len(shape) + 1:])
+              for s in sizes]
+    return Example(inputs, lambda *xs: tfl.concatenate(list(xs), axis=axis),
+                   lambda *xs: np.concatenate(xs, axis=axis))
+
+
+def _stack(data: st.DataObject) -> Example:
+    shape = data.draw(shapes(), label="shape")
+    axis = data.draw(st.integers(-len(shape) - 1, len(shape)), label="axis")
+    count = data.draw(st.integers(1, 3), label="count")
+    rng = rng_from(data)
+    return Example([values(rng, shape) for _ in range(count)],
+                   lambda *xs: tfl.stack(xs, axis=axis), lambda *xs: np.stack(xs, axis=axis))
+
+
+def _softmax(tfl_fn: Callable, np_fn: Callable) -> Callable[[st.DataObject], Example]:
+    def draw(data: st.DataObject) -> Example:
+        shape = data.draw(shapes(min_dims=1), label="shape")
+        axis = data.draw(st.none() | st.integers(-len(shape), len(shape) - 1), label="axis")
+        x = values(rng_from(data), shape)
+        if axis is None:  # the default, the last axis
+            return Example([x], tfl_fn, np_fn)
+        return Example([x], lambda t: tfl_fn(t, axis=axis), lambda a: np_fn(a, axis=axis))
+
+    return draw
+
+
+SHAPE_CASES = [
+    OpCase("reshape", _reshape),
+    OpCase("transpose", _transpose),
+    OpCase("broadcast_to", _broadcast_to),
+    OpCase("concatenate", _concatenate),
+    OpCase("stack", _stack),
+]
+
+COMPOSED_CASES = [
+    OpCase("softmax", _softmax(tfl.softmax, softmax)),
+    OpCase("log_softmax", _softmax(tfl.log_softmax, log_softmax)),
+    unary("astype-float64", lambda x: x.astype("float64"), lambda x: x.astype("float64")),
+]
+
+#: Every differentiable op of the public API, each with a readable pytest id.
+DIFFERENTIABLE_CASES = (UNARY_CASES + BINARY_CASES + SCALAR_CASES + WHERE_CASES + MATMUL_CASES
+                        + INDEX_CASES + REDUCTION_CASES + SHAPE_CASES + COMPOSED_CASES)
