@@ -43,7 +43,12 @@ def _select(g: Any, x: Any, y: Any, x_wins: Any) -> tuple:
 
 
 def _pow_vjp(g: Any, x: Any, y: Any, *, out: Any) -> tuple:
-    dx = g * y * x ** (y - 1)
+    # d(x**y)/dx = y * x**(y-1). Where y == 0 the power is the constant 1, so the derivative is 0
+    # even at x == 0, where the formula would give 0 * inf = nan.
+    if hasattr(y, "shape"):
+        dx = bind(where, y == 0, 0, g * y * x ** (y - 1))
+    else:
+        dx = g * y * x ** (y - 1) if y != 0 else g * 0
     # d(x**y)/dy = x**y * log(x); only worth computing when the exponent is a tensor.
     # A Python-scalar base (``2 ** x``) gets a Python-scalar log: an op on the scalar alone
     # would run on the CPU and clash with a GPU cotangent.

@@ -1,0 +1,11 @@
+"""Suite-wide settings: say up front which devices the run can use."""
+
+from __future__ import annotations
+
+from teachflow.backends import devices, gpu_unavailable_reason
+
+
+def pytest_report_header() -> str:
+    reason = gpu_unavailable_reason()
+    gpu = "GPU tests run" if reason is None else f"GPU tests (marker `gpu`) skip: {reason}"
+    return f"teachflow devices: {', '.join(devices())}; {gpu}"
