@@ -88,9 +88,9 @@ class Op:
 
     def describe(self, args: tuple) -> tuple[str, ...]:
         """One phrase per operand for error messages: ``"a: float32[3, 4] on cpu"``."""
-        names = self.arg_names if len(self.arg_names) >= len(args) else [
-            f"x{i}" for i in range(len(args))]
-        return tuple(f"{n}: {describe(a)}" for n, a in zip(names, args, strict=False))
+        names = self.arg_names if len(args) <= len(self.arg_names) else [
+            f"x{i}" for i in range(len(args))]  # variadic ops (concatenate): x0, x1, ...
+        return tuple(f"{name}: {describe(a)}" for name, a in zip(names, args, strict=False))
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
@@ -191,10 +191,3 @@ def normalize_axis(axis: int, ndim: int) -> int:
             hint=f"use an axis from {-ndim} to {ndim - 1}" if ndim else "a 0-d tensor has no axes",
         )
     return axis % ndim
-
-
-def check_float(spec: Any, what: str) -> None:
-    if isinstance(spec, TensorSpec) and spec.dtype.kind not in "fc":
-        raise RuleError(f"{what} needs a floating-point tensor, got {spec.dtype.name}",
-                        hint="convert first with x.astype('float32')", kind=DTypeError)
-

@@ -14,7 +14,7 @@ import numpy as np
 
 from teachflow.dispatch import bind
 from teachflow.errors import IndexingError
-from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes, normalize_axis
+from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes
 
 
 def _known_size(shape: tuple) -> int | None:
@@ -136,11 +136,6 @@ def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
                             "stack needs equal shapes")
     shape = xs[0].shape[:axis] + (len(xs),) + xs[0].shape[axis:]
     return TensorSpec(shape, np.result_type(*(x.dtype for x in xs)))
-
-
-def stack_axis(axis: int, ndim: int) -> int:
-    """Stacking inserts an axis, so -1 means after the last existing one."""
-    return normalize_axis(axis, ndim + 1)
 
 
 reshape = Op("reshape", lambda xp: lambda x, *, shape: xp.reshape(x, shape), _reshape_rule,
