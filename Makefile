@@ -7,6 +7,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 # Run apt-get through sudo only when we are not root already.
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Jupyter refuses to run as root unless told; containers and CI machines often are root.
+LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
 .PHONY: lab test lint bench clean
 
@@ -23,7 +25,7 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 	@touch $@
 
 lab: $(VENV)/.installed-lab
-	$(VENV)/bin/jupyter lab lessons/
+	$(VENV)/bin/jupyter lab $(LAB_FLAGS) lessons/
 
 test: $(VENV)/.installed-test
 	$(PY) -m ruff check teachflow tests bench
