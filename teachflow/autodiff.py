@@ -1,7 +1,7 @@
 """Reverse-mode automatic differentiation on a tape.
 
 While gradients are enabled, every op applied to a tensor that needs a gradient is recorded as a
-`Node`: which op, its parameters, the nodes of its inputs (the *parents*), and what the op's
+`TapeNode`: which op, its parameters, the nodes of its inputs (the *parents*), and what the op's
 gradient rule needs later (see `Op.saves`). The result tensor points to its node; the node points
 only backwards, to its parents. That is the tape: a graph of nodes reachable from the result.
 
@@ -79,7 +79,7 @@ def enable_grad() -> _GradMode:
 # --- The tape -----------------------------------------------------------------------------------
 
 
-class Node:
+class TapeNode:
     """One recorded op application: what backward needs to send cotangents to the inputs."""
 
     __slots__ = ("backend", "dtype", "inputs", "op", "out", "params", "parents", "shape")
@@ -87,7 +87,7 @@ class Node:
     def __init__(self, op, params, parents, inputs, out, backend, shape, dtype) -> None:
         self.op = op
         self.params = params
-        self.parents = parents  # per input: its Node or Leaf, or None if it needs no gradient
+        self.parents = parents  # per input: its TapeNode or Leaf, or None if it needs no gradient
         self.inputs = inputs  # per input: the tensor, its spec, or None (see Op.saves)
         self.out = out  # the output array, for ops whose rule uses the output
         self.backend = backend
@@ -116,7 +116,7 @@ class Leaf:
         return "<leaf>"
 
 
-def record(op, args: tuple, params: dict, out: Any, backend: Any) -> Node | None:
+def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | None:
     """Put an op application on the tape (the caller knows some input is tracked)."""
     if not _enabled or op.vjp is None:
         return None
@@ -128,14 +128,14 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> Node | None
         inputs = tuple([x.spec if isinstance(x, Tensor) else x for x in args])
     else:
         inputs = (None,) * len(args)
-    return Node(op, params, parents, inputs, out if op.saves_output else None,
+    return TapeNode(op, params, parents, inputs, out if op.saves_output else None,
                 backend, out.shape, out.dtype)
 
 
 # --- The backward pass --------------------------------------------------------------------------
 
 
-def topological_order(root: Node | Leaf) -> list:
+def topological_order(root: TapeNode | Leaf) -> list:
     """Every node reachable from `root`, each after all of its parents (iterative DFS)."""
     order: list = []
     visited: set[int] = set()
@@ -171,7 +171,7 @@ def filled_like(x: Any, value: float) -> Any:
     return bind(creation.full, shape=x.shape, fill_value=value, dtype=x.dtype, device=x.device)
 
 
-def _fit(ct: Any, parent: Node | Leaf) -> Any:
+def _fit(ct: Any, parent: TapeNode | Leaf) -> Any:
     """Make a cotangent match the shape and dtype of the value it is the gradient of."""
     if ct.shape != parent.shape:
         ct = sum_to_shape(ct, parent.shape)
@@ -180,7 +180,7 @@ def _fit(ct: Any, parent: Node | Leaf) -> Any:
     return ct
 
 
-def backpropagate(root: Node | Leaf, seed: Any, targets: set[int] | None = None,
+def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set[int] | None = None,
                   create_graph: bool = False) -> list[tuple[Any, Any]]:
     """Send `seed` backwards from `root`; return ``(node, gradient)`` for the nodes where it
     stops: the ids in `targets` if given, else every leaf reached."""

@@ -111,12 +111,12 @@ class Tensor:
     @property
     def is_leaf(self) -> bool:
         """True unless the tensor was computed by a recorded op."""
-        return not isinstance(self._node, autodiff.Node)
+        return not isinstance(self._node, autodiff.TapeNode)
 
     @property
     def grad_fn(self) -> str | None:
         """The name of the op that computed this tensor, if it was recorded for backward."""
-        return self._node.op.name if isinstance(self._node, autodiff.Node) else None
+        return self._node.op.name if isinstance(self._node, autodiff.TapeNode) else None
 
     # --- Getting values out -------------------------------------------------------------------
 

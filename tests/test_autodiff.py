@@ -460,7 +460,7 @@ def alive(ref: weakref.ref) -> bool:
 
 def live_nodes() -> int:
     """How many tape nodes exist (Node has no weakref slot, so count them instead)."""
-    return sum(type(o) is autodiff.Node for o in gc.get_objects())
+    return sum(type(o) is autodiff.TapeNode for o in gc.get_objects())
 
 
 def teachflow_garbage() -> list[str]:
@@ -586,7 +586,7 @@ def test_nodes_point_only_backwards(no_gc) -> None:
     x = leaf([1.0, 2.0])
     y = x.exp()
     node = y._node
-    assert isinstance(node, autodiff.Node) and node.op.name == "exp"
+    assert isinstance(node, autodiff.TapeNode) and node.op.name == "exp"
     assert node.parents == (x._node,)
     # The node keeps what exp's rule needs (its output array), never the output tensor itself.
     assert all(not isinstance(v, tfl.Tensor) or v is not y for v in node.inputs)
