@@ -8,7 +8,9 @@
     x.grad
 
 The package reads in the order of the course: tensors and ops (`tensor`, `ops`), the one dispatch
-point (`dispatch`, `eager`), autodiff (`autodiff`), devices (`backends`).
+point (`dispatch`, `eager`), autodiff (`autodiff`), devices (`backends`), then staged execution:
+tracing (`staging`), the graph IR (`graph`), running graphs (`executor`, `session`) and
+polymorphic functions (`function`).
 """
 
 from teachflow import eager as _eager  # installs the eager interpreter behind `bind`
@@ -36,6 +38,7 @@ from teachflow.errors import (
     TeachflowError,
     TraceError,
 )
+from teachflow.function import ConcreteFunction, Function, RetracingWarning, function
 from teachflow.functions import (
     abs,
     broadcast_to,
@@ -59,19 +62,72 @@ from teachflow.functions import (
     transpose,
     where,
 )
+from teachflow.graph import Graph, GraphError
+from teachflow.session import Session
 from teachflow.spec import TensorSpec
+from teachflow.staging import placeholder, trace
 from teachflow.tensor import Tensor, as_tensor
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AutodiffError", "DTypeError", "DeviceError", "GradingError", "IndexingError", "ShapeError",
-    "TeachflowError", "Tensor", "TensorSpec", "TraceError", "abs", "as_tensor", "broadcast_to",
-    "concatenate", "devices", "enable_grad", "exp", "full", "full_like", "grad",
-    "is_grad_enabled", "log", "log_softmax", "manual_seed", "matmul", "max", "maximum", "mean",
-    "minimum", "no_grad", "ones", "ones_like", "rand", "randn", "relu", "reshape", "sigmoid",
-    "softmax", "sqrt", "stack", "sum", "tanh", "tensor", "transpose", "value_and_grad", "where",
-    "zeros", "zeros_like",
+    "AutodiffError",
+    "ConcreteFunction",
+    "DTypeError",
+    "DeviceError",
+    "Function",
+    "GradingError",
+    "Graph",
+    "GraphError",
+    "IndexingError",
+    "RetracingWarning",
+    "Session",
+    "ShapeError",
+    "TeachflowError",
+    "Tensor",
+    "TensorSpec",
+    "TraceError",
+    "abs",
+    "as_tensor",
+    "broadcast_to",
+    "concatenate",
+    "devices",
+    "enable_grad",
+    "exp",
+    "full",
+    "full_like",
+    "function",
+    "grad",
+    "is_grad_enabled",
+    "log",
+    "log_softmax",
+    "manual_seed",
+    "matmul",
+    "max",
+    "maximum",
+    "mean",
+    "minimum",
+    "no_grad",
+    "ones",
+    "ones_like",
+    "placeholder",
+    "rand",
+    "randn",
+    "relu",
+    "reshape",
+    "sigmoid",
+    "softmax",
+    "sqrt",
+    "stack",
+    "sum",
+    "tanh",
+    "tensor",
+    "trace",
+    "transpose",
+    "value_and_grad",
+    "where",
+    "zeros",
+    "zeros_like",
 ]
 
 del _eager

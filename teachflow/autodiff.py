@@ -28,11 +28,12 @@ import functools
 import weakref
 from collections.abc import Callable, Sequence
 from contextlib import ContextDecorator
+from dataclasses import replace
 from typing import Any
 
 from teachflow import tensor as _tensor
 from teachflow.dispatch import bind
-from teachflow.errors import AutodiffError, DTypeError
+from teachflow.errors import AutodiffError, DTypeError, on_behalf_of
 from teachflow.ops import creation, elementwise, reduction
 from teachflow.ops import shape as shape_ops
 from teachflow.tree import tree_flatten, tree_unflatten
@@ -82,7 +83,8 @@ def enable_grad() -> _GradMode:
 class TapeNode:
     """One recorded op application: what backward needs to send cotangents to the inputs."""
 
-    __slots__ = ("backend", "dtype", "inputs", "op", "out", "params", "parents", "shape")
+    __slots__ = ("backend", "dtype", "inputs", "op", "out", "params", "parents", "shape",
+                 "source")
 
     def __init__(self, op, params, parents, inputs, out, backend, shape, dtype) -> None:
         self.op = op
@@ -93,6 +95,7 @@ class TapeNode:
         self.backend = backend
         self.shape = shape
         self.dtype = dtype
+        self.source = None  # the user's line, when known (staging records it)
 
     def __repr__(self) -> str:
         return f"<{self.op.name} node>"
@@ -118,12 +121,16 @@ class Leaf:
 
 def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | None:
     """Put an op application on the tape (the caller knows some input is tracked)."""
-    if not _enabled or op.vjp is None:
-        return None
+    if not _enabled or op.vjp is None or out.dtype.kind not in "fc":
+        return None  # (integer and boolean results carry no gradient)
     Tensor = _tensor.Tensor
     parents = tuple([x._node if isinstance(x, Tensor) else None for x in args])
     if op.saves == "inputs":
-        inputs = args
+        # Save each tensor as it is now: a later in-place update (`p -= ...`) rebinds the
+        # tensor's values, and must not change what this gradient rule will see.
+        make = Tensor._make
+        inputs = tuple([make(x._data, x._backend, x._node) if isinstance(x, Tensor) else x
+                        for x in args])
     elif op.saves == "shapes":
         inputs = tuple([x.spec if isinstance(x, Tensor) else x for x in args])
     else:
@@ -195,7 +202,6 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set[int] | None = N
                 relevant.add(id(node))
     grads: dict[int, Any] = {id(root): seed}
     found = []
-    Tensor = _tensor.Tensor
     with _GradMode(create_graph):
         for node in reversed(order):
             g = grads.pop(id(node), None)
@@ -206,21 +212,30 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set[int] | None = N
                 continue
             if relevant is not None and id(node) not in relevant:
                 continue
-            op = node.op
-            if op.saves_output:
-                out = Tensor._make(node.out, node.backend, node if create_graph else None)
-                cotangents = op.vjp(g, *node.inputs, out=out, **node.params)
-            else:
-                cotangents = op.vjp(g, *node.inputs, **node.params)
-            for parent, ct in zip(node.parents, cotangents, strict=True):
-                if parent is None or ct is None:
-                    continue
-                if relevant is not None and id(parent) not in relevant:
-                    continue
-                ct = _fit(ct, parent)
-                previous = grads.get(id(parent))
-                grads[id(parent)] = ct if previous is None else previous + ct
+            # The ops of this rule belong to the user's line that applied the op.
+            origin = node.source and replace(node.source, note=f"grad of {node.op.name}")
+            with on_behalf_of(origin):
+                _send_back(node, g, grads, relevant, create_graph)
     return found
+
+
+def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
+               create_graph: bool) -> None:
+    """Apply the node's gradient rule and add each cotangent to its parent's sum."""
+    op = node.op
+    if op.saves_output:
+        out = _tensor.Tensor._make(node.out, node.backend, node if create_graph else None)
+        cotangents = op.vjp(g, *node.inputs, out=out, **node.params)
+    else:
+        cotangents = op.vjp(g, *node.inputs, **node.params)
+    for parent, ct in zip(node.parents, cotangents, strict=True):
+        if parent is None or ct is None:
+            continue
+        if relevant is not None and id(parent) not in relevant:
+            continue
+        ct = _fit(ct, parent)
+        previous = grads.get(id(parent))
+        grads[id(parent)] = ct if previous is None else previous + ct
 
 
 def backward(tensor: Any, grad: Any = None) -> None:
@@ -348,5 +363,5 @@ def _gradients(out: Any, inputs: list, create_graph: bool) -> list:
     targets = {id(x._node) for x in inputs}
     found = {id(node): g for node, g in backpropagate(out._node, _seed(out, None, "grad"),
                                                       targets, create_graph)}
-    return [found.get(id(x._node)) if id(x._node) in found else filled_like(x, 0)
+    return [found[id(x._node)] if id(x._node) in found else filled_like(x, 0)
             for x in inputs]

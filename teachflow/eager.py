@@ -17,8 +17,8 @@ from typing import Any
 from teachflow import autodiff
 from teachflow.backends import CPU, get_backend
 from teachflow.dispatch import set_default_interpreter
-from teachflow.errors import DeviceError, TeachflowError
-from teachflow.tensor import Tensor
+from teachflow.errors import DeviceError, DTypeError, TeachflowError
+from teachflow.tensor import Tensor, as_constant
 
 _new = object.__new__
 
@@ -39,6 +39,8 @@ class EagerInterpreter:
                 if x._node is not None:
                     tracked = True
                 x = x._data
+            elif not isinstance(x, bool | int | float):  # Python scalars stay weak
+                x = as_constant(x)
             arrays.append(x)
         if op.placed:  # creation and transfer ops run on the device they are asked for
             backend = get_backend(params["device"])
@@ -77,10 +79,11 @@ def _explain(op: Any, args: tuple, params: dict, exc: Exception) -> TeachflowErr
         return err
     except Exception:  # operands too odd even to describe (a ragged list, say)
         pass
-    return TeachflowError(
-        f"{type(exc).__name__}: {exc}",
-        op=op.name, operands=_describe_safely(op, args),
-        hint="NumPy/CuPy refused these operands; its error is attached as __cause__",
+    kind = DTypeError if isinstance(exc, TypeError) or "Integers" in str(exc) else TeachflowError
+    return kind(
+        f"{exc}", op=op.name, operands=_describe_safely(op, args),
+        hint="NumPy/CuPy refused these operands (its error is attached as __cause__); "
+             "check their dtypes and values",
     )
 
 

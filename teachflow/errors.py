@@ -15,6 +15,8 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -27,6 +29,7 @@ class SourceLocation:
     filename: str
     lineno: int
     function: str = ""
+    note: str = ""  # e.g. "grad of tanh": this line's op, differentiated
 
     @property
     def line(self) -> str:
@@ -35,9 +38,9 @@ class SourceLocation:
 
     def __str__(self) -> str:
         cell = _notebook_cell(self.filename)
-        if cell is not None:
-            return f"cell In[{cell}], line {self.lineno}"
-        return f"{os.path.basename(self.filename)}:{self.lineno}"
+        where = (f"cell In[{cell}], line {self.lineno}" if cell is not None
+                 else f"{os.path.basename(self.filename)}:{self.lineno}")
+        return f"{where} ({self.note})" if self.note else where
 
 
 def _notebook_cell(filename: str) -> int | None:
@@ -52,19 +55,36 @@ def _is_internal(filename: str) -> bool:
     return filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen ")
 
 
-def user_location(skip_internal: bool = True) -> SourceLocation | None:
+#: While a gradient rule runs for an op the user wrote, the ops it applies belong to that line.
+_on_behalf_of: SourceLocation | None = None
+
+
+def user_location() -> SourceLocation | None:
     """The innermost frame on the stack that belongs to user code, not to teachflow.
 
     Walking the stack costs microseconds, so teachflow only does it when it needs the answer:
     while building an error message, or (in staged mode) when recording a node.
     """
+    if _on_behalf_of is not None:
+        return _on_behalf_of
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not (skip_internal and _is_internal(os.path.abspath(filename))):
+        if not _is_internal(os.path.abspath(filename)):
             return SourceLocation(filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None
+
+
+@contextmanager
+def on_behalf_of(location: SourceLocation | None) -> Iterator[None]:
+    """Attribute the ops applied inside to `location` (used while a gradient rule runs)."""
+    global _on_behalf_of
+    previous, _on_behalf_of = _on_behalf_of, location
+    try:
+        yield
+    finally:
+        _on_behalf_of = previous
 
 
 class TeachflowError(Exception):

@@ -23,7 +23,7 @@ import numpy as np
 from teachflow import autodiff
 from teachflow.backends import Backend, backend_of_array, get_backend
 from teachflow.dispatch import bind
-from teachflow.errors import DTypeError, ShapeError
+from teachflow.errors import DTypeError, ShapeError, TraceError
 from teachflow.ops import creation, linalg, reduction
 from teachflow.ops import elementwise as ew
 from teachflow.ops import shape as shape_ops
@@ -81,7 +81,9 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self._data.shape, dtype=np.int64))
+        """The number of elements (-1 while a dimension is unknown, as for a placeholder)."""
+        shape = self._data.shape
+        return -1 if None in shape else int(np.prod(shape, dtype=np.int64))
 
     @property
     def spec(self) -> TensorSpec:
@@ -121,8 +123,16 @@ class Tensor:
     # --- Getting values out -------------------------------------------------------------------
 
     def numpy(self) -> np.ndarray:
-        """The values as a NumPy array (copied to the host for a GPU tensor)."""
-        return self._backend.to_numpy(self._data)
+        """The values as a read-only NumPy array (copied to the host for a GPU tensor).
+
+        On the CPU it shares memory with the tensor, so it is read-only: writing to it would
+        silently change values the tape saved for backward. Use ``.numpy().copy()`` to edit.
+        """
+        array = self._backend.to_numpy(self._data)
+        if array is self._data:
+            array = array.view()
+            array.flags.writeable = False
+        return array
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         array = self.numpy()
@@ -272,6 +282,52 @@ class Tensor:
     def __getitem__(self, index: Any) -> Tensor:
         return bind(shape_ops.getitem, self, index=normalize_index(index))
 
+    # --- In-place updates ---------------------------------------------------------------------
+    # ``p -= lr * p.grad`` computes ``p - lr * p.grad`` as usual and then makes *this* tensor
+    # object hold the result. Arrays the tape saved earlier are never overwritten, so an update
+    # cannot corrupt a pending backward pass; and every holder of `p` (a model, an optimizer)
+    # sees the new values.
+
+    def _assign(self, result: Tensor, op: str) -> Tensor:
+        if autodiff.is_grad_enabled() and isinstance(self._node, autodiff.Leaf):
+            raise autodiff.AutodiffError(
+                "an in-place update of a leaf that requires grad would hide the update from "
+                "backward", op=op, hint="update parameters inside `with tfl.no_grad():`")
+        if result.shape != self.shape:
+            raise ShapeError(f"an in-place update cannot change the shape {self.shape} to "
+                             f"{result.shape}", op=op, hint="write x = x + y to rebind instead")
+        result = result.astype(self.dtype)
+        self._data = result._data
+        if not isinstance(self._node, autodiff.Leaf):
+            self._node = result._node
+        return self
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._assign(bind(ew.add, self, other), "+=")
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._assign(bind(ew.sub, self, other), "-=")
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._assign(bind(ew.mul, self, other), "*=")
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._assign(bind(ew.div, self, other), "/=")
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """``t[index] = value`` (outside autodiff): a copy of the values with the index set."""
+        if autodiff.is_grad_enabled() and self._node is not None:
+            raise autodiff.AutodiffError(
+                "cannot assign into a tensor that requires grad", op="setitem",
+                hint="build the new values with tfl.where or tfl.concatenate, or assign "
+                     "inside `with tfl.no_grad():`")
+        if not hasattr(self._data, "copy"):  # a traced tensor has no values to edit
+            raise TraceError("assigning into a traced tensor is not recorded in the graph",
+                             op="setitem", hint="build the new values with tfl.where")
+        data = self._data.copy()
+        data[normalize_index(index)] = value._data if isinstance(value, Tensor) else value
+        self._data = data
+
     # --- Elementwise functions ----------------------------------------------------------------
 
     def exp(self) -> Tensor:
@@ -371,6 +427,18 @@ def as_dtype(dtype: Any, op: str) -> np.dtype:
         raise DTypeError(f"{dtype!r} is not a dtype", op=op,
                          hint="use a NumPy dtype name such as 'float32', 'int64' or 'bool'"
                          ) from None
+
+
+def as_constant(x: Any) -> Any:
+    """A non-tensor operand as an array: lists follow `tfl.tensor`'s rules (floats -> float32),
+    NumPy arrays and scalars keep their dtype."""
+    if x is None:
+        raise DTypeError("None is not a tensor", op="operand",
+                         hint="a .grad is None until backward() has run; check the value you "
+                              "passed")
+    if isinstance(x, np.ndarray | np.generic):
+        return x
+    return _to_array(x, None, backend_of_array(x), copy=False)
 
 
 def as_tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor:

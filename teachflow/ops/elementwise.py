@@ -4,6 +4,11 @@ Each op is a single declaration: its kernel (against the array module `xp`), its
 (with teachflow ops, so gradients can be traced and differentiated again), what the forward pass
 saves for that rule, and the C expression the fusion pass turns a chain of these ops into.
 
+A rule receives its inputs positionally in every case; for ops that save "nothing" they are None
+(add's rule, ``lambda g, x, y: (g, g)``, never looks at x or y). Rules are written with
+operators where those read like the maths (``g * out``) and with ``bind(op, ...)`` for ops that
+have no operator (``where``).
+
 Shape and dtype follow NumPy: operands broadcast, and dtypes promote as NumPy promotes them, with
 Python scalars *weak* (``float32_tensor * 2.0`` stays float32). Gradient rules never sum back over
 broadcast dimensions themselves: the autodiff engine does that in one place for every op.
@@ -46,13 +51,16 @@ def _pow_vjp(g: Any, x: Any, y: Any, *, out: Any) -> tuple:
     # d(x**y)/dx = y * x**(y-1). Where y == 0 the power is the constant 1, so the derivative is 0
     # even at x == 0, where the formula would give 0 * inf = nan.
     if hasattr(y, "shape"):
-        dx = bind(where, y == 0, 0, g * y * x ** (y - 1))
+        # Replace x by 1 where y == 0 *before* the power, so no inf appears even in the
+        # derivative of this rule (a masked nan would still poison the next derivative).
+        safe_x = bind(where, y == 0, 1, x)
+        dx = bind(where, y == 0, 0, g * y * safe_x ** (y - 1))
     else:
         dx = g * y * x ** (y - 1) if y != 0 else g * 0
     # d(x**y)/dy = x**y * log(x); only worth computing when the exponent is a tensor.
     # A Python-scalar base (``2 ** x``) gets a Python-scalar log: an op on the scalar alone
     # would run on the CPU and clash with a GPU cotangent.
-    if not hasattr(y, "shape"):
+    if not getattr(y, "requires_grad", False):
         return dx, None
     log_x = bind(log, x) if hasattr(x, "shape") else float(np.log(x))
     return dx, g * out * log_x
@@ -83,7 +91,7 @@ exp = elementwise("exp", lambda xp: xp.exp, "exp({0})",
                   vjp=lambda g, x, *, out: (g * out,), saves="nothing", saves_output=True,
                   arg_names=("x",))
 log = elementwise("log", lambda xp: xp.log, "log({0})",
-                     vjp=lambda g, x: (g / x,), arg_names=("x",))
+                  vjp=lambda g, x: (g / x,), arg_names=("x",))
 sqrt = elementwise("sqrt", lambda xp: xp.sqrt, "sqrt({0})",
                    vjp=lambda g, x, *, out: (0.5 * g / out,), saves="nothing",
                    saves_output=True, arg_names=("x",))

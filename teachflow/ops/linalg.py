@@ -52,7 +52,8 @@ def _matmul_vjp(g: Any, a: Any, b: Any) -> tuple:
     a2 = bind(reshape, a, shape=(1, a.shape[0])) if a.ndim == 1 else a
     b2 = bind(reshape, b, shape=(b.shape[0], 1)) if b.ndim == 1 else b
     g2_shape = g.shape[:-1] + (1, g.shape[-1]) if a.ndim == 1 else g.shape
-    g2 = bind(reshape, g, shape=g2_shape + (1,) if b.ndim == 1 else g2_shape)
+    g2_shape = g2_shape + (1,) if b.ndim == 1 else g2_shape
+    g2 = g if g2_shape == g.shape else bind(reshape, g, shape=g2_shape)
     da = bind(matmul, g2, swap_last_axes(b2))
     db = bind(matmul, swap_last_axes(a2), g2)
     if a.ndim == 1:  # drop the added row axis; the engine sums any batch axes

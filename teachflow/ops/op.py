@@ -135,7 +135,8 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
     ndim = max((len(s) for s in shapes), default=0)
     result = []
     for axis in range(-ndim, 0):
-        sizes = {s[axis] for s in shapes if len(s) >= -axis and s[axis] != 1}
+        dims = [s[axis] for s in shapes if len(s) >= -axis]
+        sizes = {d for d in dims if d is not None and d != 1}  # None: not known until run time
         if len(sizes) > 1:
             same_rank = len({len(s) for s in shapes}) == 1
             where = f"dimension {ndim + axis}" if same_rank else \
@@ -149,7 +150,7 @@ def broadcast_shapes(*shapes: tuple) -> tuple:
                 hint="broadcasting lines shapes up from the right; each dimension must match "
                      "or be 1. Reshape an operand (x.reshape(...)) or add a size-1 axis.",
             )
-        result.append(sizes.pop() if sizes else 1)
+        result.append(sizes.pop() if sizes else None if None in dims else 1)
     return tuple(result)
 
 

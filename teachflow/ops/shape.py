@@ -59,14 +59,19 @@ def is_basic_index(index: tuple) -> bool:
                for i in index)
 
 
+# An unknown dimension (None) is played by this huge size; sizes near it in the result are unknown.
+_UNKNOWN = 2**40
+
+
 def _getitem_rule(x: TensorSpec, *, index: tuple) -> TensorSpec:
     # Index a zero-cost broadcast view of x's shape: NumPy itself works out the result shape.
+    stand_in = tuple(_UNKNOWN if d is None else d for d in x.shape)
     try:
-        shape = np.broadcast_to(np.empty((), x.dtype), x.shape)[index].shape
+        shape = np.broadcast_to(np.empty((), x.dtype), stand_in)[index].shape
     except IndexError as exc:
         raise RuleError(f"index {_show_index(index)} does not fit {x}: {exc}",
                         kind=IndexingError) from None
-    return TensorSpec(shape, x.dtype)
+    return TensorSpec(tuple(None if d > _UNKNOWN // 2 else d for d in shape), x.dtype)
 
 
 def _show_index(index: tuple) -> str:

@@ -1,0 +1,309 @@
+"""The graph IR: a dataflow graph of primitive ops, as staged execution records it.
+
+A `Graph` has *inputs*, *nodes* in topological order, and *outputs*. Every edge carries a `Value`
+(SSA style: each value is defined once), and each value knows its `TensorSpec` (shape, dtype,
+device). A value is one of:
+
+- an ``input`` of the graph (a function argument, or a placeholder),
+- the output of a ``node`` (one op applied to values and Python-scalar literals),
+- a ``capture``: an eager tensor the traced code used, read *by reference* when the graph runs
+  (so a model's weights can change between calls without retracing),
+- a ``const``: an array that was part of the program text (a NumPy array operand).
+
+Each node remembers the op, its parameters, the user's source line that created it, and a stable
+id (``%7``) that later passes keep as lineage, so a node can be followed from trace to kernel.
+`str(graph)` prints one node per line, the way a learner writes maths; `to_networkx()` hands the
+graph to networkx for drawing and analysis; `verify()` checks it is well formed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from teachflow.errors import SourceLocation, TeachflowError, TraceError
+from teachflow.ops.op import Op
+from teachflow.spec import TensorSpec
+
+
+class GraphError(TeachflowError):
+    """A graph that is not well formed (found by `Graph.verify`)."""
+
+
+class Value:
+    """One value flowing along the graph's edges. It stands in for an array in a traced Tensor:
+    it has a shape and a dtype, but no numbers, and says so if asked for them."""
+
+    __slots__ = ("data", "id", "kind", "name", "producer", "spec")
+
+    def __init__(self, id: int, spec: TensorSpec, kind: str, name: str | None = None,
+                 producer: Node | None = None, data: Any = None) -> None:
+        self.id = id
+        self.spec = spec
+        self.kind = kind  # "input", "node", "capture" or "const"
+        self.name = name
+        self.producer = producer
+        self.data = data  # the captured Tensor, or the constant array
+
+    @property
+    def shape(self) -> tuple:
+        return self.spec.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.spec.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.spec.shape)
+
+    def __str__(self) -> str:
+        return f"%{self.name or self.id}"
+
+    def __repr__(self) -> str:
+        return f"<Value {self}: {self.spec}>"
+
+    # A traced value has no numbers yet: anything that needs them cannot be decided by tracing.
+    def _needs_value(self, what: str) -> TraceError:
+        where = f" (made at {self.producer.source})" if self.producer and self.producer.source \
+            else ""
+        return TraceError(
+            f"{what} needs the value of traced tensor {self}{where}, but while tracing a tensor "
+            "has only a shape and a dtype. Tracing records one path through the Python code; "
+            "it cannot choose between paths by a value that is known only when the graph runs.",
+            op="trace",
+            hint="use tfl.cond / tfl.while_loop for control flow on tensor values, capture the "
+                 "function with @tfl.script (which turns if/while into graph nodes), or pass the "
+                 "deciding value as a Python argument (a static argument: one trace per value)",
+        )
+
+    def __bool__(self) -> bool:
+        raise self._needs_value("Python control flow (if/while/and/or) or bool()")
+
+    def __float__(self) -> float:
+        raise self._needs_value("float()")
+
+    def __int__(self) -> int:
+        raise self._needs_value("int()")
+
+    def __index__(self) -> int:
+        raise self._needs_value("using a tensor as a Python index")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise self._needs_value("converting to NumPy (.numpy(), .item(), np.asarray)")
+
+
+class Node:
+    """One op application: ``output = op(*inputs, **params)``."""
+
+    __slots__ = ("id", "inputs", "lineage", "op", "output", "params", "source")
+
+    def __init__(self, id: int, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
+                 source: SourceLocation | None, lineage: tuple[int, ...] = ()) -> None:
+        self.id = id
+        self.op = op
+        self.inputs = inputs  # Values and Python-scalar literals
+        self.params = params
+        self.output = Value(id, spec, "node", producer=self)
+        self.source = source
+        self.lineage = lineage or (id,)  # the ids of the original nodes this one stands for
+
+    @property
+    def spec(self) -> TensorSpec:
+        return self.output.spec
+
+    def __repr__(self) -> str:
+        return f"<Node {format_node(self)}>"
+
+
+class Graph:
+    """A dataflow graph; also a context manager for building one by hand (define-and-run):
+
+        with tfl.Graph() as g:
+            x = tfl.placeholder((None, 3), dtype="float32", name="x")
+            y = (x * 2).sum(axis=1)
+        tfl.Session(g).run(y, feed={x: np.ones((4, 3))})
+    """
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self.inputs: list[Value] = []
+        self.nodes: list[Node] = []
+        self.outputs: list[Value] = []
+        self.captures: list[Value] = []
+        self.constants: list[Value] = []
+        self._captured: dict[int, Value] = {}  # id(tensor) -> its capture value
+        self._owned: set[int] = set()  # id() of every value made here
+        self._next_id = 0
+        self._builder: Any = None
+
+    # --- Building ---------------------------------------------------------------------------
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id - 1
+
+    def _own(self, value: Value) -> Value:
+        self._owned.add(id(value))
+        return value
+
+    def owns(self, value: Value) -> bool:
+        """True if `value` was made in this graph (not in another trace)."""
+        return id(value) in self._owned
+
+    def add_input(self, spec: TensorSpec, name: str | None = None) -> Value:
+        value = self._own(Value(self._new_id(), spec, "input", name=name))
+        self.inputs.append(value)
+        return value
+
+    def add_node(self, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
+                 source: SourceLocation | None) -> Node:
+        node = Node(self._new_id(), op, inputs, params, spec, source)
+        self._own(node.output)
+        self.nodes.append(node)
+        return node
+
+    def capture(self, tensor: Any) -> Value:
+        """The value standing for an eager tensor used by the traced code (one per tensor)."""
+        value = self._captured.get(id(tensor))
+        if value is None:
+            value = self._own(Value(self._new_id(), tensor.spec, "capture", data=tensor))
+            self._captured[id(tensor)] = value
+            self.captures.append(value)
+        return value
+
+    def constant(self, array: np.ndarray) -> Value:
+        value = self._own(Value(self._new_id(), TensorSpec(array.shape, array.dtype, "cpu"),
+                                "const", data=array))
+        self.constants.append(value)
+        return value
+
+    def __enter__(self) -> Graph:
+        from teachflow.staging import GraphBuilder
+
+        self._builder = GraphBuilder(self)
+        self._builder.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._builder.__exit__(*exc)
+        self._builder = None
+
+    # --- Reading ------------------------------------------------------------------------------
+
+    def values(self) -> Iterator[Value]:
+        """Every value: inputs, captures, constants, then node outputs in order."""
+        yield from self.inputs
+        yield from self.captures
+        yield from self.constants
+        for node in self.nodes:
+            yield node.output
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def __str__(self) -> str:
+        args = ", ".join(f"{v}: {v.spec}" for v in self.inputs)
+        lines = [f"graph {self.name}({args}) {{"]
+        body = [(f"{v} = capture {v.spec}", "") for v in self.captures]
+        body += [(f"{v} = const {v.spec}", "") for v in self.constants]
+        body += [(format_node(n), str(n.source) if n.source else "") for n in self.nodes]
+        width = max((len(text) for text, _ in body), default=0)
+        for text, source in body:
+            lines.append(f"  {text:<{width}}   # {source}" if source else f"  {text}")
+        if self.outputs:
+            lines.append(f"  return {', '.join(str(v) for v in self.outputs)}")
+        lines.append("}")
+        return "\n".join(lines)
+
+    def to_networkx(self) -> Any:
+        """An ``nx.DiGraph``: one node per value source (input, capture, const, op node), with
+        ``op``, ``shape``, ``dtype``, ``device``, ``source``, ``lineage`` and a ``label``; edges
+        carry the operand position as ``index``."""
+        import networkx as nx
+
+        g = nx.DiGraph(name=self.name)
+        for v in self.values():
+            node = v.producer
+            g.add_node(
+                v.id,
+                op=node.op.name if node else v.kind,
+                shape=v.spec.shape, dtype=v.spec.dtype.name, device=v.spec.device,
+                source=str(node.source) if node and node.source else "",
+                lineage=node.lineage if node else (v.id,),
+                params=_format_params(node.params) if node else "",
+                label=f"{v} = {node.op.name}" if node else f"{v} ({v.kind})",
+                is_output=any(v is out for out in self.outputs),
+            )
+        for node in self.nodes:
+            for index, operand in enumerate(node.inputs):
+                if isinstance(operand, Value):
+                    g.add_edge(operand.id, node.id, index=index)
+        return g
+
+    # --- Checking -----------------------------------------------------------------------------
+
+    def verify(self) -> None:
+        """Check the graph is well formed: every operand defined before use and defined once,
+        ids unique, every node's recorded spec the one its op's shape rule gives."""
+        defined: set[int] = set()
+        for v in [*self.inputs, *self.captures, *self.constants]:
+            self._define(v, defined)
+        for node in self.nodes:
+            for operand in node.inputs:
+                if isinstance(operand, Value) and operand.id not in defined:
+                    raise GraphError(f"node {node.output} uses {operand} before it is defined",
+                                     op="verify", location=node.source)
+                if not isinstance(operand, Value | bool | int | float):
+                    raise GraphError(f"node {node.output} has an operand of type "
+                                     f"{type(operand).__name__}", op="verify",
+                                     location=node.source)
+            if node.output.producer is not node:
+                raise GraphError(f"node {node.output} is not its output's producer", op="verify")
+            self._define(node.output, defined)
+            specs = [o.spec if isinstance(o, Value) else o for o in node.inputs]
+            try:
+                expected = node.op.abstract_eval(*specs, **node.params)
+            except TeachflowError as err:
+                raise GraphError(f"node {node.output}: its op rejects its operands: "
+                                 f"{err.message}", op="verify", location=node.source) from err
+            if expected != node.spec:
+                raise GraphError(f"node {node.output} records {node.spec} but {node.op.name} of "
+                                 f"its operands gives {expected}", op="verify",
+                                 location=node.source)
+        for v in self.outputs:
+            if v.id not in defined:
+                raise GraphError(f"output {v} is not defined in the graph", op="verify")
+
+    @staticmethod
+    def _define(value: Value, defined: set[int]) -> None:
+        if value.id in defined:
+            raise GraphError(f"value {value} is defined twice", op="verify")
+        defined.add(value.id)
+
+
+def format_node(node: Node) -> str:
+    """``%3 = mul %1, %2 : f32[64,128]``, with parameters in braces when there are any."""
+    operands = ", ".join(str(o) if isinstance(o, Value) else repr(o) for o in node.inputs)
+    params = f" {{{_format_params(node.params)}}}" if node.params else ""
+    return f"{node.output} = {node.op.name} {operands}{params} : {node.spec}".replace("  ", " ")
+
+
+def _format_params(params: dict) -> str:
+    return ", ".join(f"{k}={_format_param(v)}" for k, v in params.items())
+
+
+def _format_param(v: Any) -> str:
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, slice):
+        parts = ["" if p is None else str(p) for p in (v.start, v.stop, v.step)]
+        return ":".join(parts[:2] if v.step is None else parts)
+    if isinstance(v, np.ndarray):
+        return f"array{list(v.shape)}"
+    if isinstance(v, tuple):
+        inner = ", ".join(_format_param(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    return "..." if v is Ellipsis else repr(v)

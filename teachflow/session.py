@@ -1,0 +1,93 @@
+"""Running a hand-built graph: ``tfl.Session(graph).run(fetches, feed={...})``.
+
+This is TensorFlow 1's define-and-run interface. Building the graph computed nothing; `run`
+computes the *fetched* tensors from the *fed* placeholders, and only the part of the graph the
+fetches need (deferred execution). Each distinct set of fetches is compiled once, like a
+`tfl.function`, and reused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teachflow.backends import get_backend
+from teachflow.errors import DTypeError, ShapeError, TeachflowError
+from teachflow.executor import Executor, generate, live_nodes
+from teachflow.graph import Graph, Value
+from teachflow.tensor import Tensor
+from teachflow.tree import tree_flatten, tree_unflatten
+
+
+class Session:
+    """Runs fetches of one graph, feeding its placeholders."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._executors: dict[tuple[int, ...], Executor] = {}
+
+    def run(self, fetches: Any, feed: dict | None = None) -> Any:
+        """Compute `fetches` (a tensor, or a list/tuple/dict of them) with `feed` giving a value
+        for every placeholder they depend on. Returns NumPy arrays in the same structure."""
+        leaves, treedef = tree_flatten(fetches)
+        outputs = [self._fetch_value(t) for t in leaves]
+        needed = _placeholders_needed(self.graph, outputs)
+        values = self._feed_values(feed or {}, needed)
+        key = tuple(id(v) for v in outputs)
+        executor = self._executors.get(key)
+        if executor is None:
+            device = needed[0].spec.device if needed else "cpu"
+            executor = generate(self.graph, get_backend(device), outputs, needed)
+            self._executors[key] = executor
+        arrays = executor(*[values[id(v)] for v in needed],
+                          *[c.data._data for c in executor.captures])
+        backend = get_backend(needed[0].spec.device if needed else "cpu")
+        return tree_unflatten(treedef, [backend.to_numpy(a) for a in arrays])
+
+    def _fetch_value(self, fetch: Any) -> Value:
+        data = fetch._data if isinstance(fetch, Tensor) else None
+        if not isinstance(data, Value) or not self.graph.owns(data):
+            raise TeachflowError(f"cannot fetch {fetch!r}: it is not a tensor of this graph",
+                                 op="Session.run",
+                                 hint="fetch tensors that were built inside `with graph:`")
+        return data
+
+    def _feed_values(self, feed: dict, needed: list[Value]) -> dict[int, Any]:
+        placeholders = {id(v): v for v in self.graph.inputs}
+        given: dict[int, Any] = {}
+        for key, value in feed.items():
+            data = key._data if isinstance(key, Tensor) else None
+            if not isinstance(data, Value) or id(data) not in placeholders:
+                raise TeachflowError(f"feed key {key!r} is not a placeholder of this graph",
+                                     op="Session.run",
+                                     hint="feed the tensors that tfl.placeholder returned")
+            given[id(data)] = _check_feed(data, value)
+        missing = [str(v) for v in needed if id(v) not in given]
+        if missing:
+            raise TeachflowError(f"the fetches need placeholder(s) {', '.join(missing)}, "
+                                 "which were not fed", op="Session.run",
+                                 hint="add them to feed={placeholder: value, ...}")
+        return given
+
+
+def _placeholders_needed(graph: Graph, outputs: list[Value]) -> list[Value]:
+    used = {id(o) for n in live_nodes(graph, outputs) for o in n.inputs} | {id(v) for v in outputs}
+    return [v for v in graph.inputs if id(v) in used]
+
+
+def _check_feed(placeholder: Value, value: Any) -> Any:
+    """The fed value as an array of the placeholder's dtype, if its shape and kind fit."""
+    spec = placeholder.spec
+    array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+    if not np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
+        raise DTypeError(f"placeholder {placeholder} is {spec.dtype.name} but was fed "
+                         f"{array.dtype.name} values", op="Session.run",
+                         hint=f"feed {spec.dtype.name} data, or build the placeholder with the "
+                              "dtype you have")
+    if len(array.shape) != len(spec.shape) or any(
+            d is not None and d != s for d, s in zip(spec.shape, array.shape, strict=True)):
+        raise ShapeError(f"placeholder {placeholder} has shape {spec.shape} but was fed shape "
+                         f"{array.shape}", op="Session.run",
+                         hint="None in a placeholder's shape accepts any size there")
+    return get_backend(spec.device).asarray(array, dtype=spec.dtype)
