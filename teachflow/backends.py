@@ -74,7 +74,7 @@ def _gpu_backend() -> Backend | str:
     try:
         import cupy
     except ImportError as exc:
-        return f"CuPy is not installed ({exc}); install it with `pip install "teachflow[gpu]"`"
+        return f"CuPy is not installed ({exc}); install it with `pip install 'teachflow[gpu]'`"
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDA driver or runtime missing: CuPy raises its own error types
