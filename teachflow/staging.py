@@ -28,7 +28,7 @@ from teachflow.errors import TraceError, user_location
 from teachflow.graph import Graph, Value
 from teachflow.spec import TensorSpec
 from teachflow.tensor import Tensor, as_constant, as_dtype
-from teachflow.tree import tree_flatten, tree_unflatten
+from teachflow.tree import tree_flatten, tree_paths, tree_unflatten
 
 
 class GraphBuilder:
@@ -126,12 +126,8 @@ def argument_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
                 named.append((name, value))
     except (TypeError, ValueError):  # builtins and callables without a signature
         named = [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
-    names = []
-    for name, value in named:
-        leaves, _ = tree_flatten(value)
-        names += [name] if len(leaves) == 1 and leaves[0] is value else [
-            f"{name}_{i}" for i in range(len(leaves))]
-    return names
+    return ["_".join([name, *(str(p) for p in path)])
+            for name, value in named for path in tree_paths(value)]
 
 
 def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = None) -> Traced:

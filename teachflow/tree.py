@@ -33,6 +33,15 @@ def _flatten(node: Any, leaves: list) -> TreeDef:
     return None
 
 
+def tree_paths(tree: Any, prefix: tuple = ()) -> list[tuple]:
+    """The path (keys and indices) to every leaf, in `tree_flatten`'s order."""
+    if isinstance(tree, dict):
+        return [p for k in tree for p in tree_paths(tree[k], (*prefix, k))]
+    if isinstance(tree, list | tuple):
+        return [p for i, child in enumerate(tree) for p in tree_paths(child, (*prefix, i))]
+    return [prefix]
+
+
 def tree_unflatten(treedef: TreeDef, leaves: list) -> Any:
     """The inverse of `tree_flatten`."""
     return _build(treedef, iter(leaves))
