@@ -22,54 +22,7 @@ import numpy as np
 
 import teachflow as tfl
 
-
-def chain_numpy(x, y, w):
-    a = np.multiply(x, y)
-    b = np.add(a, w)
-    c = np.tanh(b)
-    d = np.subtract(c, x)
-    e = np.multiply(d, 0.5)
-    f = np.exp(e)
-    g = np.true_divide(f, y)
-    h = np.matmul(g, w)
-    i = np.maximum(h, 0)
-    j = np.add(i, 1.0)
-    k = np.log(j)
-    s = np.exp(-np.logaddexp(0, -k))  # sigmoid, the same formula teachflow's kernel uses
-    m = np.multiply(s, x)
-    n = np.negative(m)
-    o = np.maximum(n, y)
-    p = np.sqrt(o)
-    q = np.abs(p)
-    r = np.sum(q, axis=1, keepdims=True)
-    t = np.subtract(q, r)
-    return np.mean(t)
-
-
-def chain_teachflow(x, y, w):
-    a = x * y
-    b = a + w
-    c = b.tanh()
-    d = c - x
-    e = d * 0.5
-    f = e.exp()
-    g = f / y
-    h = g @ w
-    i = h.relu()
-    j = i + 1.0
-    k = j.log()
-    s = k.sigmoid()
-    m = s * x
-    n = -m
-    o = tfl.maximum(n, y)
-    p = o.sqrt()
-    q = p.abs()
-    r = q.sum(axis=1, keepdims=True)
-    t = q - r
-    return t.mean()
-
-
-N_OPS = 20
+from workloads import N_OPS, chain_numpy, chain_teachflow
 
 SINGLE_OPS = {  # name: (NumPy statement, teachflow statement), timed as bare statements
     "add": ("np.add(x, y)", "x + y"),

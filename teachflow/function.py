@@ -57,6 +57,7 @@ class ConcreteFunction:
         self._backend = get_backend(device)
         self._executor = generate(traced.graph, self._backend)
         self._out_backends = [get_backend(v.spec.device) for v in traced.graph.outputs]
+        self._single_output = traced.out_tree is None and isinstance(traced.out_leaves[0], Value)
 
     @property
     def source(self) -> str:
@@ -78,25 +79,30 @@ class ConcreteFunction:
                                   "function for a new signature")
         return self._call_flat(tensors)
 
-    def _call_flat(self, tensors: list[Tensor]) -> Any:
-        traced = self._traced
-        captures = self._executor.captures
-        tracked = autodiff.is_grad_enabled() and (
-            any(t._node is not None for t in tensors)
-            or any(c.data._node is not None for c in captures))
-        if tracked:  # someone differentiates through this call: run it op by op on the tape
-            results = iter(interpret(traced.graph, tensors))
+    def _call_flat(self, tensors: list[Tensor] | tuple) -> Any:
+        """Run on the flat tensor arguments; give back results in the function's structure."""
+        backend, arrays, tracked = self._backend, [], False
+        for t in tensors:
+            if t._backend is not backend:
+                raise DeviceError(f"this function was compiled for {backend.name} but got a "
+                                  f"tensor on {t.device}", op="function")
+            tracked = tracked or t._node is not None
+            arrays.append(t._data)
+        for capture in self._executor.captures:  # read by reference: current values
+            tracked = tracked or capture.data._node is not None
+            arrays.append(capture.data._data)
+        if tracked and autodiff.is_grad_enabled():
+            # Someone differentiates through this call: run it op by op, on the tape.
+            results = interpret(self.graph, tensors)
         else:
-            for t in tensors:
-                if t._backend is not self._backend:
-                    raise DeviceError(f"this function was compiled for {self._backend.name} "
-                                      f"but got a tensor on {t.device}", op="function")
-            arrays = self._executor(*[t._data for t in tensors],
-                                    *[c.data._data for c in captures])
-            results = iter(Tensor._make(a, b, None)
-                           for a, b in zip(arrays, self._out_backends, strict=True))
-        leaves = [next(results) if isinstance(v, Value) else v for v in traced.out_leaves]
-        return tree_unflatten(traced.out_tree, leaves)
+            results = [Tensor._make(a, b, None)
+                       for a, b in zip(self._executor.fn(*arrays), self._out_backends,
+                                       strict=True)]
+        if self._single_output:
+            return results[0]
+        it = iter(results)
+        leaves = [next(it) if isinstance(v, Value) else v for v in self._traced.out_leaves]
+        return tree_unflatten(self._traced.out_tree, leaves)
 
     def __repr__(self) -> str:
         return f"<ConcreteFunction {self.graph.name}({self.signature}): {len(self.graph)} nodes>"
@@ -124,11 +130,16 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if is_tracing():  # called from code being traced: trace through it (inline)
             return self.python_function(*args, **kwargs)
-        if not kwargs and all(type(a) is Tensor for a in args):  # the common case, kept fast
-            key = tuple([(a._data.shape, a._data.dtype, a._backend.name) for a in args])
-            concrete = self._concrete.get(key)
-            if concrete is not None:
-                return concrete._call_flat(list(args))
+        if not kwargs:  # the common case, kept fast: only tensors, passed by position
+            key = []
+            for a in args:
+                if type(a) is not Tensor:
+                    break
+                key.append((a._data.shape, a._data.dtype, a._backend.name))
+            else:
+                concrete = self._concrete.get(tuple(key))
+                if concrete is not None:
+                    return concrete._call_flat(args)
         return self._call_general(args, kwargs)
 
     def _call_general(self, args: tuple, kwargs: dict) -> Any:
