@@ -24,6 +24,7 @@ from teachflow import autodiff
 from teachflow.backends import Backend, backend_of_array, get_backend
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError, TraceError
+from teachflow.graph import Value
 from teachflow.ops import creation, linalg, reduction
 from teachflow.ops import elementwise as ew
 from teachflow.ops import shape as shape_ops
@@ -178,6 +179,8 @@ class Tensor:
             yield self[i]
 
     def __repr__(self) -> str:
+        if isinstance(self._data, Value):  # traced: a place in a graph, with no numbers yet
+            return f"tensor({self._data}: {self._data.spec}, traced)"
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
         extras = [f"dtype={self.dtype.name}"]
         if self.device != "cpu":
