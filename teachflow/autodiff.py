@@ -304,11 +304,20 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     instance because an outer `grad` is differentiating with respect to it), the backward pass is
     recorded too, so the gradient returned can be differentiated again.
     """
+    return _differentiate(f, argnums, want_value=True)
+
+
+def grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """``grad(f)(*args)``: the gradient of scalar-valued `f` with respect to ``args[argnums]``."""
+    return _differentiate(f, argnums, want_value=False)
+
+
+def _differentiate(f: Callable, argnums: int | Sequence[int], want_value: bool) -> Callable:
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
 
     @functools.wraps(f)
-    def value_and_grad_f(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+    def differentiated(*args: Any, **kwargs: Any) -> Any:
         global _depth
         args = list(args)
         for i in nums:
@@ -336,21 +345,12 @@ def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         grads = iter(_gradients(out, [w for ws in watched for w in ws], create_graph))
         results = tuple(tree_unflatten(treedef, [next(grads) for _ in ws])
                         for treedef, ws in zip(structures, watched, strict=True))
-        value = out if create_graph else out.detach()
-        return value, (results[0] if single else results)
+        gradient = results[0] if single else results
+        if not want_value:
+            return gradient
+        return (out if create_graph else out.detach()), gradient
 
-    return value_and_grad_f
-
-
-def grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """``grad(f)(*args)``: the gradient of scalar-valued `f` with respect to ``args[argnums]``."""
-    vg = value_and_grad(f, argnums)
-
-    @functools.wraps(f)
-    def grad_f(*args: Any, **kwargs: Any) -> Any:
-        return vg(*args, **kwargs)[1]
-
-    return grad_f
+    return differentiated
 
 
 def _gradients(out: Any, inputs: list, create_graph: bool) -> list:
@@ -361,7 +361,9 @@ def _gradients(out: Any, inputs: list, create_graph: bool) -> list:
     if out._node is None:  # the output does not depend on any input
         return [filled_like(x, 0) for x in inputs]
     targets = {id(x._node) for x in inputs}
-    found = {id(node): g for node, g in backpropagate(out._node, _seed(out, None, "grad"),
-                                                      targets, create_graph)}
+    origin = getattr(out._node, "source", None)
+    with on_behalf_of(origin and replace(origin, note="seed: d(out)/d(out) = 1")):
+        seed = _seed(out, None, "grad")
+    found = {id(node): g for node, g in backpropagate(out._node, seed, targets, create_graph)}
     return [found[id(x._node)] if id(x._node) in found else filled_like(x, 0)
             for x in inputs]

@@ -71,8 +71,9 @@ class ConcreteFunction:
                                                               strict=True))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        keys, tensors = _leaf_keys(tree_flatten((args, _sorted(kwargs)))[0])
-        if keys != self.leaf_keys:
+        leaves, treedef = tree_flatten((args, _sorted(kwargs)))
+        keys, tensors = _leaf_keys(leaves)
+        if keys != self.leaf_keys or treedef != self._traced.in_tree:
             raise TraceError(f"this concrete function was traced for ({self.signature}); "
                              "these arguments do not match it", op="function",
                              hint="call the tfl.function itself: it traces a new concrete "
