@@ -33,6 +33,7 @@ test: $(VENV)/.installed-test
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/eager_overhead.py
+	$(PY) bench/staged_vs_eager.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
