@@ -112,11 +112,13 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     width = max((len(text) for text, _ in lines), default=0)
     body = [f"    {text:<{width}}  # {src}" if src else f"    {text}" for text, src in lines]
     params = ", ".join(names[id(v)] for v in [*inputs, *captures])
-    source = "\n".join([f"def {_function_name(graph.name)}({params}):", *body,
-                        f"    return ({returned})", ""])
+    fn_name = _function_name(graph.name)
+    if fn_name in namespace:  # a function named like a kernel it calls (`tanh`) must not hide it
+        fn_name = f"{fn_name}_graph"
+    source = "\n".join([f"def {fn_name}({params}):", *body, f"    return ({returned})", ""])
     code = compile(source, f"<teachflow generated: {graph.name}>", "exec")
     exec(code, namespace)  # the source was generated above from our own graph, not user text
-    return Executor(source, namespace[_function_name(graph.name)], inputs, captures, outputs)
+    return Executor(source, namespace[fn_name], inputs, captures, outputs)
 
 
 def _input_name(v: Value, taken: set[str]) -> str:

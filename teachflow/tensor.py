@@ -474,6 +474,12 @@ def normalize_index(index: Any) -> tuple:
     normalized = []
     for item in items:
         if isinstance(item, Tensor):
+            if isinstance(item._data, Value):
+                raise TraceError(
+                    f"indexing with the traced tensor {item._data} (a mask or an index array): "
+                    "the result's shape would depend on values that tracing does not know",
+                    op="getitem", hint="keep the shape with tfl.where(mask, x, 0), or index "
+                                       "with a NumPy array (a constant)")
             item = item.numpy()
         elif isinstance(item, list):
             item = np.asarray(item) if item else np.zeros(0, dtype=np.intp)

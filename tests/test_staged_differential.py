@@ -54,11 +54,6 @@ ELEMENTWISE_CASES = UNARY_CASES + BINARY_CASES + SCALAR_CASES
 
 TEACHFLOW_DIR = os.path.dirname(os.path.abspath(tfl.__file__)) + os.sep
 
-NAME_CLASH_BUG = (
-    "engine bug: the generated executor is a Python function named after the staged function, "
-    "and it shadows the kernel of the same name, so `def neg(x): v1 = neg(x)` recurses forever "
-    "(RecursionError). Repro: tfl.function(operator.neg)(tfl.tensor([1.0]))"
-)
 
 
 # --- Helpers ------------------------------------------------------------------------------------
@@ -311,11 +306,7 @@ def test_the_special_case_lists_name_cases_of_the_table() -> None:
     assert NAMED_LIKE_A_KERNEL.issubset(names)
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True, raises=RecursionError,
-                                            reason=NAME_CLASH_BUG))
-    if c.name in NAMED_LIKE_A_KERNEL else c
-    for c in STAGEABLE_CASES], ids=str)
+@pytest.mark.parametrize("case", STAGEABLE_CASES, ids=str)
 @settings(max_examples=3, deadline=None, report_multiple_bugs=False)
 @given(data=st.data())
 def test_the_tables_own_function_stages(case: OpCase, data: st.DataObject) -> None:
@@ -324,7 +315,6 @@ def test_the_tables_own_function_stages(case: OpCase, data: st.DataObject) -> No
     assert_same(tfl.function(d.fn)(*d.xs), d.fn(*d.xs))
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason=NAME_CLASH_BUG)
 def test_a_staged_function_may_be_named_like_an_op() -> None:
     @tfl.function
     def tanh(x):
