@@ -1,0 +1,338 @@
+"""Define-and-run by hand: ``with tfl.Graph() as g: ...`` then ``tfl.Session(g).run(...)``.
+
+Building a graph computes nothing (deferred execution); `run` computes only what the fetches
+need, from the placeholders fed; a placeholder's None dimensions accept any size. Every mistake
+(a missing feed, a stray key, a wrong shape or dtype kind, a tensor from elsewhere, a placeholder
+outside a graph) is a `TeachflowError` that names the placeholder or tensor involved.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import teachflow as tfl
+from teachflow.backends import CPU
+from teachflow.ops import OPS
+
+
+def count_kernel_calls(monkeypatch, *names: str) -> list:
+    """Make the CPU kernels of ops `names` record each call (by op name)."""
+    calls = []
+    for name in names:
+        op = OPS[name]
+        kernel = CPU.kernels[op]
+
+        def counting(*args, _name=name, _kernel=kernel, **params):
+            calls.append(_name)
+            return _kernel(*args, **params)
+
+        monkeypatch.setitem(CPU.kernels, op, counting)
+    return calls
+
+
+def build_two_branches():
+    """``y = (x * 2).sum(axis=1)`` and ``s = x + z``: two fetches, one needing z."""
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), dtype="float32", name="x")
+        z = tfl.placeholder((None, 3), dtype="float32", name="z")
+        y = (x * 2).sum(axis=1)
+        s = x + z
+    return g, x, z, y, s
+
+
+# --- Direct construction, as API.md shows it -----------------------------------------------------
+
+
+def test_the_api_example() -> None:
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), dtype="float32", name="x")
+        y = (x * 2).sum(axis=1)
+    out = tfl.Session(g).run(y, feed={x: np.ones((4, 3))})
+    assert isinstance(out, np.ndarray)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, [6.0, 6.0, 6.0, 6.0])
+
+
+def test_building_records_a_graph_of_symbolic_tensors() -> None:
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), dtype="float32", name="x")
+        y = (x * 2).sum(axis=1)
+    assert isinstance(y, tfl.Tensor)
+    assert y.shape == (None,) and y.dtype == np.float32
+    assert [v.name for v in g.inputs] == ["x"]
+    assert [n.op.name for n in g.nodes] == ["mul", "sum"]
+    assert "%x: f32[?,3]" in str(g)
+    assert "f32[?]" in str(g)
+    g.verify()
+
+
+def test_placeholders_get_default_names() -> None:
+    with tfl.Graph() as g:
+        tfl.placeholder((2,))
+        tfl.placeholder((2,), dtype="int64")
+    assert [v.name for v in g.inputs] == ["placeholder0", "placeholder1"]
+    assert [v.spec.dtype for v in g.inputs] == [np.float32, np.int64]
+
+
+def test_placeholder_outside_a_graph_is_refused() -> None:
+    with pytest.raises(tfl.TeachflowError, match=r"tfl\.placeholder") as info:
+        tfl.placeholder((None, 3), name="x")
+    assert "with tfl.Graph()" in str(info.value)
+    assert info.value.location.filename == __file__
+
+
+# --- Fetching ------------------------------------------------------------------------------------
+
+
+def test_fetch_one_tensor_a_list_a_tuple_or_a_dict() -> None:
+    g, x, _, y, _ = build_two_branches()
+    with g:
+        m = x.mean()
+    sess = tfl.Session(g)
+    feed = {x: np.arange(6, dtype=np.float32).reshape(2, 3)}
+    np.testing.assert_array_equal(sess.run(y, feed=feed), [6.0, 24.0])
+    as_list = sess.run([y, m], feed=feed)
+    assert isinstance(as_list, list) and len(as_list) == 2
+    np.testing.assert_array_equal(as_list[1], 2.5)
+    as_tuple = sess.run((m, y, y), feed=feed)
+    assert isinstance(as_tuple, tuple)
+    np.testing.assert_array_equal(as_tuple[2], [6.0, 24.0])
+    as_dict = sess.run({"total": y, "nested": [m, {"again": y}]}, feed=feed)
+    assert set(as_dict) == {"total", "nested"}
+    np.testing.assert_array_equal(as_dict["nested"][1]["again"], [6.0, 24.0])
+    np.testing.assert_array_equal(as_dict["nested"][0], 2.5)
+
+
+def test_a_placeholder_can_be_fetched_and_is_converted_to_its_dtype() -> None:
+    with tfl.Graph() as g:
+        x = tfl.placeholder((2,), name="x")
+    out = tfl.Session(g).run(x, feed={x: np.array([1, 2], dtype=np.int64)})
+    assert out.dtype == np.float32  # ints fit a float placeholder (same kind or safer)
+    np.testing.assert_array_equal(out, [1.0, 2.0])
+
+
+def test_feeds_may_be_tensors_lists_or_arrays() -> None:
+    g, x, _, y, _ = build_two_branches()
+    sess = tfl.Session(g)
+    for value in (tfl.ones(2, 3), [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], np.ones((2, 3))):
+        np.testing.assert_array_equal(sess.run(y, feed={x: value}), [6.0, 6.0])
+
+
+def test_none_dimensions_accept_different_batch_sizes() -> None:
+    g, x, _, y, _ = build_two_branches()
+    sess = tfl.Session(g)
+    for batch in (1, 4, 7, 0):
+        out = sess.run(y, feed={x: np.ones((batch, 3))})
+        assert out.shape == (batch,)
+        np.testing.assert_array_equal(out, np.full(batch, 6.0))
+
+
+def test_a_graph_runs_again_and_again_with_new_feeds() -> None:
+    g, x, z, _, s = build_two_branches()
+    sess = tfl.Session(g)
+    for k in range(3):
+        out = sess.run(s, feed={x: np.full((2, 3), k), z: np.ones((2, 3))})
+        np.testing.assert_array_equal(out, np.full((2, 3), k + 1.0))
+
+
+def test_an_eager_tensor_used_while_building_is_read_at_run_time() -> None:
+    w = tfl.tensor([1.0, 2.0, 3.0])
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), name="x")
+        y = x * w
+    sess = tfl.Session(g)
+    np.testing.assert_array_equal(sess.run(y, feed={x: np.ones((1, 3))}), [[1.0, 2.0, 3.0]])
+    with tfl.no_grad():
+        w += 1
+    np.testing.assert_array_equal(sess.run(y, feed={x: np.ones((1, 3))}), [[2.0, 3.0, 4.0]])
+
+
+# --- Deferred execution: nothing runs while building; run computes only what is fetched ---------
+
+
+def test_building_computes_nothing(monkeypatch) -> None:
+    calls = count_kernel_calls(monkeypatch, "mul", "sum", "add")
+    g, x, _, y, _ = build_two_branches()
+    sess = tfl.Session(g)
+    assert calls == []
+    sess.run(y, feed={x: np.ones((2, 3))})
+    assert sorted(calls) == ["mul", "sum"]
+    sess.run(y, feed={x: np.ones((5, 3))})  # compiled once, computed at every run
+    assert sorted(calls) == ["mul", "mul", "sum", "sum"]
+
+
+def test_building_draws_no_random_numbers() -> None:
+    tfl.manual_seed(7)
+    with tfl.Graph() as g:
+        noise = tfl.randn(3)
+    first_eager = tfl.randn(3).numpy()
+    tfl.manual_seed(7)
+    np.testing.assert_array_equal(tfl.randn(3).numpy(), first_eager)  # building drew nothing
+    tfl.manual_seed(7)
+    np.testing.assert_array_equal(tfl.Session(g).run(noise), first_eager)  # running draws
+
+
+def test_only_the_subgraph_the_fetches_need_runs(monkeypatch) -> None:
+    calls = count_kernel_calls(monkeypatch, "mul", "sum", "add")
+    g, x, _, y, _ = build_two_branches()
+    out = tfl.Session(g).run(y, feed={x: np.ones((2, 3))})  # z is not fed: s is not needed
+    np.testing.assert_array_equal(out, [6.0, 6.0])
+    assert "add" not in calls
+
+
+def test_a_fetch_that_needs_no_placeholder_runs_without_feeds() -> None:
+    with tfl.Graph() as g:
+        tfl.placeholder((None, 3), name="x")
+        c = tfl.ones(3) * 5
+    np.testing.assert_array_equal(tfl.Session(g).run(c), [5.0, 5.0, 5.0])
+
+
+def test_a_shape_that_fails_only_at_run_time_builds_fine() -> None:
+    with tfl.Graph() as g:
+        a = tfl.placeholder((None, 3), name="a")
+        b = tfl.placeholder((None, 3), name="b")
+        total = a + b  # fine for any batch size at build time; equal sizes needed at run time
+    assert total.shape == (None, 3)
+    out = tfl.Session(g).run(total, feed={a: np.ones((2, 3)), b: np.ones((2, 3))})
+    np.testing.assert_array_equal(out, np.full((2, 3), 2.0))
+
+
+@pytest.mark.xfail(strict=True, reason="a shape mismatch found only at run time (None dims fed "
+                   "with different sizes) surfaces as NumPy's bare ValueError from the "
+                   "generated code, not a ShapeError naming the op and the user's line")
+def test_a_shape_mismatch_at_run_time_is_a_shape_error() -> None:
+    with tfl.Graph() as g:
+        a = tfl.placeholder((None, 3), name="a")
+        b = tfl.placeholder((None, 3), name="b")
+        total = a + b
+    with pytest.raises(tfl.ShapeError, match="add"):
+        tfl.Session(g).run(total, feed={a: np.ones((4, 3)), b: np.ones((5, 3))})
+
+
+# --- Errors ------------------------------------------------------------------------------------
+
+
+def test_a_missing_feed_names_the_placeholder() -> None:
+    g, x, _, _, s = build_two_branches()
+    with pytest.raises(tfl.TeachflowError, match="%z") as info:
+        tfl.Session(g).run(s, feed={x: np.ones((2, 3))})
+    assert "not fed" in str(info.value)
+    assert "%x" not in info.value.message  # x was fed
+    assert info.value.location.filename == __file__
+
+
+def test_no_feed_at_all_names_every_missing_placeholder() -> None:
+    g, _, _, _, s = build_two_branches()
+    with pytest.raises(tfl.TeachflowError, match="%x, %z"):
+        tfl.Session(g).run(s)
+
+
+@pytest.mark.parametrize("key", ["x", 0, tfl.ones(2, 3)], ids=["name", "int", "eager_tensor"])
+def test_a_feed_key_that_is_not_a_placeholder_is_refused(key) -> None:
+    g, x, _, y, _ = build_two_branches()
+    with pytest.raises(tfl.TeachflowError, match="not a placeholder of this graph"):
+        tfl.Session(g).run(y, feed={x: np.ones((2, 3)), key: np.ones((2, 3))})
+
+
+def test_a_computed_tensor_of_the_graph_is_not_a_feed_key() -> None:
+    g, x, _, y, s = build_two_branches()
+    with pytest.raises(tfl.TeachflowError, match="not a placeholder of this graph"):
+        tfl.Session(g).run(y, feed={x: np.ones((2, 3)), s: np.ones((2, 3))})
+
+
+def test_a_placeholder_of_another_graph_is_not_a_feed_key() -> None:
+    g, x, _, y, _ = build_two_branches()
+    with tfl.Graph():
+        other = tfl.placeholder((None, 3), name="other")
+    with pytest.raises(tfl.TeachflowError, match="not a placeholder of this graph") as info:
+        tfl.Session(g).run(y, feed={x: np.ones((2, 3)), other: np.ones((2, 3))})
+    assert "%other" in str(info.value)
+
+
+@pytest.mark.parametrize("shape", [(4, 2), (3,), (1, 4, 3)])
+def test_a_feed_of_the_wrong_shape_names_the_placeholder(shape) -> None:
+    g, x, _, y, _ = build_two_branches()
+    with pytest.raises(tfl.ShapeError) as info:
+        tfl.Session(g).run(y, feed={x: np.ones(shape)})
+    message = str(info.value)
+    assert "%x" in message and "(None, 3)" in message and str(shape) in message
+    assert info.value.location.filename == __file__
+
+
+def test_a_fixed_dimension_must_match_exactly() -> None:
+    with tfl.Graph() as g:
+        k = tfl.placeholder((2, 3), name="k")
+        doubled = k * 2
+    with pytest.raises(tfl.ShapeError, match="%k"):
+        tfl.Session(g).run(doubled, feed={k: np.ones((3, 3))})
+
+
+@pytest.mark.parametrize("value", [np.ones(2), np.array([0.5, 1.5], np.float32),
+                                   np.ones(2, np.complex64)], ids=["f64", "f32", "c64"])
+def test_floats_fed_to_an_int_placeholder_are_refused(value) -> None:
+    with tfl.Graph() as g:
+        k = tfl.placeholder((2,), dtype="int64", name="k")
+        doubled = k * 2
+    with pytest.raises(tfl.DTypeError) as info:
+        tfl.Session(g).run(doubled, feed={k: value})
+    message = str(info.value)
+    assert "%k" in message and "int64" in message and value.dtype.name in message
+
+
+def test_ints_fed_to_an_int_placeholder_are_accepted() -> None:
+    with tfl.Graph() as g:
+        k = tfl.placeholder((2,), dtype="int64", name="k")
+        doubled = k * 2
+    out = tfl.Session(g).run(doubled, feed={k: np.array([1, 2], np.int32)})
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, [2, 4])
+
+
+def test_complex_fed_to_a_float_placeholder_is_refused() -> None:
+    g, x, _, y, _ = build_two_branches()
+    with pytest.raises(tfl.DTypeError, match="%x"):
+        tfl.Session(g).run(y, feed={x: np.ones((2, 3), np.complex64)})
+
+
+@pytest.mark.parametrize("fetch", [tfl.ones(3), None, "y", np.ones(3)],
+                         ids=["eager_tensor", "None", "str", "ndarray"])
+def test_fetching_something_that_is_not_a_tensor_of_this_graph(fetch) -> None:
+    g, x, _, _, _ = build_two_branches()
+    with pytest.raises(tfl.TeachflowError, match="not a tensor of this graph"):
+        tfl.Session(g).run(fetch, feed={x: np.ones((2, 3))})
+
+
+def test_fetching_a_tensor_from_another_graph() -> None:
+    g, x, _, _, _ = build_two_branches()
+    with tfl.Graph():
+        q = tfl.placeholder((3,), name="q")
+        elsewhere = q * 2
+    with pytest.raises(tfl.TeachflowError, match="not a tensor of this graph") as info:
+        tfl.Session(g).run(elsewhere, feed={x: np.ones((2, 3))})
+    assert "%1: f32[3]" in str(info.value)  # names the tensor it was given
+    assert info.value.location.filename == __file__
+
+
+def test_mixing_tensors_of_two_graphs_while_building_is_refused() -> None:
+    with tfl.Graph():
+        outer = tfl.placeholder((2,), name="outer")
+    with tfl.Graph(), pytest.raises(tfl.TraceError, match="another graph"):
+        outer + tfl.placeholder((2,), name="inner")
+
+
+@pytest.mark.xfail(strict=True, reason="an op on a graph tensor after its `with tfl.Graph()` "
+                   "block has closed runs eagerly and fails with a TraceError about converting "
+                   "to NumPy and about tfl.cond/tfl.script, which does not tell the learner to "
+                   "build the op inside the `with` block; and its location is NumPy's "
+                   "fromnumeric.py, not the learner's line")
+def test_using_a_graph_tensor_after_its_block_says_to_build_inside_it() -> None:
+    with tfl.Graph():
+        x = tfl.placeholder((None, 3), name="x")
+        y = x * 2
+    with pytest.raises(tfl.TeachflowError) as info:
+        y.sum()
+    assert info.value.location.filename == __file__
+    assert re.search(r"with .*Graph", str(info.value))
