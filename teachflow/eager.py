@@ -17,7 +17,8 @@ from typing import Any
 from teachflow import autodiff
 from teachflow.backends import CPU, get_backend
 from teachflow.dispatch import set_default_interpreter
-from teachflow.errors import DeviceError, DTypeError, TeachflowError
+from teachflow.errors import DeviceError, DTypeError, TeachflowError, TraceError
+from teachflow.graph import Value
 from teachflow.tensor import Tensor, as_constant
 
 _new = object.__new__
@@ -71,6 +72,14 @@ def _mixed_devices(op: Any, args: tuple) -> DeviceError:
 
 def _explain(op: Any, args: tuple, params: dict, exc: Exception) -> TeachflowError:
     """A kernel raised: find the reason in teachflow's terms (the op's shape rule)."""
+    stray = next((x._data for x in args if isinstance(x, Tensor) and isinstance(x._data, Value)),
+                 None)
+    if stray is not None:
+        return TraceError(
+            f"tensor {stray} is a symbolic tensor of a graph, used where nothing is being traced "
+            "or built: there is no graph here to add the op to, and it has no values",
+            op=op.name, hint="use it inside its `with tfl.Graph():` block, or compute its value "
+                             "with tfl.Session(graph).run(tensor, feed=...)")
     if isinstance(exc, TeachflowError):
         return exc
     try:

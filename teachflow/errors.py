@@ -51,8 +51,13 @@ def _notebook_cell(filename: str) -> int | None:
     return filename_map.get(filename) if isinstance(filename_map, dict) else None
 
 
+# Frames in teachflow, and in the array libraries it calls, are not the learner's code.
+_NOT_USER_CODE = (_PACKAGE_DIR, "<frozen ")
+
+
 def _is_internal(filename: str) -> bool:
-    return filename.startswith(_PACKAGE_DIR) or filename.startswith("<frozen ")
+    return filename.startswith(_NOT_USER_CODE) or any(
+        f"{os.sep}{lib}{os.sep}" in filename for lib in ("numpy", "cupy", "cupyx"))
 
 
 #: While a gradient rule runs for an op the user wrote, the ops it applies belong to that line.
@@ -85,6 +90,14 @@ def on_behalf_of(location: SourceLocation | None) -> Iterator[None]:
         yield
     finally:
         _on_behalf_of = previous
+
+
+def user_stacklevel() -> int:
+    """The `stacklevel` for `warnings.warn` that points at the learner's line."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and _is_internal(os.path.abspath(frame.f_code.co_filename)):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class TeachflowError(Exception):

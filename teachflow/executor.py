@@ -30,6 +30,7 @@ import numpy as np
 
 from teachflow.backends import Backend
 from teachflow.dispatch import bind
+from teachflow.errors import on_behalf_of
 from teachflow.graph import Graph, Node, Value
 from teachflow.ops import OPS
 from teachflow.tensor import Tensor
@@ -142,18 +143,22 @@ def _function_name(name: str) -> str:
 
 
 def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] | None = None,
-              on_node: Callable[[Node, Tensor], None] | None = None) -> list[Tensor]:
+              on_node: Callable[[Node, Tensor], None] | None = None,
+              input_values: Sequence[Value] | None = None) -> list[Tensor]:
     """Run the graph one node at a time, each through `bind` (so eagerly, on the tape if an
-    input is tracked). `on_node(node, result)` sees every intermediate result."""
+    input is tracked). `on_node(node, result)` sees every intermediate result. An op that fails
+    reports the line that created its node."""
     outputs = list(graph.outputs if outputs is None else outputs)
-    env: dict[int, Any] = {id(v): t for v, t in zip(graph.inputs, inputs, strict=True)}
+    input_values = graph.inputs if input_values is None else input_values
+    env: dict[int, Any] = {id(v): t for v, t in zip(input_values, inputs, strict=True)}
     for v in graph.captures:
         env[id(v)] = v.data
     for v in graph.constants:
         env[id(v)] = v.data
     for node in live_nodes(graph, outputs):
         args = [env[id(o)] if isinstance(o, Value) else o for o in node.inputs]
-        env[id(node.output)] = result = bind(node.op, *args, **node.params)
+        with on_behalf_of(node.source):
+            env[id(node.output)] = result = bind(node.op, *args, **node.params)
         if on_node is not None:
             on_node(node, result)
     return [env[id(v)] for v in outputs]

@@ -183,7 +183,7 @@ class Graph:
     def __enter__(self) -> Graph:
         from teachflow.staging import GraphBuilder
 
-        self._builder = GraphBuilder(self)
+        self._builder = GraphBuilder(self, direct=True)
         self._builder.__enter__()
         return self
 
@@ -240,7 +240,10 @@ class Graph:
         for node in self.nodes:
             for index, operand in enumerate(node.inputs):
                 if isinstance(operand, Value):
-                    g.add_edge(operand.id, node.id, index=index)
+                    if g.has_edge(operand.id, node.id):  # x * x: one edge, two operand slots
+                        g.edges[operand.id, node.id]["indices"] += (index,)
+                    else:
+                        g.add_edge(operand.id, node.id, index=index, indices=(index,))
         return g
 
     # --- Checking -----------------------------------------------------------------------------
@@ -248,12 +251,12 @@ class Graph:
     def verify(self) -> None:
         """Check the graph is well formed: every operand defined before use and defined once,
         ids unique, every node's recorded spec the one its op's shape rule gives."""
-        defined: set[int] = set()
+        defined: set[int] = set()  # id() of the Value objects defined so far
         for v in [*self.inputs, *self.captures, *self.constants]:
             self._define(v, defined)
         for node in self.nodes:
             for operand in node.inputs:
-                if isinstance(operand, Value) and operand.id not in defined:
+                if isinstance(operand, Value) and id(operand) not in defined:
                     raise GraphError(f"node {node.output} uses {operand} before it is defined",
                                      op="verify", location=node.source)
                 if not isinstance(operand, Value | bool | int | float):
@@ -274,14 +277,15 @@ class Graph:
                                  f"its operands gives {expected}", op="verify",
                                  location=node.source)
         for v in self.outputs:
-            if v.id not in defined:
+            if id(v) not in defined:
                 raise GraphError(f"output {v} is not defined in the graph", op="verify")
 
-    @staticmethod
-    def _define(value: Value, defined: set[int]) -> None:
-        if value.id in defined:
+    def _define(self, value: Value, defined: set[int]) -> None:
+        if id(value) in defined:
             raise GraphError(f"value {value} is defined twice", op="verify")
-        defined.add(value.id)
+        if not self.owns(value):
+            raise GraphError(f"value {value} belongs to another graph", op="verify")
+        defined.add(id(value))
 
 
 def format_node(node: Node) -> str:

@@ -34,8 +34,9 @@ from teachflow.tree import tree_flatten, tree_paths, tree_unflatten
 class GraphBuilder:
     """The staging interpreter: record each op as a node of `graph`."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, direct: bool = False) -> None:
         self.graph = graph
+        self.direct = direct  # building by hand (placeholders allowed), not tracing a function
         self._context: Any = None
 
     def __enter__(self) -> GraphBuilder:
@@ -59,7 +60,8 @@ class GraphBuilder:
             return self.graph.capture(x)  # an eager tensor: read by reference at run time
         if isinstance(x, bool | int | float):
             return x
-        return self.graph.constant(np.asarray(as_constant(x)))
+        # A copy: the graph must not change when the user later edits their array.
+        return self.graph.constant(np.array(as_constant(x)))
 
     def apply(self, op: Any, args: tuple, params: dict) -> Tensor:
         operands = tuple(self.value_of(x) for x in args)
@@ -86,9 +88,11 @@ def placeholder(shape: tuple, dtype: Any = "float32", name: str | None = None) -
     Only inside ``with tfl.Graph():`` (direct construction of a graph).
     """
     builder = dispatch.current_interpreter()
-    if not isinstance(builder, GraphBuilder):
-        raise TraceError("tfl.placeholder only makes sense while building a graph",
-                         op="placeholder", hint="use it inside `with tfl.Graph() as g:`")
+    if not isinstance(builder, GraphBuilder) or not builder.direct:
+        raise TraceError("tfl.placeholder only makes sense while building a graph by hand",
+                         op="placeholder",
+                         hint="use it inside `with tfl.Graph() as g:`; a traced function gets "
+                              "its inputs from its arguments")
     shape = tuple(None if d is None else int(d) for d in shape)
     value = builder.graph.add_input(TensorSpec(shape, as_dtype(dtype, "placeholder")),
                                     name=name or f"placeholder{len(builder.graph.inputs)}")
@@ -110,24 +114,26 @@ class Traced:
         self.out_leaves = out_leaves  # per flat result: a Value, or a static Python value
 
 
-def argument_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
-    """A readable name for every flat argument leaf: ``x``, ``params_0``, ``cfg_lr``..."""
+def named_arguments(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    """``(name, value)`` for each argument as passed: parameter names for positional ones."""
     try:
-        bound = inspect.signature(fn).bind(*args, **kwargs)
-        parts = [(name, value) for name, value in bound.arguments.items()]
-        kinds = {p.name: p.kind for p in inspect.signature(fn).parameters.values()}
-        named: list[tuple[str, Any]] = []
-        for name, value in parts:
-            if kinds.get(name) == inspect.Parameter.VAR_POSITIONAL:
-                named += [(f"{name}_{i}", v) for i, v in enumerate(value)]
-            elif kinds.get(name) == inspect.Parameter.VAR_KEYWORD:
-                named += [(f"{name}_{k}", v) for k, v in value.items()]
-            else:
-                named.append((name, value))
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):  # builtins and callables without a signature
-        named = [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+        params = []
+    kinds = inspect.Parameter
+    fixed = [p.name for p in params
+             if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    rest = next((p.name for p in params if p.kind is kinds.VAR_POSITIONAL), "arg")
+    positional = [fixed[i] if i < len(fixed) else f"{rest}_{i - len(fixed)}"
+                  for i in range(len(args))]
+    return [*zip(positional, args, strict=True), *kwargs.items()]
+
+
+def argument_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """A readable name for every flat argument leaf, in `tree_flatten((args, kwargs))` order:
+    ``x``, ``params_0``, ``cfg_lr``, ..."""
     return ["_".join([name, *(str(p) for p in path)])
-            for name, value in named for path in tree_paths(value)]
+            for name, value in named_arguments(fn, args, kwargs) for path in tree_paths(value)]
 
 
 def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = None) -> Traced:

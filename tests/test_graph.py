@@ -255,8 +255,6 @@ def test_a_dropped_node_whose_value_is_still_an_output_is_rejected() -> None:
         graph.verify()
 
 
-@pytest.mark.xfail(strict=True, reason="verify() identifies values by id only: an output taken "
-                   "from another graph (whose ids coincide) passes verification")
 def test_an_output_from_another_graph_is_rejected() -> None:
     graph, other = traced_layer(), traced_layer()
     graph.outputs = [other.outputs[0]]
@@ -264,8 +262,6 @@ def test_an_output_from_another_graph_is_rejected() -> None:
         graph.verify()
 
 
-@pytest.mark.xfail(strict=True, reason="verify() identifies values by id only: an operand taken "
-                   "from another graph (whose ids coincide) passes verification")
 def test_an_operand_from_another_graph_is_rejected() -> None:
     graph, other = traced_layer(), traced_layer()
     relu = graph.nodes[2]

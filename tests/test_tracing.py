@@ -386,9 +386,6 @@ def test_a_python_list_operand_becomes_a_constant() -> None:
     assert graph.constants[0].spec.dtype == np.float32  # lists follow tfl.tensor's rules
 
 
-@pytest.mark.xfail(strict=True, reason="a NumPy constant aliases the user's array: mutating the "
-                   "array after tracing changes the staged function's results (a constant is "
-                   "not constant, and constant folding would disagree with running the graph)")
 def test_a_numpy_constant_is_fixed_when_traced() -> None:
     offset = np.array([1.0, 2.0], dtype=np.float32)
 
@@ -463,9 +460,6 @@ def test_a_traced_tensor_cannot_leak_into_another_trace() -> None:
         tfl.trace(lambda y: y + leaked[0], tfl.ones(2))
 
 
-@pytest.mark.xfail(strict=True, reason="tfl.placeholder inside a traced function silently adds "
-                   "a graph input; calling the staged function then fails with a bare TypeError "
-                   "from the generated code ('missing 1 required positional argument')")
 def test_a_placeholder_inside_a_traced_function_is_refused() -> None:
     def with_placeholder(x):
         return x + tfl.placeholder((3,), name="p")
