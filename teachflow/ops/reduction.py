@@ -84,13 +84,18 @@ def _max_vjp(g: Any, x: Any, *, out: Any, axis: tuple | None, keepdims: bool) ->
     return (expand_reduced(g, spec, axis, keepdims) * share,)
 
 
-sum = Op("sum", lambda xp: xp.sum, _reduction_rule("sum"),
+# Reductions call the array's own method: NumPy's xp.sum(x) is a Python wrapper around it, and
+# for small arrays that wrapper costs as much as the sum.
+sum = Op("sum", lambda xp: lambda x, *, axis, keepdims: x.sum(axis=axis, keepdims=keepdims),
+         _reduction_rule("sum"),
          vjp=lambda g, x, *, axis, keepdims: (expand_reduced(g, x, axis, keepdims),),
          saves="shapes")
 # The mean of no elements is nan (0 / 0), as in NumPy; the max of none has no value at all.
-mean = Op("mean", lambda xp: xp.mean, _reduction_rule("mean"),
+mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keepdims=keepdims),
+          _reduction_rule("mean"),
           vjp=lambda g, x, *, axis, keepdims: (expand_reduced(g, x, axis, keepdims)
                                                 / _count(x, axis),),
           saves="shapes")
-max = Op("max", lambda xp: xp.max, _reduction_rule("max", needs_elements=True),
+max = Op("max", lambda xp: lambda x, *, axis, keepdims: x.max(axis=axis, keepdims=keepdims),
+         _reduction_rule("max", needs_elements=True),
          vjp=_max_vjp, saves_output=True)

@@ -143,9 +143,9 @@ def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
     return TensorSpec(shape, np.result_type(*(x.dtype for x in xs)))
 
 
-reshape = Op("reshape", lambda xp: lambda x, *, shape: xp.reshape(x, shape), _reshape_rule,
+reshape = Op("reshape", lambda xp: lambda x, *, shape: x.reshape(shape), _reshape_rule,
              vjp=lambda g, x, *, shape: (bind(reshape, g, shape=x.shape),), saves="shapes")
-transpose = Op("transpose", lambda xp: xp.transpose, _transpose_rule,
+transpose = Op("transpose", lambda xp: lambda x, *, axes: x.transpose(axes), _transpose_rule,
                vjp=lambda g, x, *, axes: (bind(transpose, g, axes=tuple(np.argsort(axes))),),
                saves="nothing")
 broadcast_to = Op("broadcast_to", lambda xp: xp.broadcast_to, _broadcast_to_rule,
