@@ -105,11 +105,9 @@ def placeholder(shape: tuple, dtype: Any = "float32", name: str | None = None) -
 class Traced:
     """A traced function: its graph, plus how its arguments and results were structured."""
 
-    def __init__(self, graph: Graph, in_tree: Any, in_kinds: list, out_tree: Any,
-                 out_leaves: list) -> None:
+    def __init__(self, graph: Graph, in_tree: Any, out_tree: Any, out_leaves: list) -> None:
         self.graph = graph
         self.in_tree = in_tree  # treedef of (args, kwargs)
-        self.in_kinds = in_kinds  # per flat argument: "tensor" or the static value itself
         self.out_tree = out_tree
         self.out_leaves = out_leaves  # per flat result: a Value, or a static Python value
 
@@ -140,17 +138,13 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
     """Run `fn` once with symbolic tensors in place of its tensor arguments; record the graph."""
     graph = Graph(name or getattr(fn, "__name__", "f"))
     leaves, in_tree = tree_flatten((args, kwargs))
-    names = argument_names(fn, args, kwargs)
-    symbolic, kinds = [], []
-    for leaf, arg_name in zip(leaves, names if len(names) == len(leaves) else
-                              [f"arg{i}" for i in range(len(leaves))], strict=True):
-        if isinstance(leaf, Tensor):
+    symbolic = []
+    for leaf, arg_name in zip(leaves, argument_names(fn, args, kwargs), strict=True):
+        if isinstance(leaf, Tensor):  # dynamic: becomes a graph input
             value = graph.add_input(leaf.spec, name=_identifier(arg_name, graph))
             symbolic.append(Tensor._make(value, leaf._backend, None))
-            kinds.append("tensor")
-        else:
+        else:  # static: its value is part of the trace
             symbolic.append(leaf)
-            kinds.append(leaf)
     sym_args, sym_kwargs = tree_unflatten(in_tree, symbolic)
     with GraphBuilder(graph) as builder:
         result = fn(*sym_args, **sym_kwargs)
@@ -158,7 +152,7 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
         outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
     graph.outputs = [v for v in outputs if isinstance(v, Value)]
     graph.verify()
-    return Traced(graph, in_tree, kinds, out_tree, outputs)
+    return Traced(graph, in_tree, out_tree, outputs)
 
 
 def _identifier(name: str, graph: Graph) -> str:
