@@ -191,6 +191,64 @@ class Graph:
         self._builder.__exit__(*exc)
         self._builder = None
 
+    def clone(self) -> Graph:
+        """A copy with the same ids, sources and lineage, whose nodes a pass may rearrange.
+
+        Passes are pure: each works on a clone and leaves the graph it was given unchanged, so
+        every stage of a compilation stays available as its own snapshot.
+        """
+        g = Graph(self.name)
+        g._next_id = self._next_id
+        new: dict[int, Value] = {}
+
+        def copy(v: Value, kind_list: list[Value]) -> None:
+            c = g._own(Value(v.id, v.spec, v.kind, v.name, data=v.data))
+            new[id(v)] = c
+            kind_list.append(c)
+
+        for v in self.inputs:
+            copy(v, g.inputs)
+        for v in self.captures:
+            copy(v, g.captures)
+            g._captured[id(v.data)] = new[id(v)]
+        for v in self.constants:
+            copy(v, g.constants)
+        for node in self.nodes:
+            inputs = tuple(new[id(o)] if isinstance(o, Value) else o for o in node.inputs)
+            clone = Node(node.id, node.op, inputs, node.params, node.spec, node.source,
+                         node.lineage)
+            g._own(clone.output)
+            new[id(node.output)] = clone.output
+            g.nodes.append(clone)
+        g.outputs = [new[id(v)] for v in self.outputs]
+        return g
+
+    def new_node(self, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
+                 source: SourceLocation | None, lineage: tuple[int, ...]) -> Node:
+        """A node with a fresh id, not yet placed in `nodes` (a pass decides where it goes)."""
+        node = Node(self._new_id(), op, inputs, params, spec, source, lineage)
+        self._own(node.output)
+        return node
+
+    def users(self) -> dict[int, list[Node]]:
+        """For each value (by id()), the nodes that use it as an operand."""
+        users: dict[int, list[Node]] = {}
+        for node in self.nodes:
+            for o in node.inputs:
+                if isinstance(o, Value):
+                    users.setdefault(id(o), []).append(node)
+        return users
+
+    def substitute(self, mapping: dict[int, Any]) -> None:
+        """Replace every use of each value ``mapping`` names (by id()) with its replacement."""
+        if not mapping:
+            return
+        for node in self.nodes:
+            if any(isinstance(o, Value) and id(o) in mapping for o in node.inputs):
+                node.inputs = tuple(mapping.get(id(o), o) if isinstance(o, Value) else o
+                                    for o in node.inputs)
+        self.outputs = [mapping.get(id(v), v) for v in self.outputs]
+
     # --- Reading ------------------------------------------------------------------------------
 
     def values(self) -> Iterator[Value]:

@@ -34,10 +34,12 @@ def elementwise(
     saves: str = "inputs",
     saves_output: bool = False,
     arg_names: tuple[str, ...] = ("x", "y"),
+    commutative: bool = False,
 ) -> Op:
     """Declare an elementwise op: its shape rule is broadcasting, its dtype rule NumPy's."""
     return Op(name, kernel, elementwise_rule(kernel), vjp=vjp, saves=saves,
-              saves_output=saves_output, fusion=fusion, arg_names=arg_names)
+              saves_output=saves_output, fusion=fusion, arg_names=arg_names,
+              commutative=commutative)
 
 
 def _select(g: Any, x: Any, y: Any, x_wins: Any) -> tuple:
@@ -69,11 +71,11 @@ def _pow_vjp(g: Any, x: Any, y: Any, *, out: Any) -> tuple:
 # --- Arithmetic ---------------------------------------------------------------------------------
 
 add = elementwise("add", lambda xp: xp.add, "({0} + {1})",
-                  vjp=lambda g, x, y: (g, g), saves="nothing")
+                  vjp=lambda g, x, y: (g, g), saves="nothing", commutative=True)
 sub = elementwise("sub", lambda xp: xp.subtract, "({0} - {1})",
                   vjp=lambda g, x, y: (g, -g), saves="nothing")
 mul = elementwise("mul", lambda xp: xp.multiply, "({0} * {1})",
-                  vjp=lambda g, x, y: (g * y, g * x))
+                  vjp=lambda g, x, y: (g * y, g * x), commutative=True)
 div = elementwise("div", lambda xp: xp.true_divide, "({0} / {1})",
                   vjp=lambda g, x, y, *, out: (g / y, -g * out / y), saves_output=True)
 neg = elementwise("neg", lambda xp: xp.negative, "(-{0})",
@@ -81,9 +83,9 @@ neg = elementwise("neg", lambda xp: xp.negative, "(-{0})",
 pow = elementwise("pow", lambda xp: xp.power, "pow({0}, {1})",
                   vjp=_pow_vjp, saves_output=True)
 maximum = elementwise("maximum", lambda xp: xp.maximum, "max({0}, {1})",
-                      vjp=lambda g, x, y: _select(g, x, y, bind(gt, x, y)))
+                      vjp=lambda g, x, y: _select(g, x, y, bind(gt, x, y)), commutative=True)
 minimum = elementwise("minimum", lambda xp: xp.minimum, "min({0}, {1})",
-                      vjp=lambda g, x, y: _select(g, x, y, bind(lt, x, y)))
+                      vjp=lambda g, x, y: _select(g, x, y, bind(lt, x, y)), commutative=True)
 
 # --- Transcendental and activation functions ---------------------------------------------------
 
@@ -116,8 +118,8 @@ lt = elementwise("lt", lambda xp: xp.less, "({0} < {1})")
 le = elementwise("le", lambda xp: xp.less_equal, "({0} <= {1})")
 gt = elementwise("gt", lambda xp: xp.greater, "({0} > {1})")
 ge = elementwise("ge", lambda xp: xp.greater_equal, "({0} >= {1})")
-eq = elementwise("eq", lambda xp: xp.equal, "({0} == {1})")
-ne = elementwise("ne", lambda xp: xp.not_equal, "({0} != {1})")
+eq = elementwise("eq", lambda xp: xp.equal, "({0} == {1})", commutative=True)
+ne = elementwise("ne", lambda xp: xp.not_equal, "({0} != {1})", commutative=True)
 where = elementwise("where", lambda xp: xp.where, "({0} ? {1} : {2})",
                     vjp=lambda g, cond, x, y: (None, bind(where, cond, g, 0),
                                                bind(where, cond, 0, g)),

@@ -61,11 +61,16 @@ class Op:
     placed: bool = False
     #: Random ops draw anew every time; passes must never merge or fold them.
     random: bool = False
+    #: ``op(x, y) == op(y, x)``: CSE may match the operands in either order.
+    commutative: bool = False
+    #: False for ops made by the compiler (fused kernels): they are not part of the vocabulary.
+    register: bool = True
 
     def __post_init__(self) -> None:
         if self.saves not in ("inputs", "shapes", "nothing"):
             raise ValueError(f"op {self.name}: saves must be 'inputs', 'shapes' or 'nothing'")
-        OPS[self.name] = self
+        if self.register:
+            OPS[self.name] = self
 
     @property
     def differentiable(self) -> bool:

@@ -1,0 +1,1 @@
+"""Generated kernels for fused groups of ops: NumPy (block by block) and CUDA (CuPy)."""

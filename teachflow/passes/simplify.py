@@ -1,0 +1,73 @@
+"""Algebraic simplification: a table of named rewrite rules.
+
+Each rule is an identity of algebra that holds for every value the operand can take, so the
+rewritten graph computes exactly what the original did. Where floating point makes an identity
+false the rule is restricted, and the restriction is part of its name:
+
+- ``x*0 -> 0`` is *not* true for floats: ``inf*0`` and ``nan*0`` are ``nan``. It is applied only
+  to integer and boolean tensors, which can hold neither.
+- ``x - x -> 0``: the same (``inf - inf`` is ``nan``).
+
+Every rule also gets a free check from the engine (`rewrite.py`): its result must have the shape,
+dtype and device of what it replaces, so ``x*1 -> x`` never fires where the ``1`` would have
+broadcast or promoted ``x``.
+"""
+
+from __future__ import annotations
+
+from teachflow.graph import Value
+from teachflow.passes.rewrite import P, Rule, RuleSet, Var
+
+X, Y = Var("x"), Var("y")
+
+
+def _integer(m: dict, _context: object) -> bool:
+    x = m["x"]
+    return isinstance(x, Value) and x.dtype.kind in "biu"
+
+
+def _zeros_like(m: dict, emit) -> Value:
+    x = m["x"]
+    return emit("full", shape=x.shape, fill_value=0, dtype=x.dtype, device=x.spec.device)
+
+
+def _same_computation(m: dict, context) -> bool:
+    return isinstance(m["x"], Value) and context.numbering.same(m["x"], m["y"])
+
+
+def _compose_transposes(m: dict, emit) -> Value:
+    inner, outer = m["inner"].params["axes"], m["outer"].params["axes"]
+    axes = tuple(inner[a] for a in outer)
+    return m["x"] if axes == tuple(range(len(axes))) else emit("transpose", m["x"], axes=axes)
+
+
+RULES = [
+    # Identities of arithmetic.
+    Rule("x*1 -> x", P("mul", X, 1), lambda m, emit: m.x),
+    Rule("x+0 -> x", P("add", X, 0), lambda m, emit: m.x),
+    Rule("x-0 -> x", P("sub", X, 0), lambda m, emit: m.x),
+    Rule("x/1 -> x", P("div", X, 1), lambda m, emit: m.x),
+    Rule("x**1 -> x", P("pow", X, 1), lambda m, emit: m.x),
+    Rule("-(-x) -> x", P("neg", P("neg", X)), lambda m, emit: m.x),
+    Rule("x*0 -> 0 (integer x only)", P("mul", X, 0), _zeros_like, where=_integer),
+    Rule("x-x -> 0 (integer x only)", P("sub", X, X), _zeros_like, where=_integer),
+    # The same computation twice is twice the computation: one of them is no longer needed.
+    Rule("f(x) + f(x) -> 2*f(x)", P("add", X, Y), lambda m, emit: emit("mul", m.x, 2),
+         where=_same_computation),
+    # Shape ops that undo or repeat each other.
+    Rule("reshape(reshape(x)) -> reshape(x)", P("reshape", P("reshape", X), bind="outer"),
+         lambda m, emit: emit("reshape", m.x, shape=m.outer.params["shape"])),
+    Rule("reshape(x) to its own shape -> x", P("reshape", X), lambda m, emit: m.x),
+    Rule("transpose(transpose(x)) -> transpose(x)",
+         P("transpose", P("transpose", X, bind="inner"), bind="outer"), _compose_transposes),
+    Rule("transpose(x) keeping every axis -> x", P("transpose", X, bind="t"), lambda m, emit: m.x,
+         where=lambda m, _: m.t.params["axes"] == tuple(range(len(m.t.params["axes"])))),
+    Rule("broadcast_to(x) to its own shape -> x", P("broadcast_to", X), lambda m, emit: m.x),
+    Rule("astype(x) to its own dtype -> x", P("astype", X), lambda m, emit: m.x),
+    # After tracing, gradients have been taken: these identities have done their job.
+    Rule("identity(x) -> x", P("identity", X), lambda m, emit: m.x),
+    Rule("stop_gradient(x) -> x (gradients are already in the graph)",
+         P("stop_gradient", X), lambda m, emit: m.x),
+]
+
+simplify = RuleSet("simplify", RULES)
