@@ -16,6 +16,7 @@ polymorphic functions (`function`).
 from teachflow import eager as _eager  # installs the eager interpreter behind `bind`
 from teachflow.autodiff import enable_grad, grad, is_grad_enabled, no_grad, value_and_grad
 from teachflow.backends import devices
+from teachflow.compiler import Compilation, Snapshot, compile
 from teachflow.creation import (
     full,
     full_like,
@@ -72,6 +73,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AutodiffError",
+    "Compilation",
     "ConcreteFunction",
     "DTypeError",
     "DeviceError",
@@ -83,6 +85,7 @@ __all__ = [
     "RetracingWarning",
     "Session",
     "ShapeError",
+    "Snapshot",
     "TeachflowError",
     "Tensor",
     "TensorSpec",
@@ -90,6 +93,7 @@ __all__ = [
     "abs",
     "as_tensor",
     "broadcast_to",
+    "compile",
     "concatenate",
     "devices",
     "enable_grad",

@@ -57,7 +57,9 @@ class _KernelCache(dict):
         self.backend = backend
 
     def __missing__(self, op: Op) -> Any:
-        kernel = self[op] = op.kernel(self.backend.xp)
+        kernel = op.kernel(self.backend.xp)
+        if op.register:  # kernels the compiler generates live with their graph, not here
+            self[op] = kernel
         return kernel
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.backends import Backend
+from teachflow.backends import Backend, get_backend
 from teachflow.dispatch import bind
 from teachflow.errors import on_behalf_of
 from teachflow.graph import Graph, Node, Value
@@ -154,7 +154,8 @@ def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] |
     for v in graph.captures:
         env[id(v)] = v.data
     for v in graph.constants:
-        env[id(v)] = v.data
+        backend = get_backend(v.spec.device)
+        env[id(v)] = Tensor._make(backend.asarray(v.data), backend, None)
     for node in live_nodes(graph, outputs):
         args = [env[id(o)] if isinstance(o, Value) else o for o in node.inputs]
         with on_behalf_of(node.source):

@@ -29,6 +29,7 @@ import numpy as np
 
 from teachflow import autodiff
 from teachflow.backends import get_backend
+from teachflow.compiler import Compilation, run_pipeline
 from teachflow.errors import DeviceError, TeachflowError, TraceError, user_stacklevel
 from teachflow.executor import generate, interpret
 from teachflow.graph import Value
@@ -67,14 +68,15 @@ class Signature:
 class ConcreteFunction:
     """One trace of a `Function`: its graph and the executor generated from it."""
 
-    def __init__(self, traced: Traced, signature: Signature, backend: str | None = None) -> None:
-        self.graph = traced.graph
-        self.compilation = None
+    def __init__(self, traced: Traced, signature: Signature, passes: Any = "default",
+                 backend: str | None = None, verify: bool | None = None) -> None:
         self.signature = signature
         self._traced = traced
+        self.compilation = Compilation(run_pipeline(traced.graph, passes, verify), self)
+        self.graph = self.compilation.graph  # the optimized graph
         inputs = traced.graph.inputs
         self._backend = get_backend(backend or (inputs[0].spec.device if inputs else "cpu"))
-        self._executor = generate(traced.graph, self._backend)
+        self._executor = generate(self.graph, self._backend)
         self._out_backends = [get_backend(v.spec.device) for v in traced.graph.outputs]
         self._single_output = traced.out_tree is None and isinstance(traced.out_leaves[0], Value)
 
@@ -106,8 +108,9 @@ class ConcreteFunction:
             tracked = tracked or capture.data._node is not None
             arrays.append(capture.data._data)
         if tracked and autodiff.is_grad_enabled():
-            # Someone differentiates through this call: run it op by op, on the tape.
-            results = interpret(self.graph, tensors)
+            # Someone differentiates through this call: run the traced graph op by op, on the
+            # tape (the optimized graph's fused kernels have no gradient rules).
+            results = interpret(self._traced.graph, tensors)
         else:
             results = [Tensor._make(a if type(a) is b.array_type else b.xp.asarray(a), b, None)
                        for a, b in zip(self._executor.fn(*arrays), self._out_backends,
@@ -125,11 +128,13 @@ class ConcreteFunction:
 class Function:
     """A polymorphic function: ``@tfl.function`` on a Python function (or method)."""
 
-    def __init__(self, fn: Callable, passes: Any = "default", backend: str | None = None) -> None:
+    def __init__(self, fn: Callable, passes: Any = "default", backend: str | None = None,
+                 verify: bool | None = None) -> None:
         functools.update_wrapper(self, fn)
         self.python_function = fn
         self.passes = passes
         self.backend = backend
+        self.verify = verify
         self.retrace_reasons: list[str] = []
         self._concrete: dict[Any, ConcreteFunction] = {}
         # Calls with tensors only, by position, find their concrete function here directly.
@@ -205,7 +210,7 @@ class Function:
             tuple((name, _structure(v)) for name, v in named_arguments(fn, args, kwargs)),
             tuple(argument_names(fn, args, kwargs)), keys)
         traced = trace_function(self.python_function, args, kwargs, name=self.__name__)
-        concrete = ConcreteFunction(traced, signature, self.backend)
+        concrete = ConcreteFunction(traced, signature, self.passes, self.backend, self.verify)
         if self._concrete:
             previous = list(self._concrete.values())[-1].signature
             self.retrace_reasons.append(retrace_reason(previous, signature))
@@ -234,7 +239,7 @@ class Function:
         staged = cache.get(self.__name__)
         if not (isinstance(staged, Function) and staged.python_function.method is self):
             staged = cache[self.__name__] = Function(_WeakMethod(self, instance), self.passes,
-                                                     self.backend)
+                                                     self.backend, self.verify)
         return staged
 
     def __repr__(self) -> str:
@@ -257,15 +262,15 @@ class _WeakMethod:
 
 
 def function(fn: Callable | None = None, *, passes: Any = "default",
-             backend: str | None = None) -> Any:
+             backend: str | None = None, verify: bool | None = None) -> Any:
     """Stage a Python function: ``@tfl.function`` or ``tfl.function(f, passes=...)``.
 
     Python side effects (``print``, appending to a list) happen while tracing only, not on later
     calls: the graph records tensor operations and nothing else.
     """
     if fn is None:
-        return lambda f: Function(f, passes=passes, backend=backend)
-    return Function(fn, passes=passes, backend=backend)
+        return lambda f: Function(f, passes=passes, backend=backend, verify=verify)
+    return Function(fn, passes=passes, backend=backend, verify=verify)
 
 
 # --- Signatures ---------------------------------------------------------------------------------

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import teachflow.compiler
 from teachflow.backends import devices, gpu_unavailable_reason
+
+# Every compilation in the tests checks that each pass preserves what the program computes.
+teachflow.compiler.VERIFY_BY_DEFAULT = True
 
 
 def pytest_report_header() -> str:

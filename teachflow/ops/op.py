@@ -165,7 +165,7 @@ def shape_of(x: Any) -> tuple:
 
 @lru_cache(maxsize=4096)
 def _numpy_result_dtype(kernel: Kernel, operands: tuple) -> np.dtype:
-    samples = [np.empty(0, dtype=o) if isinstance(o, np.dtype) else o for o in operands]
+    samples = [np.empty(0, dtype=o) if isinstance(o, np.dtype) else o[1] for o in operands]
     return np.dtype(kernel(*samples).dtype)
 
 
@@ -179,7 +179,8 @@ def elementwise_rule(kernel: Callable[[ModuleType], Kernel]) -> Callable[..., Te
 
     def rule(*operands: Any) -> TensorSpec:
         shape = broadcast_shapes(*(shape_of(o) for o in operands))
-        kinds = tuple(o.dtype if isinstance(o, TensorSpec) else o for o in operands)
+        # A scalar's type is part of the key: 1 == 1.0, but int64 * 1.0 is float64.
+        kinds = tuple(o.dtype if isinstance(o, TensorSpec) else (type(o), o) for o in operands)
         try:
             dtype = _numpy_result_dtype(numpy_kernel, kinds)
         except TypeError as exc:

@@ -12,6 +12,7 @@ from teachflow.passes.base import BuiltinPass, Change, FunctionPass, Pass, as_pa
 from teachflow.passes.constant_fold import ConstantFold
 from teachflow.passes.cse import CSE
 from teachflow.passes.dce import DCE
+from teachflow.passes.fuse import fuse
 from teachflow.passes.simplify import simplify
 
 #: The built-in passes by name.
@@ -20,9 +21,10 @@ PASSES: dict[str, Pass] = {
     "constant_fold": ConstantFold(),
     "cse": CSE(),
     "dce": DCE(),
+    "fuse": fuse,
 }
 
-DEFAULT_PIPELINE = ("simplify", "constant_fold", "cse", "dce", "fuse")
+DEFAULT_PIPELINE = ("simplify", "constant_fold", "cse", "dce")
 
 
 def resolve(passes: Any) -> list[Pass]:

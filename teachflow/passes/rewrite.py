@@ -178,17 +178,24 @@ def _first_rewrite(g: Graph, node: Node, rules: list[Rule],
             continue
         if rule.where is not None and not rule.where(m, context):
             continue
-        emitted: list[Node] = []
-
-        def emit(op: str, *inputs: Any, **params: Any) -> Value:
-            specs = [o.spec if isinstance(o, Value) else o for o in inputs]
-            spec = OPS[op].abstract_eval(*specs, **params)
-            new = g.new_node(OPS[op], inputs, params, spec, node.source, node.lineage)
-            emitted.append(new)
-            return new.output
-
+        emit = _Emitter(g, node)
         replacement = rule.rewrite(m, emit)
         # The guard every rule gets for free: the replacement must be interchangeable.
         if isinstance(replacement, Value) and replacement.spec == node.spec:
-            return replacement, emitted, rule
+            return replacement, emit.nodes, rule
     return None, [], None
+
+
+class _Emitter:
+    """``emit(op, *inputs, **params)`` for a rule: a new node standing where `node` was."""
+
+    def __init__(self, graph: Graph, node: Node) -> None:
+        self.graph, self.node, self.nodes = graph, node, []
+
+    def __call__(self, op: str, *inputs: Any, **params: Any) -> Value:
+        specs = [o.spec if isinstance(o, Value) else o for o in inputs]
+        spec = OPS[op].abstract_eval(*specs, **params)
+        new = self.graph.new_node(OPS[op], inputs, params, spec, self.node.source,
+                                  self.node.lineage)
+        self.nodes.append(new)
+        return new.output

@@ -1,0 +1,220 @@
+"""The compiler: a pipeline of passes, with a snapshot of the graph after every one.
+
+``tfl.compile(f, *example_args)`` traces `f` and runs the passes in order (by default
+simplify, constant_fold, cse, dce, fuse). Each stage leaves a `Snapshot`: its graph, the graph as
+networkx (every node marked with what happened to it), the changes the pass made, and figures
+(nodes, kernels launched, bytes moved, flops). The pass stepper replays these snapshots.
+
+With verification on (``verify=True``, and always in teachflow's own tests), the compiler runs the
+traced graph on random inputs and then every stage's graph, and stops at the first pass that
+changes a result, naming the pass and the first node whose value differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from teachflow.backends import get_backend
+from teachflow.errors import TeachflowError
+from teachflow.executor import interpret
+from teachflow.graph import Graph, Node, Value, format_node
+from teachflow.passes import Change, resolve
+from teachflow.tensor import Tensor
+
+#: Verify every compilation when no `verify=` is given (teachflow's tests turn this on).
+VERIFY_BY_DEFAULT = False
+
+# Ops that only change how an array is viewed: no kernel runs, no data moves.
+VIEWS = frozenset({"reshape", "transpose", "broadcast_to", "stop_gradient", "identity"})
+
+
+class PassVerificationError(TeachflowError):
+    """A pass changed what the program computes."""
+
+
+@dataclass
+class Snapshot:
+    """The graph after one stage of the pipeline ("trace" first, then one per pass)."""
+
+    pass_name: str
+    graph: Graph
+    changes: list[Change] = field(default_factory=list)
+    previous: Graph | None = field(default=None, repr=False)
+
+    @cached_property
+    def stats(self) -> dict[str, int]:
+        return graph_stats(self.graph)
+
+    @cached_property
+    def nx(self) -> Any:
+        """The stage as an ``nx.DiGraph``; each node's ``status`` says what this pass did to it
+        (added, replaced, merged, fused or kept). Nodes the pass removed are listed in the
+        graph attribute ``removed``."""
+        g = self.graph.to_networkx()
+        status = {}
+        for change in self.changes:
+            for i in change.result:
+                status[i] = change.kind
+        for node_id, data in g.nodes(data=True):
+            data["status"] = status.get(node_id, "kept")
+        present = set(g.nodes)
+        g.graph["removed"] = sorted({i for c in self.changes for i in c.nodes} - present)
+        g.graph["pass_name"] = self.pass_name
+        return g
+
+    def __repr__(self) -> str:
+        return (f"<Snapshot {self.pass_name}: {len(self.graph)} nodes, "
+                f"{len(self.changes)} change(s)>")
+
+
+class Compilation:
+    """A traced function compiled by a pipeline of passes; callable like the function."""
+
+    def __init__(self, snapshots: list[Snapshot], concrete: Any = None) -> None:
+        self.snapshots = snapshots
+        self.concrete = concrete
+
+    @property
+    def graph(self) -> Graph:
+        """The final graph."""
+        return self.snapshots[-1].graph
+
+    @property
+    def source(self) -> str:
+        """The generated Python that runs the final graph."""
+        return self.concrete.source
+
+    @property
+    def kernels(self) -> dict[str, dict[str, str]]:
+        """The generated source of every fused kernel, by kernel name: NumPy and CUDA C."""
+        return {n.op.name: {"numpy": n.op.numpy_source, "cuda": n.op.cuda_source}
+                for n in self.graph.nodes if hasattr(n.op, "numpy_source")}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.concrete(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        stages = " -> ".join(f"{s.pass_name}({len(s.graph)})" for s in self.snapshots)
+        return f"<Compilation {self.graph.name}: {stages}>"
+
+
+def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None) -> list[Snapshot]:
+    """Run `passes` on `graph`; return the snapshots, "trace" first."""
+    snapshots = [Snapshot("trace", graph)]
+    checker = _Verifier(graph) if (VERIFY_BY_DEFAULT if verify is None else verify) else None
+    for p in resolve(passes):
+        before = snapshots[-1].graph
+        after, changes = p.run(before)
+        after.verify()
+        snapshots.append(Snapshot(p.name, after, list(changes), previous=before))
+        if checker is not None:
+            checker.check(p.name, after)
+    return snapshots
+
+
+def compile(f: Any, *example_args: Any, passes: Any = "default", backend: str | None = None,
+            verify: bool | None = None, **example_kwargs: Any) -> Compilation:
+    """Trace `f` on the example arguments and compile it: a `Compilation` with a snapshot of
+    every stage, callable on arguments of the same signature."""
+    from teachflow.function import Function
+
+    staged = Function(f, passes=passes, backend=backend, verify=verify)
+    return staged.get_concrete_function(*example_args, **example_kwargs).compilation
+
+
+# --- Figures per stage --------------------------------------------------------------------------
+
+
+def _bytes(v: Any) -> int:
+    if not isinstance(v, Value) or None in v.shape:
+        return 0
+    return int(np.prod(v.shape, dtype=np.int64)) * v.dtype.itemsize
+
+
+def node_flops(node: Node) -> int:
+    """Floating-point operations, roughly: one per element for elementwise ops and reductions,
+    2·m·n·k for a matrix product, the sum of the members for a fused kernel."""
+    group = getattr(node.op, "group", None)
+    if group is not None:
+        members = [*group.nodes, *([group.reduction] if group.reduction else [])]
+        return sum(node_flops(n) for n in members)
+    name = node.op.name
+    if name in VIEWS or name in ("full", "to_device", "getitem", "concatenate", "stack"):
+        return 0
+    size = max(node.spec.size, 0)
+    if name == "matmul":
+        a = node.inputs[0]
+        return 2 * size * (a.shape[-1] if isinstance(a, Value) and a.shape[-1] else 1)
+    if name in ("sum", "mean", "max"):
+        return max(node.inputs[0].spec.size, 0)
+    return size
+
+
+def graph_stats(graph: Graph) -> dict[str, int]:
+    """nodes; kernels launched (views launch none); bytes read and written by kernels; flops."""
+    kernels = [n for n in graph.nodes if n.op.name not in VIEWS]
+    moved = sum(_bytes(n.output) + sum(_bytes(o) for o in n.inputs) for n in kernels)
+    return {"nodes": len(graph.nodes), "kernels": len(kernels), "bytes_moved": moved,
+            "flops": sum(node_flops(n) for n in kernels)}
+
+
+# --- Verification -------------------------------------------------------------------------------
+
+
+class _Verifier:
+    """Runs the traced graph once on random inputs, then each stage, and compares."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.skip = any(n.op.random for n in graph.nodes)  # random ops draw differently per run
+        if self.skip:
+            return
+        rng = np.random.default_rng(0)
+        self.inputs = [Tensor._make(get_backend(v.spec.device).asarray(_random_array(v, rng)),
+                                    get_backend(v.spec.device), None) for v in graph.inputs]
+        self.reference: dict[int, np.ndarray] = {}
+        self.outputs = self._run(graph, self.reference)
+
+    def _run(self, graph: Graph, values: dict[int, np.ndarray]) -> list[np.ndarray]:
+        def keep(node: Node, result: Tensor) -> None:
+            values[node.id] = result.numpy()
+
+        with np.errstate(all="ignore"):  # random inputs may leave an op's domain (log(-1))
+            return [t.numpy() for t in interpret(graph, self.inputs, on_node=keep)]
+
+    def check(self, pass_name: str, graph: Graph) -> None:
+        if self.skip:
+            return
+        values: dict[int, np.ndarray] = {}
+        outputs = self._run(graph, values)
+        if all(_close(a, b) for a, b in zip(outputs, self.outputs, strict=True)):
+            return
+        culprit = next((n for n in graph.nodes if n.id in self.reference
+                        and not _close(values[n.id], self.reference[n.id])), None)
+        where = (f"the first node whose value differs is {format_node(culprit)}"
+                 if culprit is not None else "the outputs differ")
+        raise PassVerificationError(f"pass {pass_name} changed the result: {where}",
+                                    op="compile", location=culprit.source if culprit else None,
+                                    hint="a pass must compute exactly what the graph computed "
+                                         "before it; check the rule or pass named above")
+
+
+def _random_array(v: Value, rng: np.random.Generator) -> np.ndarray:
+    shape = tuple(3 if d is None else d for d in v.shape)
+    if v.dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if v.dtype.kind in "iu":
+        return rng.integers(-5, 6, shape).astype(v.dtype)
+    return rng.standard_normal(shape).astype(v.dtype)
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind in "fc":
+        tol = 1e-4 if a.dtype.itemsize <= 4 else 1e-9
+        return bool(np.allclose(a, b, rtol=tol, atol=tol, equal_nan=True))
+    return bool(np.array_equal(a, b))

@@ -1,0 +1,159 @@
+"""Fusion: run a chain of elementwise ops as one kernel.
+
+Unfused, ``tanh(x * y + w)`` is three kernels: each reads its operands from memory and writes a
+temporary back, so the data crosses the memory bus five times. Fused, it is one kernel that reads
+``x``, ``y`` and ``w`` once and writes the result once; the intermediates live in cache (NumPy)
+or in registers (CUDA). For large arrays memory traffic is the cost, so this is the optimization
+that matters most.
+
+Grouping, in one walk over the graph: an elementwise node joins the group of an operand's
+producer when that producer is elementwise too, has the same shape (only the group's *inputs*
+may broadcast), and has no other user (its value is needed nowhere else, so it need never be
+written to memory). A reduction (sum, mean, max) whose input is a group's last node, and is that
+node's only user, ends the group. Groups of a single op stay as they are: nothing to gain.
+
+Each group becomes one node whose op carries its generated kernels: NumPy source that works
+block by block, and CUDA C for CuPy (see `teachflow.kernels`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from teachflow.graph import Graph, Node, Value, format_node
+from teachflow.kernels.group import FusedGroup
+from teachflow.ops.op import Op
+from teachflow.passes.base import BuiltinPass, Change
+
+REDUCTIONS = ("sum", "mean", "max")
+
+
+@dataclass(frozen=True, eq=False)
+class FusedOp(Op):
+    """The op of a fused node: one generated kernel for a whole group."""
+
+    group: FusedGroup | None = field(default=None, repr=False)
+
+    @property
+    def numpy_source(self) -> str:
+        from teachflow.kernels.numpy_fused import numpy_source
+
+        return numpy_source(self.group)
+
+    @property
+    def cuda_source(self) -> str:
+        from teachflow.kernels.cuda_fused import cuda_source
+
+        return cuda_source(self.group)
+
+
+def _fused_kernel(group: FusedGroup):
+    def build(xp: Any):
+        if xp is np:
+            from teachflow.kernels.numpy_fused import numpy_kernel
+
+            return numpy_kernel(group, xp)
+        from teachflow.kernels.cuda_fused import cuda_kernel
+
+        return cuda_kernel(group, xp)
+
+    return build
+
+
+def fused_op(group: FusedGroup) -> FusedOp:
+    return FusedOp(group.name, _fused_kernel(group), lambda *specs: group.spec,
+                   register=False, arg_names=tuple(f"in{i}" for i in range(len(group.inputs))),
+                   group=group)
+
+
+class Fuse(BuiltinPass):
+    name = "fuse"
+
+    def run(self, graph: Graph) -> tuple[Graph, list[Change]]:
+        g = graph.clone()
+        users = g.users()
+        outputs = {id(v) for v in g.outputs}
+        groups = self._groups(g, users, outputs)
+        member_of = {id(n): grp for grp in groups for n in grp}
+        kept, changes, mapping = [], [], {}
+        for node in g.nodes:
+            group = member_of.get(id(node))
+            if group is None:
+                kept.append(node)
+            elif node is group[-1]:  # the fused node takes the place of the group's last node
+                fused, change = self._fuse(g, group, len(changes))
+                mapping[id(node.output)] = fused.output
+                kept.append(fused)
+                changes.append(change)
+        g.nodes = kept
+        g.substitute(mapping)
+        return g, changes
+
+    def _groups(self, g: Graph, users: dict, outputs: set[int]) -> list[list[Node]]:
+        group_of: dict[int, list[Node]] = {}
+        groups: list[list[Node]] = []
+
+        def private(value: Any, consumer: Node) -> bool:  # only `consumer` ever reads it
+            return (isinstance(value, Value) and id(value) not in outputs
+                    and all(u is consumer for u in users.get(id(value), ())))
+
+        for node in g.nodes:
+            if node.op.elementwise:
+                group = None
+                for operand in node.inputs:
+                    producer = operand.producer if isinstance(operand, Value) else None
+                    if (producer is not None and id(producer) in group_of
+                            and producer.op.elementwise
+                            and producer.spec.shape == node.spec.shape
+                            and private(operand, node)
+                            and group_of[id(producer)][-1] is producer):
+                        joined = group_of[id(producer)]
+                        if group is None:
+                            group = joined
+                        elif joined is not group:  # two chains meet here: one group
+                            group.extend(joined)
+                            for n in joined:
+                                group_of[id(n)] = group
+                            groups.remove(joined)
+                if group is None:
+                    group = []
+                    groups.append(group)
+                group.append(node)
+                group_of[id(node)] = group
+            elif node.op.name in REDUCTIONS:
+                operand = node.inputs[0]
+                producer = operand.producer if isinstance(operand, Value) else None
+                if (producer is not None and id(producer) in group_of
+                        and group_of[id(producer)][-1] is producer and private(operand, node)):
+                    group_of[id(producer)].append(node)
+                    group_of[id(node)] = group_of[id(producer)]
+        order = {id(n): i for i, n in enumerate(g.nodes)}
+        fusable = [sorted(grp, key=lambda n: order[id(n)]) for grp in groups if len(grp) > 1]
+        return fusable
+
+    def _fuse(self, g: Graph, members: list[Node], index: int) -> tuple[Node, Change]:
+        reduction = members[-1] if members[-1].op.name in REDUCTIONS else None
+        elementwise = members[:-1] if reduction is not None else members
+        inside = {id(n.output) for n in members}
+        inputs: list[Value] = []
+        for n in members:
+            for o in n.inputs:
+                if isinstance(o, Value) and id(o) not in inside and all(o is not i for i in inputs):
+                    inputs.append(o)
+        last = members[-1]
+        group = FusedGroup(f"fused_k{index + 1}", tuple(elementwise), reduction, tuple(inputs),
+                           last.output)
+        lineage = tuple(sorted({i for n in members for i in n.lineage}))
+        node = g.new_node(fused_op(group), tuple(inputs), {}, last.spec, last.source, lineage)
+        names = ", ".join(f"%{n.id} {n.op.name}" for n in members)
+        change = Change(
+            "fused", tuple(n.id for n in members), (node.id,), "elementwise chain -> one kernel",
+            f"{names} run as one kernel {group.name} ({format_node(node)}): it reads its "
+            f"{len(inputs)} input(s) once and writes one result, with no temporaries in memory")
+        return node, change
+
+
+fuse = Fuse()
