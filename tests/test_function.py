@@ -338,8 +338,8 @@ def test_a_staged_function_called_from_a_staged_function_is_inlined() -> None:
     np.testing.assert_allclose(outer(x).numpy(), 2 * np.tanh([0.1, 0.2]) + 2 * np.tanh([0.3, 0.6]),
                                rtol=1e-6)
     assert inner.trace_count == 0  # traced through, as part of outer
-    ops = [n.op.name for n in outer.concrete_functions[0].graph.nodes]
-    assert ops.count("tanh") == 2
+    traced = outer.concrete_functions[0].compilation.snapshots[0].graph  # before the passes
+    assert [n.op.name for n in traced.nodes].count("tanh") == 2
 
 
 # --- Methods -------------------------------------------------------------------------------------

@@ -541,8 +541,9 @@ def _compile(sources: list[str], tmp_path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=False)
 
 
-def _ambiguous_relu(name: str, dtype: str) -> bool:
-    """relu of these dtypes computes in float, double or long long: see the xfail below."""
+def _relu_of_wide_types(name: str, dtype: str) -> bool:
+    """relu of these dtypes computes in float, double or long long, where a bare max(x, 0) would
+    be an ambiguous overload in CUDA."""
     return name == "relu" and dtype in ("float32", "float64", "int64", "bool")
 
 
@@ -553,7 +554,7 @@ needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 def test_generated_cuda_compiles_with_nvcc(tmp_path) -> None:
     """Every op over several dtypes, with a literal and mixed operand types, and every reduction:
     the generated C is valid CUDA (nvcc -c), with typed operands resolving every overload."""
-    groups = _nvcc_groups(lambda name, dtype: not _ambiguous_relu(name, dtype))
+    groups = _nvcc_groups(lambda name, dtype: not _relu_of_wide_types(name, dtype))
     for dtype in NVCC_DTYPES:
         x = np.ones((4, 3), dtype)
         for reduction in REDUCTIONS:
@@ -567,11 +568,8 @@ def test_generated_cuda_compiles_with_nvcc(tmp_path) -> None:
 
 
 @needs_nvcc
-@pytest.mark.xfail(strict=True, reason="relu's fusion template `max({0}, 0)` is ambiguous in "
-                   "CUDA for float, double and long long operands (max has no (float, int) "
-                   "overload); `max({0}, ({dtype})0)` would compile")
 def test_relu_of_floats_compiles_with_nvcc(tmp_path) -> None:
-    groups = _nvcc_groups(_ambiguous_relu)
+    groups = _nvcc_groups(_relu_of_wide_types)
     assert groups
     done = _compile([_standalone(cuda_code(g), g, i) for i, g in enumerate(groups)], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -82,9 +82,10 @@ neg = elementwise("neg", lambda xp: xp.negative, "(-{0})",
                   vjp=lambda g, x: (-g,), saves="nothing", arg_names=("x",))
 pow = elementwise("pow", lambda xp: xp.power, "pow({0}, {1})",
                   vjp=_pow_vjp, saves_output=True)
-maximum = elementwise("maximum", lambda xp: xp.maximum, "max({0}, {1})",
+# In C, NaN must be tested for explicitly: NumPy's maximum and minimum propagate it.
+maximum = elementwise("maximum", lambda xp: xp.maximum, "(({0} > {1} || {0} != {0}) ? {0} : {1})",
                       vjp=lambda g, x, y: _select(g, x, y, bind(gt, x, y)), commutative=True)
-minimum = elementwise("minimum", lambda xp: xp.minimum, "min({0}, {1})",
+minimum = elementwise("minimum", lambda xp: xp.minimum, "(({0} < {1} || {0} != {0}) ? {0} : {1})",
                       vjp=lambda g, x, y: _select(g, x, y, bind(lt, x, y)), commutative=True)
 
 # --- Transcendental and activation functions ---------------------------------------------------
@@ -105,7 +106,8 @@ sigmoid = elementwise("sigmoid", lambda xp: lambda x: xp.exp(-xp.logaddexp(0, -x
                       "(1 / (1 + exp(-{0})))",
                       vjp=lambda g, x, *, out: (g * out * (1 - out),), saves="nothing",
                       saves_output=True, arg_names=("x",))
-relu = elementwise("relu", lambda xp: lambda x: xp.maximum(x, 0), "max({0}, 0)",
+relu = elementwise("relu", lambda xp: lambda x: xp.maximum(x, 0),
+                   "(({0} > 0 || {0} != {0}) ? {0} : ({dtype})0)",
                    vjp=lambda g, x, *, out: (g * (out > 0),), saves="nothing",
                    saves_output=True, arg_names=("x",))
 sign = elementwise("sign", lambda xp: xp.sign, "(({0} > 0) - ({0} < 0))", arg_names=("x",))

@@ -24,7 +24,7 @@ PASSES: dict[str, Pass] = {
     "fuse": fuse,
 }
 
-DEFAULT_PIPELINE = ("simplify", "constant_fold", "cse", "dce")
+DEFAULT_PIPELINE = ("simplify", "constant_fold", "cse", "dce", "fuse")
 
 
 def resolve(passes: Any) -> list[Pass]:
