@@ -99,8 +99,11 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
         return name
 
     lines = []
+    kernels: dict[str, Any] = {}  # name in the source -> the op it calls
     for node in nodes:
         kernel = node.op.name
+        while kernels.setdefault(kernel, node.op) is not node.op:  # two ops, one name
+            kernel += "_"
         namespace.setdefault(kernel, backend.kernels[node.op])
         names[id(node.output)] = f"v{node.id}"
         args = [operand(o) for o in node.inputs]

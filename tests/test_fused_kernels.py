@@ -276,7 +276,10 @@ def test_big_arrays_run_in_several_blocks(case: str, reduction: str | None, axis
 
     group, inputs = traced_group(f, *arrays)
     source = numpy_source(group)
-    blocks = re.search(r"for start in range\(0, (\d+), (\d+)\)", source)
+    # Blocks run serially (`range(0, rows, per_block)`), or shared out between threads
+    # (`in_parallel(blocks, rows, per_block)`) when no block depends on another.
+    blocks = (re.search(r"for start in range\(0, (\d+), (\d+)\)", source)
+              or re.search(r"in_parallel\(blocks, (\d+), (\d+)\)", source))
     assert blocks, source
     rows, per_block = map(int, blocks.groups())
     assert -(-rows // per_block) > 1
@@ -309,13 +312,15 @@ def test_scratch_is_allocated_once_and_every_op_writes_into_it() -> None:
     source = numpy_source(group)
     head, loop = source.split("for start in range")
     assert "np.empty(" in head and "np.empty(" not in loop
+    assert "in_parallel(blocks" in loop  # independent blocks: shared out between threads
+    loop = loop.split("in_parallel(")[0]
     calls = re.findall(r"np\.(\w+)\((.*)\)", loop)
     assert calls
     for function, args in calls:
         assert function == "copyto" or "out=" in args, f"np.{function}({args}) allocates"
     assert "out=out[start:stop]" in loop  # the last op writes the output's rows directly
     # Buffers are recycled: six ops need far fewer than six buffers.
-    assert len(re.findall(r"^    s\d+ = np\.empty", head, re.M)) <= 3
+    assert len(re.findall(r"^\s+s\d+ = np\.empty", head, re.M)) <= 3
 
 
 def test_peak_memory_is_a_few_blocks_not_whole_intermediates() -> None:
@@ -593,3 +598,22 @@ def test_cuda_kernel_equals_numpy_kernel_on_a_gpu() -> None:
         got = cuda_kernel(group, cupy)(*[cupy.asarray(a) for a in inputs])
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=1e-6, atol=1e-9)
+
+
+def test_a_result_nobody_holds_is_reused_and_one_still_held_is_not() -> None:
+    """Fresh large arrays cost page faults: a dropped result's memory is reused next call."""
+    rng = np.random.default_rng(7)
+    group, inputs = traced_group(_chain, rng.normal(size=1000), rng.normal(size=1000))
+    kernel = numpy_kernel(group, np)
+    first = kernel(*inputs)
+    kept = first.copy()
+    second = kernel(*inputs)  # `first` is still held here: a new array
+    assert second is not first
+    np.testing.assert_array_equal(first, kept)  # the held result was not overwritten
+    address = second.__array_interface__["data"][0]
+    del second
+    third = kernel(*inputs)  # nobody holds the previous result: its memory comes back
+    assert third.__array_interface__["data"][0] == address
+    view = third[:10]
+    fourth = kernel(*inputs)  # a view keeps `third` alive: not reused
+    assert fourth is not third and np.shares_memory(view, third)

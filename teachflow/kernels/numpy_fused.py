@@ -37,7 +37,10 @@ text, so learners can read it in the pass stepper; `numpy_kernel` compiles it.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
@@ -65,10 +68,54 @@ def numpy_kernel(group: FusedGroup, xp: ModuleType = np) -> Callable[..., Any]:
     function. It takes the arrays of ``group.inputs`` in order and an optional ``out`` array of the
     group's result spec to fill in place; it returns the result."""
     source = numpy_source(group)
-    namespace: dict[str, Any] = {"np": xp}
+    namespace: dict[str, Any] = {"np": xp, "in_parallel": in_parallel, "results": Recycler(xp)}
     code = compile(source, f"<teachflow fused kernel: {group.name}>", "exec")
     exec(code, namespace)  # the source was generated from the group's own nodes, not user text
     return namespace[group.name]
+
+
+class Recycler:
+    """Hands out result arrays, reusing the previous one when nothing else refers to it.
+
+    A fresh 40 MB array costs milliseconds of page faults before its first use, often more
+    than the kernel itself. A kernel called in a loop usually finds its last result already
+    dropped by the caller: then that memory is reused. While anything still holds the array (a
+    Tensor, a view of it), ``sys.getrefcount`` sees it and a new array is made instead.
+    """
+
+    def __init__(self, xp: ModuleType) -> None:
+        self.xp = xp
+        self.last: Any = None
+
+    def empty(self, shape: tuple, dtype: Any) -> Any:
+        # Two references mean nobody else's: `self.last` itself, and getrefcount's argument.
+        if (self.last is not None and self.last.shape == shape and self.last.dtype == dtype
+                and sys.getrefcount(self.last) == 2):
+            return self.last
+        self.last = self.xp.empty(shape, dtype=dtype)
+        return self.last
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def in_parallel(blocks: Callable[[int, int], None], rows: int, per_block: int) -> None:
+    """Run ``blocks(first, last)`` over ``range(rows)`` split into one contiguous share of whole
+    blocks per CPU core, on a pool of threads (or inline when there is one core or one block)."""
+    global _pool
+    n_blocks = -(-rows // per_block)
+    workers = min(os.cpu_count() or 1, n_blocks, 8)
+    if workers <= 1:
+        blocks(0, rows)
+        return
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, 8),
+                                   thread_name_prefix="teachflow-fused")
+    share = -(-n_blocks // workers) * per_block
+    futures = [_pool.submit(blocks, first, min(first + share, rows))
+               for first in range(0, rows, share)]
+    for future in futures:
+        future.result()  # re-raises an error from a worker here
 
 
 # --- Deciding how to block --------------------------------------------------------------------
@@ -190,13 +237,27 @@ class _KernelWriter:
         loop += self.body + per_block_reduce
 
         spec = group.spec
-        lines = ["if out is None:",
-                 f"    out = np.empty({spec.shape!r}, dtype={_dtype(spec.dtype)})"]
-        if self.buffers or before:
+        lines = ["if out is None:  # last call's result, if nobody holds it any more; else new",
+                 f"    out = results.empty({spec.shape!r}, {_dtype(spec.dtype)})"]
+        scratch = [f"{name} = np.empty({shape!r}, dtype={_dtype(dtype)})"
+                   for name, shape, dtype in self.buffers]
+        if self.blocking and not before:
+            # Blocks are independent: the CPU's cores share them out, each with its own scratch
+            # (NumPy releases the GIL inside ufuncs, so the threads really run in parallel).
+            if self.hoisted:
+                lines += ["# The same for every block: computed once.", *self.hoisted]
+            rows, per_block = self.blocking
+            lines += ["def blocks(first, last):  # one thread's share of the blocks",
+                      *_indent(["# Scratch: allocated once, reused by each of its blocks.",
+                                *scratch,
+                                f"for start in range(first, last, {per_block}):",
+                                *_indent(loop)]),
+                      f"in_parallel(blocks, {rows}, {per_block})"]
+            return [*lines, *after, "return out"]
+        if scratch or before:
             lines.append("# Scratch: allocated once, reused by every block." if self.blocking
                          else "# Scratch for the intermediate results.")
-        lines += [f"{name} = np.empty({shape!r}, dtype={_dtype(dtype)})"
-                  for name, shape, dtype in self.buffers]
+        lines += scratch
         lines += before
         if self.hoisted:
             lines.append("# The same for every block: computed once.")

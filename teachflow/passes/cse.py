@@ -30,10 +30,17 @@ def _hashable(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return ("array", v.shape, v.dtype.str, v.tobytes())
     if isinstance(v, slice):
-        return ("slice", v.start, v.stop, v.step)
+        return ("slice", _hashable(v.start), _hashable(v.stop), _hashable(v.step))
     if isinstance(v, tuple | list):
         return tuple(_hashable(x) for x in v)
-    return v
+    return literal_key(v) if isinstance(v, bool | int | float | complex) else v
+
+
+def literal_key(v: Any) -> tuple:
+    """Equal keys for equal *programs*, not equal numbers: ``1 == True == 1.0`` and
+    ``0.0 == -0.0`` in Python, but ``x[True]`` is not ``x[1]`` and ``1/(x*-0.0)`` is not
+    ``1/(x*0.0)``."""
+    return (type(v).__name__, repr(v))
 
 
 class ValueNumbering:
@@ -46,7 +53,7 @@ class ValueNumbering:
 
     def number(self, operand: Any) -> Any:
         if not isinstance(operand, Value):  # a literal is its own number
-            return ("literal", type(operand).__name__, operand)
+            return literal_key(operand)
         n = self.numbers.get(id(operand))
         if n is None:  # an input, capture, constant or new result: equal only to itself
             n = self.numbers[id(operand)] = next(self._fresh)
@@ -92,6 +99,7 @@ class CSE(BuiltinPass):
                 kept.append(node)
                 continue
             mapping[id(node.output)] = earlier
+            earlier.producer.lineage = tuple(sorted({*earlier.producer.lineage, *node.lineage}))
             changes.append(Change(
                 "merged", (node.id,), (earlier.id,), "same op on the same operands",
                 f"{format_node(node)} computes the same as {earlier}: merged into {earlier}"))

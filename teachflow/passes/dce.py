@@ -23,4 +23,8 @@ class DCE(BuiltinPass):
                           f"{format_node(n)} is never used by an output: removed")
                    for n in g.nodes if id(n) not in alive]
         g.nodes = live
+        # Constants and captures nothing reads any more go too (constant folding leaves some).
+        used = {id(o) for n in live for o in n.inputs} | {id(v) for v in g.outputs}
+        g.constants = [v for v in g.constants if id(v) in used]
+        g.captures = [v for v in g.captures if id(v) in used]
         return g, changes

@@ -79,12 +79,14 @@ class Fuse(BuiltinPass):
         groups = self._groups(g, users, outputs)
         member_of = {id(n): grp for grp in groups for n in grp}
         kept, changes, mapping = [], [], {}
+        # Kernel names are unique in the graph, also when fuse runs a second time.
+        numbered = sum(isinstance(n.op, FusedOp) for n in g.nodes)
         for node in g.nodes:
             group = member_of.get(id(node))
             if group is None:
                 kept.append(node)
             elif node is group[-1]:  # the fused node takes the place of the group's last node
-                fused, change = self._fuse(g, group, len(changes))
+                fused, change = self._fuse(g, group, numbered + len(changes))
                 mapping[id(node.output)] = fused.output
                 kept.append(fused)
                 changes.append(change)
@@ -126,7 +128,7 @@ class Fuse(BuiltinPass):
             elif node.op.name in REDUCTIONS:
                 operand = node.inputs[0]
                 producer = operand.producer if isinstance(operand, Value) else None
-                if (producer is not None and id(producer) in group_of
+                if (producer is not None and id(producer) in group_of and producer.op.elementwise
                         and group_of[id(producer)][-1] is producer and private(operand, node)):
                     group_of[id(producer)].append(node)
                     group_of[id(node)] = group_of[id(producer)]

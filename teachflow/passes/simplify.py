@@ -7,6 +7,8 @@ false the rule is restricted, and the restriction is part of its name:
 - ``x*0 -> 0`` is *not* true for floats: ``inf*0`` and ``nan*0`` are ``nan``. It is applied only
   to integer and boolean tensors, which can hold neither.
 - ``x - x -> 0``: the same (``inf - inf`` is ``nan``).
+- ``x+0 -> x`` is *not* true for floats either: ``-0.0 + 0`` is ``+0.0``, and ``1/x`` tells the
+  two zeros apart. (``x-0``, ``x*1`` and ``x/1`` keep the sign, so they hold for every float.)
 
 Every rule also gets a free check from the engine (`rewrite.py`): its result must have the shape,
 dtype and device of what it replaces, so ``x*1 -> x`` never fires where the ``1`` would have
@@ -44,7 +46,7 @@ def _compose_transposes(m: dict, emit) -> Value:
 RULES = [
     # Identities of arithmetic.
     Rule("x*1 -> x", P("mul", X, 1), lambda m, emit: m.x),
-    Rule("x+0 -> x", P("add", X, 0), lambda m, emit: m.x),
+    Rule("x+0 -> x (integer x only)", P("add", X, 0), lambda m, emit: m.x, where=_integer),
     Rule("x-0 -> x", P("sub", X, 0), lambda m, emit: m.x),
     Rule("x/1 -> x", P("div", X, 1), lambda m, emit: m.x),
     Rule("x**1 -> x", P("pow", X, 1), lambda m, emit: m.x),
