@@ -153,8 +153,6 @@ class Program:
         return "\n".join(lines)
 
 
-REDUCTIONS = ("sum", "mean", "max")
-IDENTITIES = ("x*1", "1.0*x", "x+0", "0.0+x", "x-0", "x/1", "x**1", "-(-x)", "x.T.T", "detach")
 
 
 def _broadcasts(a: tuple, b: tuple) -> tuple | None:
