@@ -34,6 +34,8 @@ test: $(VENV)/.installed-test
 bench: $(VENV)/.installed-test
 	$(PY) bench/eager_overhead.py
 	$(PY) bench/staged_vs_eager.py
+	$(PY) bench/fusion.py
+	$(PY) bench/compile_time.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
