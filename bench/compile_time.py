@@ -9,10 +9,10 @@ Run: ``python bench/compile_time.py``.
 
 from __future__ import annotations
 
-import time
-
 import teachflow as tfl
 from teachflow.compiler import run_pipeline
+
+from timing import best_wall_time
 
 
 def program(n_blocks: int):
@@ -30,20 +30,11 @@ def program(n_blocks: int):
     return f
 
 
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def measure(n_blocks: int, repeat: int) -> tuple[int, float, float]:
     x, w = tfl.randn(16, 16), tfl.randn(16, 16)
     graph = tfl.trace(program(n_blocks), x, w)
-    pipeline = best_of(lambda: run_pipeline(graph, "default", verify=False), repeat)
-    total = best_of(lambda: tfl.compile(program(n_blocks), x, w, verify=False), repeat)
+    pipeline = best_wall_time(lambda: run_pipeline(graph, "default", verify=False), repeat)
+    total = best_wall_time(lambda: tfl.compile(program(n_blocks), x, w, verify=False), repeat)
     return len(graph), pipeline, total
 
 

@@ -23,6 +23,8 @@ import numpy as np
 
 import teachflow as tfl
 
+from timing import best_wall_time
+
 
 def chain_numpy(x, y):
     a = np.multiply(x, y)
@@ -39,15 +41,6 @@ def chain_teachflow(x, y):
     return (((x * y + 1.0) * 0.5 - x).relu() * y + 2.0).sqrt()
 
 
-def best_time(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
 def cpu_benchmark(n: int, repeat: int) -> None:
     rng = np.random.default_rng(0)
     x_np, y_np = (rng.random(n, dtype=np.float32) for _ in range(2))
@@ -61,13 +54,14 @@ def cpu_benchmark(n: int, repeat: int) -> None:
     kernels = sum(1 for n in fused.graph.nodes if n.op.name.startswith("fused"))
 
     out = np.empty_like(x_np)
-    results = {name: float("inf") for name in ("stream", "numpy", "unfused", "fused")}
+    runs = {"stream": lambda: np.add(x_np, y_np, out=out),
+            "numpy": lambda: chain_numpy(x_np, y_np),
+            "unfused": lambda: unfused(x, y),
+            "fused": lambda: fused(x, y)}
+    results = {name: float("inf") for name in runs}
     for _ in range(3):  # interleaved rounds: machine load hits all alike
-        results["stream"] = min(results["stream"],
-                                best_time(lambda: np.add(x_np, y_np, out=out), repeat))
-        results["numpy"] = min(results["numpy"], best_time(lambda: chain_numpy(x_np, y_np), repeat))
-        results["unfused"] = min(results["unfused"], best_time(lambda: unfused(x, y), repeat))
-        results["fused"] = min(results["fused"], best_time(lambda: fused(x, y), repeat))
+        for name, run in runs.items():
+            results[name] = min(results[name], best_wall_time(run, repeat))
 
     nbytes = x_np.nbytes
     stream_bw = 3 * nbytes / results["stream"]

@@ -29,6 +29,9 @@ Three more ideas make the blocks cheap:
   each block to a partial result and combines it into an accumulator that starts at the
   reduction's identity (0 for a sum, the smallest value for a max).
 
+Independent blocks are shared between the CPU's cores, and the memory of a result nobody holds
+any more is handed back for the next one (`runtime.py` says why both matter).
+
 When the group's shapes are only known at run time (a placeholder's ``None`` dimension), the
 kernel runs the eager kernels in sequence, in one block. `numpy_source` returns the generated
 text, so learners can read it in the pass stepper; `numpy_kernel` compiles it.
@@ -37,10 +40,7 @@ text, so learners can read it in the pass stepper; `numpy_kernel` compiles it.
 from __future__ import annotations
 
 import math
-import os
-import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
@@ -48,6 +48,7 @@ import numpy as np
 
 from teachflow.graph import Node, Value, format_node
 from teachflow.kernels.group import FusedGroup
+from teachflow.kernels.runtime import Recycler, in_parallel
 
 #: About this many elements of the result are computed per block: a block's scratch buffers
 #: (1 MiB per float64 buffer) stay in the CPU's L2 cache, and the per-block Python overhead of a
@@ -72,50 +73,6 @@ def numpy_kernel(group: FusedGroup, xp: ModuleType = np) -> Callable[..., Any]:
     code = compile(source, f"<teachflow fused kernel: {group.name}>", "exec")
     exec(code, namespace)  # the source was generated from the group's own nodes, not user text
     return namespace[group.name]
-
-
-class Recycler:
-    """Hands out result arrays, reusing the previous one when nothing else refers to it.
-
-    A fresh 40 MB array costs milliseconds of page faults before its first use, often more
-    than the kernel itself. A kernel called in a loop usually finds its last result already
-    dropped by the caller: then that memory is reused. While anything still holds the array (a
-    Tensor, a view of it), ``sys.getrefcount`` sees it and a new array is made instead.
-    """
-
-    def __init__(self, xp: ModuleType) -> None:
-        self.xp = xp
-        self.last: Any = None
-
-    def empty(self, shape: tuple, dtype: Any) -> Any:
-        # Two references mean nobody else's: `self.last` itself, and getrefcount's argument.
-        if (self.last is not None and self.last.shape == shape and self.last.dtype == dtype
-                and sys.getrefcount(self.last) == 2):
-            return self.last
-        self.last = self.xp.empty(shape, dtype=dtype)
-        return self.last
-
-
-_pool: ThreadPoolExecutor | None = None
-
-
-def in_parallel(blocks: Callable[[int, int], None], rows: int, per_block: int) -> None:
-    """Run ``blocks(first, last)`` over ``range(rows)`` split into one contiguous share of whole
-    blocks per CPU core, on a pool of threads (or inline when there is one core or one block)."""
-    global _pool
-    n_blocks = -(-rows // per_block)
-    workers = min(os.cpu_count() or 1, n_blocks, 8)
-    if workers <= 1:
-        blocks(0, rows)
-        return
-    if _pool is None:
-        _pool = ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, 8),
-                                   thread_name_prefix="teachflow-fused")
-    share = -(-n_blocks // workers) * per_block
-    futures = [_pool.submit(blocks, first, min(first + share, rows))
-               for first in range(0, rows, share)]
-    for future in futures:
-        future.result()  # re-raises an error from a worker here
 
 
 # --- Deciding how to block --------------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""What generated NumPy kernels call while they run: threads for their blocks, and memory.
+
+Two costs dominate a fused kernel on big arrays once its data moves only once: using one CPU
+core when there are more, and the page faults of a freshly allocated result. `in_parallel`
+shares a kernel's independent blocks between the cores; `Recycler` hands a kernel back the
+memory of its previous result when nobody holds that result any more.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
+from typing import Any
+
+
+class Recycler:
+    """Hands out result arrays, reusing the previous one when nothing else refers to it.
+
+    A fresh 40 MB array costs milliseconds of page faults before its first use, often more
+    than the kernel itself. A kernel called in a loop usually finds its last result already
+    dropped by the caller: then that memory is reused. While anything still holds the array (a
+    Tensor, a view of it), ``sys.getrefcount`` sees it and a new array is made instead.
+    """
+
+    def __init__(self, xp: ModuleType) -> None:
+        self.xp = xp
+        self.last: Any = None
+
+    def empty(self, shape: tuple, dtype: Any) -> Any:
+        # Two references mean nobody else's: `self.last` itself, and getrefcount's argument.
+        if (self.last is not None and self.last.shape == shape and self.last.dtype == dtype
+                and sys.getrefcount(self.last) == 2):
+            return self.last
+        self.last = self.xp.empty(shape, dtype=dtype)
+        return self.last
+
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def in_parallel(blocks: Callable[[int, int], None], rows: int, per_block: int) -> None:
+    """Run ``blocks(first, last)`` over ``range(rows)`` split into one contiguous share of whole
+    blocks per CPU core, on a pool of threads (or inline when there is one core or one block)."""
+    global _pool
+    n_blocks = -(-rows // per_block)
+    workers = min(os.cpu_count() or 1, n_blocks, 8)
+    if workers <= 1:
+        blocks(0, rows)
+        return
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, 8),
+                                   thread_name_prefix="teachflow-fused")
+    share = -(-n_blocks // workers) * per_block
+    futures = [_pool.submit(blocks, first, min(first + share, rows))
+               for first in range(0, rows, share)]
+    for future in futures:
+        future.result()  # re-raises an error from a worker here
