@@ -40,7 +40,7 @@ def measure(n_blocks: int, repeat: int) -> tuple[int, float, float]:
 
 def main() -> None:
     small_nodes, small_pipe, small_total = measure(75, repeat=5)
-    big_nodes, big_pipe, big_total = measure(750, repeat=2)
+    big_nodes, big_pipe, big_total = measure(750, repeat=3)
     print("default pipeline (simplify, constant_fold, cse, dce, fuse):")
     print(f"  {small_nodes:6d}-node graph: passes {small_pipe * 1e3:7.1f} ms, "
           f"trace + passes + codegen {small_total * 1e3:7.1f} ms   (goal: passes < 1 s)")

@@ -96,7 +96,7 @@ class Fuse(BuiltinPass):
 
     def _groups(self, g: Graph, users: dict, outputs: set[int]) -> list[list[Node]]:
         group_of: dict[int, list[Node]] = {}
-        groups: list[list[Node]] = []
+        groups: dict[int, list[Node]] = {}  # id(group) -> group
 
         def private(value: Any, consumer: Node) -> bool:  # only `consumer` ever reads it
             return (isinstance(value, Value) and id(value) not in outputs
@@ -119,10 +119,10 @@ class Fuse(BuiltinPass):
                             group.extend(joined)
                             for n in joined:
                                 group_of[id(n)] = group
-                            groups.remove(joined)
+                            del groups[id(joined)]
                 if group is None:
                     group = []
-                    groups.append(group)
+                    groups[id(group)] = group
                 group.append(node)
                 group_of[id(node)] = group
             elif node.op.name in REDUCTIONS:
@@ -133,7 +133,8 @@ class Fuse(BuiltinPass):
                     group_of[id(producer)].append(node)
                     group_of[id(node)] = group_of[id(producer)]
         order = {id(n): i for i, n in enumerate(g.nodes)}
-        fusable = [sorted(grp, key=lambda n: order[id(n)]) for grp in groups if len(grp) > 1]
+        fusable = [sorted(grp, key=lambda n: order[id(n)]) for grp in groups.values()
+                   if len(grp) > 1]
         return fusable
 
     def _fuse(self, g: Graph, members: list[Node], index: int) -> tuple[Node, Change]:
