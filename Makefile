@@ -36,6 +36,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/staged_vs_eager.py
 	$(PY) bench/fusion.py
 	$(PY) bench/compile_time.py
+	$(PY) bench/layout.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,212 @@
+"""Drawing a dataflow graph: a layered layout of our own, stable from one pass to the next.
+
+The classic recipe for drawing a DAG (Sugiyama's) in four steps:
+
+1. **Layers.** Each node goes one layer below its deepest operand (longest path from the
+   inputs). Inputs, captures and constants sit just above their first user instead of all at the
+   top, so a weight does not send an edge across the whole picture.
+2. **Dummy nodes.** An edge that spans several layers is split by a dummy node in every layer it
+   crosses, so it can bend around the nodes in between. The dummies' places become the edge's
+   route.
+3. **Order within layers.** A few sweeps down and up the layers place each node at the average
+   position of its neighbours in the layer before (the *barycenter* heuristic), which removes most
+   edge crossings. Ties keep the node id order, so the layout is deterministic.
+4. **Coordinates.** Layer index gives y; the order gives x.
+
+For a whole compilation, the trace is laid out once and every later stage reuses it: a node that
+survives a pass keeps its place, and a node a pass creates takes the place of what it replaced
+(a fused kernel where its last op was, a folded constant where the folded node was). The
+learner's mental map of the graph survives the passes.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+#: Distance between neighbouring nodes in a layer, and between layers.
+X_GAP, Y_GAP = 1.0, 1.0
+#: Barycenter sweeps (each one down and one up).
+SWEEPS = 4
+#: Edges spanning more layers than this get no dummy nodes: they are drawn as one long curve.
+#: (A model's weight feeds layers all over the graph; routing every such edge through every
+#: layer would add hundreds of thousands of dummies to a big graph and freeze the layout.)
+MAX_ROUTED_SPAN = 8
+
+
+@dataclass
+class Layout:
+    """Where each node is drawn (x, y), and the points each edge passes through."""
+
+    positions: dict[Any, tuple[float, float]]
+    routes: dict[tuple[Any, Any], list[tuple[float, float]]] = field(default_factory=dict)
+    layers: dict[Any, int] = field(default_factory=dict)
+
+    @property
+    def width(self) -> float:
+        return max((x for x, _ in self.positions.values()), default=0.0) + X_GAP
+
+    @property
+    def height(self) -> float:
+        return max((y for _, y in self.positions.values()), default=0.0) + Y_GAP
+
+
+def layout(graph: Any) -> Layout:
+    """Lay out an ``nx.DiGraph`` (such as ``Snapshot.nx``) top to bottom."""
+    nodes = sorted(graph.nodes)
+    edges = sorted(graph.edges)
+    layer = assign_layers(nodes, edges)
+    order, chains = _with_dummies(nodes, edges, layer)
+    order = reduce_crossings(order, chains)
+    positions = _coordinates(order)
+    routes = {edge: [positions[p] for p in chain] for edge, chain in chains.items()}
+    return Layout({n: positions[n] for n in nodes}, routes, layer)
+
+
+def assign_layers(nodes: list, edges: list[tuple]) -> dict[Any, int]:
+    """Longest path from the sources; sources then move down to just above their first user."""
+    preds: dict[Any, list] = defaultdict(list)
+    succs: dict[Any, list] = defaultdict(list)
+    for u, v in edges:
+        preds[v].append(u)
+        succs[u].append(v)
+    layer: dict[Any, int] = {}
+    for n in _topological(nodes, preds, succs):
+        layer[n] = 1 + max((layer[p] for p in preds[n]), default=-1)
+    for n in nodes:
+        if not preds[n] and succs[n]:
+            layer[n] = min(layer[s] for s in succs[n]) - 1
+    return layer
+
+
+def _topological(nodes: list, preds: dict, succs: dict) -> list:
+    """Kahn's algorithm, smallest id first among the ready nodes (deterministic)."""
+    waiting = {n: len(preds[n]) for n in nodes}
+    ready = [n for n in nodes if waiting[n] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        n = heapq.heappop(ready)
+        order.append(n)
+        for s in succs[n]:
+            waiting[s] -= 1
+            if waiting[s] == 0:
+                heapq.heappush(ready, s)
+    return order
+
+
+def _with_dummies(nodes: list, edges: list[tuple], layer: dict) -> tuple[list[list], dict]:
+    """Nodes by layer (in id order), with a dummy per layer crossed by a long edge; and, for
+    each edge, the chain of points it passes: source, dummies, target."""
+    depth = max(layer.values(), default=0) + 1
+    order: list[list] = [[] for _ in range(depth)]
+    for n in nodes:
+        order[layer[n]].append(n)
+    chains = {}
+    for u, v in edges:
+        chain = [u]
+        if layer[v] - layer[u] > MAX_ROUTED_SPAN:  # a long edge: ends only, see MAX_ROUTED_SPAN
+            chains[(u, v)] = [u, v]
+            continue
+        for lay in range(layer[u] + 1, layer[v]):
+            dummy = ("dummy", u, v, lay)
+            order[lay].append(dummy)
+            chain.append(dummy)
+        chains[(u, v)] = [*chain, v]
+    return order, chains
+
+
+def reduce_crossings(order: list[list], chains: dict, sweeps: int = SWEEPS) -> list[list]:
+    """Barycenter sweeps: sort each layer by the mean position of its neighbours in the layer
+    just above (sweeping down) or just below (sweeping up)."""
+    up: dict[Any, list] = defaultdict(list)
+    down: dict[Any, list] = defaultdict(list)
+    for chain in chains.values():
+        for a, b in pairwise(chain):
+            down[a].append(b)
+            up[b].append(a)
+    # Only neighbours in adjacent layers pull on a node (long edges are drawn, not ordered).
+    order = [list(layer) for layer in order]
+    for _ in range(sweeps):
+        for i in range(1, len(order)):
+            order[i] = _by_barycenter(order[i], order[i - 1], up)
+        for i in range(len(order) - 2, -1, -1):
+            order[i] = _by_barycenter(order[i], order[i + 1], down)
+    return order
+
+
+def _by_barycenter(layer: list, fixed: list, neighbours: dict) -> list:
+    where = {n: i for i, n in enumerate(fixed)}
+
+    def key(item: tuple[int, Any]) -> tuple[float, int]:
+        i, n = item
+        places = [where[m] for m in neighbours[n] if m in where]
+        return (sum(places) / len(places) if places else float(i), i)
+
+    return [n for _, n in sorted(enumerate(layer), key=key)]
+
+
+def _coordinates(order: list[list]) -> dict[Any, tuple[float, float]]:
+    """x by place in the layer, each layer centred on the widest; y by layer."""
+    widest = max((len(layer) for layer in order), default=0)
+    positions = {}
+    for y, layer in enumerate(order):
+        offset = (widest - len(layer)) / 2
+        for x, n in enumerate(layer):
+            positions[n] = ((offset + x) * X_GAP, y * Y_GAP)
+    return positions
+
+
+def count_crossings(order: list[list], chains: dict) -> int:
+    """Edge crossings between consecutive layers (for tests and for the curious)."""
+    where = {n: i for layer in order for i, n in enumerate(layer)}
+    level = {n: y for y, layer in enumerate(order) for n in layer}
+    segments: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for chain in chains.values():
+        for a, b in pairwise(chain):
+            segments[level[a]].append((where[a], where[b]))
+    crossings = 0
+    for segs in segments.values():
+        segs.sort()
+        for i, (a1, b1) in enumerate(segs):
+            crossings += sum(1 for a2, b2 in segs[i + 1:] if a2 > a1 and b2 < b1)
+    return crossings
+
+
+# --- A whole compilation, one mental map ------------------------------------------------------
+
+
+def layout_stages(snapshots: Iterable[Any]) -> list[Layout]:
+    """One layout per snapshot. The first (the trace) is laid out; each later stage keeps every
+    surviving node's place and puts each new node where the nodes it replaced were."""
+    snapshots = list(snapshots)
+    base = layout(snapshots[0].nx)
+    place = dict(base.positions)
+    layouts = [base]
+    for snap in snapshots[1:]:
+        for change in snap.changes:
+            origins = [place[i] for i in change.nodes if i in place]
+            for i in change.result:
+                if i not in place and origins:
+                    place[i] = origins[-1]  # the last op replaced: a fused kernel's root
+        g = snap.nx
+        for n in sorted(g.nodes):
+            if n not in place:  # a value no change accounts for: beside its first user
+                users = [place[s] for s in g.successors(n) if s in place]
+                place[n] = (users[0][0] - X_GAP / 2, users[0][1] - Y_GAP) if users else (0.0, 0.0)
+        positions = {n: place[n] for n in g.nodes}
+        routes = {(u, v): _route(base, u, v, positions) for u, v in g.edges}
+        layouts.append(Layout(positions, routes, {}))
+    return layouts
+
+
+def _route(base: Layout, u: Any, v: Any, positions: dict) -> list[tuple[float, float]]:
+    """The trace's route for an edge that was there already; a straight line otherwise."""
+    route = base.routes.get((u, v))
+    if route and route[0] == positions[u] and route[-1] == positions[v]:
+        return route
+    return [positions[u], positions[v]]
