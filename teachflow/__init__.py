@@ -71,6 +71,13 @@ from teachflow.tensor import Tensor, as_tensor
 
 __version__ = "0.1.0"
 
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext teachflow`` registers the ``%%compile`` cell magic."""
+    from teachflow.magic import load_ipython_extension as load
+
+    load(ipython)
+
 __all__ = [
     "AutodiffError",
     "Compilation",
