@@ -3,7 +3,9 @@
 ``tfl.compile(f, *example_args)`` traces `f` and runs the passes in order (by default
 simplify, constant_fold, cse, dce, fuse). Each stage leaves a `Snapshot`: its graph, the graph as
 networkx (every node marked with what happened to it), the changes the pass made, and figures
-(nodes, kernels launched, bytes moved, flops). The pass stepper replays these snapshots.
+(nodes, kernels launched, bytes moved, flops). The pass stepper replays these snapshots:
+``compilation.show()`` opens it in a notebook (displaying a compilation does too), and
+``compilation.to_html(path)`` writes it as one web page.
 
 With verification on (``verify=True``, and always in teachflow's own tests), the compiler runs the
 traced graph on random inputs and then every stage's graph, and stops at the first pass that
@@ -15,6 +17,7 @@ from __future__ import annotations
 import gc
 from dataclasses import dataclass, field
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -73,11 +76,17 @@ class Snapshot:
 
 
 class Compilation:
-    """A traced function compiled by a pipeline of passes; callable like the function."""
+    """A traced function compiled by a pipeline of passes; callable like the function.
 
-    def __init__(self, snapshots: list[Snapshot], concrete: Any = None) -> None:
+    ``example_inputs`` are the tensors it was traced with (flat, in the graph's input order),
+    kept by `compile` so the stepper can show every node's value on them.
+    """
+
+    def __init__(self, snapshots: list[Snapshot], concrete: Any = None,
+                 example_inputs: list[Tensor] | None = None) -> None:
         self.snapshots = snapshots
         self.concrete = concrete
+        self.example_inputs = example_inputs
 
     @property
     def graph(self) -> Graph:
@@ -97,6 +106,32 @@ class Compilation:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.concrete(*args, **kwargs)
+
+    # --- Seeing it (the widget libraries load only here, not with teachflow) -----------------
+
+    def show(self) -> Any:
+        """The pass stepper for this compilation: a notebook widget to step through the passes."""
+        from teachflow.viz.stepper import PassStepper
+
+        return PassStepper.for_compilation(self, self.example_inputs)
+
+    def to_html(self, path: str | Path) -> Path:
+        """Write the pass stepper to `path` as one self-contained web page; return the path."""
+        from teachflow.viz.html import to_html
+
+        return to_html(self, path, self.example_inputs)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict]:
+        """In a notebook, a compilation displays as its stepper; where widgets cannot run
+        (GitHub, nbconvert), as a picture of the final graph; in a terminal, as text."""
+        from teachflow.viz.svg import graph_svg
+
+        widget = self.show()
+        bundle = widget._repr_mimebundle_(**kwargs)  # anywidget gives (data, metadata)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        data["image/svg+xml"] = graph_svg(widget.data["stages"][-1])
+        data["text/plain"] = repr(self)
+        return data, metadata
 
     def __repr__(self) -> str:
         stages = " -> ".join(f"{s.pass_name}({len(s.graph)})" for s in self.snapshots)
@@ -136,7 +171,9 @@ def compile(f: Any, *example_args: Any, passes: Any = "default", backend: str | 
     from teachflow.function import Function
 
     staged = Function(f, passes=passes, backend=backend, verify=verify)
-    return staged.get_concrete_function(*example_args, **example_kwargs).compilation
+    concrete, tensors = staged._concrete_for(example_args, example_kwargs)
+    concrete.compilation.example_inputs = list(tensors)  # for the stepper's values
+    return concrete.compilation
 
 
 # --- Figures per stage --------------------------------------------------------------------------

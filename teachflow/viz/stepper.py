@@ -1,0 +1,44 @@
+"""The pass stepper widget: a compilation, stage by stage, inside the notebook.
+
+The Python side is small on purpose. `PassStepper` is an anywidget whose front-end is
+``widgets/stepper.js`` (with ``stepper.css``); it syncs two traits: ``data``, the whole compilation
+as plain data (`teachflow.viz.data.compilation_data`), sent once, and ``stage``, the stage on
+show. Stepping happens in the browser, so it needs no round trip to the kernel and still works
+from a saved notebook. ``compilation.show()`` makes one; displaying a compilation shows one too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anywidget
+import traitlets
+
+from teachflow.viz.assets import widget_file
+from teachflow.viz.data import compilation_data
+
+
+class PassStepper(anywidget.AnyWidget):
+    """Step through a compilation's passes: the graph, what changed and why, figures, IR."""
+
+    _esm = widget_file("stepper.js")
+    _css = widget_file("stepper.css")
+
+    data = traitlets.Dict().tag(sync=True)
+    stage = traitlets.Int(0).tag(sync=True)
+
+    @classmethod
+    def for_compilation(cls, compilation: Any, example_inputs: list | None = None,
+                        **kwargs: Any) -> PassStepper:
+        """A stepper for `compilation`, with values computed on `example_inputs` if given."""
+        return cls(data=compilation_data(compilation, example_inputs), **kwargs)
+
+    @property
+    def stage_name(self) -> str:
+        """The pass whose result is on show ("trace" for the traced graph)."""
+        return self.data["stages"][self.stage]["pass"] if self.data.get("stages") else ""
+
+    def __repr__(self) -> str:
+        count = len(self.data.get("stages", []))
+        return (f"<PassStepper {self.data.get('name', '')}: stage {self.stage + 1} of {count}"
+                f" ({self.stage_name})>")

@@ -1,0 +1,105 @@
+"""A static picture of one stage: the graph as SVG text, drawn in Python.
+
+The pass stepper needs a browser that runs its JavaScript. Where there is none (a notebook on
+GitHub, nbconvert without widget state, a terminal), the compilation's rich output falls back to
+this picture of the final graph. It draws what the stepper draws, from the same data
+(`teachflow.viz.data.stage_data`): each node a box at its place in the layout with its label,
+each edge a polyline along its route, and each node's change status told by an Okabe–Ito colour,
+an outline style and a word badge, as in the widget (``widgets/stepper.css``).
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+#: Box size and spacing in pixels (the layout's unit is one grid step), as in stepper.js.
+NODE_W, NODE_H = 124, 30
+X_SCALE, Y_SCALE = 150, 70
+PAD = 36
+
+#: status -> (outline colour, outline width, dash pattern, badge)
+STYLE = {
+    "added": ("#009e73", 2.5, "", "+ new"),
+    "removed": ("#d55e00", 2.0, "6 4", "− gone"),
+    "replaced": ("#e69f00", 2.5, "10 3 2 3", "↻ replaced"),
+    "merged": ("#56b4e9", 3.0, "2 3", "⇉ merged"),
+    "fused": ("#cc79a7", 3.5, "", "⊕ fused"),
+    "kept": ("#8c8c8c", 1.2, "", ""),
+}
+
+
+def graph_svg(stage: dict) -> str:
+    """An SVG document of one stage (a dict of `compilation_data(...)["stages"]`).
+
+    The layout's rows that this stage leaves empty (the rows of nodes a pass removed) are
+    closed up: the widget keeps them so nodes stay put from stage to stage, a picture need not.
+    """
+    nodes = stage["nodes"]
+    row = _rows(stage)
+    where = {n["id"]: (n["x"] * X_SCALE, row[n["y"]] * Y_SCALE) for n in nodes}
+    xs = [x for x, _ in where.values()] or [0.0]
+    ys = [y for _, y in where.values()] or [0.0]
+    left, top = min(xs) - NODE_W / 2 - PAD, min(ys) - NODE_H / 2 - PAD
+    width, height = max(xs) - min(xs) + NODE_W + 2 * PAD, max(ys) - min(ys) + NODE_H + 2 * PAD
+    kernels = stage["stats"]["kernels"]
+    count = stage["stats"]["nodes"]
+    title = (f"{stage['pass']}: {count} node{'s' * (count != 1)}, "
+             f"{kernels} kernel{'s' * (kernels != 1)}")
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+        f'viewBox="{left:.1f} {top:.1f} {width:.1f} {height:.1f}" font-family="monospace" '
+        f'font-size="11">',
+        f"<title>{escape(title)}</title>",
+        f'<rect x="{left:.1f}" y="{top:.1f}" width="{width:.1f}" height="{height:.1f}" '
+        'fill="white"/>',
+        '<g fill="none" stroke="#8c8c8c" stroke-width="1.3">',
+    ]
+    for edge in stage["edges"]:
+        points = _edge_points(edge, where, row)
+        parts.append(f'<polyline points="{points}"/>')
+    parts.append("</g>")
+    for node in nodes:
+        parts.append(_node(node, *where[node["id"]]))
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _rows(stage: dict) -> dict[float, int]:
+    """Each layout row in use (by a node or an edge's bend) -> its row in the picture."""
+    used = {n["y"] for n in stage["nodes"]}
+    used.update(y for edge in stage["edges"] for _, y in edge["route"][1:-1])
+    return {y: i for i, y in enumerate(sorted(used))}
+
+
+def _edge_points(edge: dict, where: dict, row: dict[float, int]) -> str:
+    """From the bottom of the source box, through the route's bends, to the top of the target."""
+    (x0, y0), (x1, y1) = where[edge["from"]], where[edge["to"]]
+    bends = [(x * X_SCALE, row[y] * Y_SCALE) for x, y in edge["route"][1:-1]]
+    points = [(x0, y0 + NODE_H / 2), *bends, (x1, y1 - NODE_H / 2)]
+    return " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
+
+
+def _node(node: dict, x: float, y: float) -> str:
+    colour, stroke, dash, badge = STYLE.get(node["status"], STYLE["kept"])
+    label = node["label"] if len(node["label"]) <= 19 else node["label"][:18] + "…"
+    left, top = x - NODE_W / 2, y - NODE_H / 2
+    dashes = f' stroke-dasharray="{dash}"' if dash else ""
+    rounded = NODE_H / 2 if node["status"] == "fused" else 4
+    weight = ' font-weight="bold"' if node["is_output"] else ""
+    out = [
+        f'<g data-node-id="{node["id"]}" data-status="{node["status"]}">',
+        f"<title>{escape(node['text'])}</title>",
+        f'<rect data-node-id="{node["id"]}" x="{left:.1f}" y="{top:.1f}" width="{NODE_W}" '
+        f'height="{NODE_H}" rx="{rounded}" fill="white" stroke="{colour}" '
+        f'stroke-width="{stroke}"{dashes}/>',
+        f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle"{weight}>{escape(label)}</text>',
+    ]
+    if badge:
+        w = len(badge) * 6 + 8
+        out.append(f'<rect x="{left + NODE_W - w + 6:.1f}" y="{top - 9:.1f}" width="{w}" '
+                   f'height="14" rx="7" fill="{colour}"/>'
+                   f'<text x="{left + NODE_W - w / 2 + 6:.1f}" y="{top + 1.5:.1f}" '
+                   f'text-anchor="middle" font-size="9.5" font-family="sans-serif">'
+                   f"{escape(badge)}</text>")
+    out.append("</g>")
+    return "".join(out)
