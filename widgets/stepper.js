@@ -281,7 +281,7 @@ function render({ model, el }) {
     cache: new Map(), // per stage: lookups built on first use
     names: new Map(), // node id -> "%7" over all stages
     history: null, // node id -> the changes that made it and the ones it went into
-    drawn: { stage: -1, page: -1, expand: false, ids: new Set(), box: null },
+    drawn: { page: -1, ids: new Set(), box: null, zoom: 1, where: new Map() }, // what is on screen
   };
 
   // --- Data and lookups -------------------------------------------------------------------------
@@ -711,7 +711,7 @@ function render({ model, el }) {
     parts.push(`</g></svg>`);
     ui.graph.innerHTML = parts.join("");
 
-    st.drawn = { stage: st.stage, page: v.page, expand: st.expandAll, ids: new Set(where.keys()), box, zoom, where };
+    st.drawn = { page: v.page, ids: new Set(where.keys()), box, zoom, where };
     ui.note.textContent = v.note;
     ui.expand.hidden = !inf.big;
     ui.expand.textContent = st.expandAll ? "show the neighbourhood only" : `expand all ${v.total.toLocaleString("en")} nodes`;
