@@ -1,0 +1,204 @@
+"""The pass stepper in a real browser: Debian's Chromium driven by Playwright.
+
+(a) The static page `Compilation.to_html` writes: step by click and by key, check which nodes
+    carry which change mark, open a node's details, read the narration.
+(b) JupyterLab for real: start it on a loopback port with a notebook that uses ``%%compile``,
+    run it, find the widget, step it. Screenshots go to ``test-artifacts/``.
+
+These tests need Chromium (``apt-get install chromium``; `.ci/run` installs it) and skip with a
+plain message where it is missing. Playwright never downloads a browser here: it is pointed at
+``/usr/bin/chromium``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import teachflow as tfl
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="browser tests skipped: Chromium not found (install Debian's chromium package)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.errors = errors
+    yield page
+    page.close()
+
+
+def example():
+    def f(x, w):
+        return ((x @ w).tanh() + (x @ w).tanh()) * 1.0 + tfl.full((), 2.0) * 3.0
+
+    return tfl.compile(f, tfl.randn(4, 3), tfl.randn(3, 2))
+
+
+def stage_of(page) -> int:
+    return int(page.locator(".tf-stepper").get_attribute("data-current-stage"))
+
+
+def status_of(page, node_id: int) -> str:
+    return page.locator(f'.tf-nodes [data-node-id="{node_id}"]').first.get_attribute("data-status")
+
+
+def test_the_static_page_steps_marks_changes_and_explains_them(page, tmp_path) -> None:
+    compilation = example()
+    path = tmp_path / "stepper.html"
+    compilation.to_html(path)
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tf-stepper[data-current-stage]")
+    assert stage_of(page) == 0
+
+    # Step by click: simplify rewrote f(x) + f(x) into 2*f(x).
+    page.click(".tf-next")
+    assert stage_of(page) == 1
+    simplify = compilation.snapshots[1]
+    doubled = next(c for c in simplify.changes if c.rule == "f(x) + f(x) -> 2*f(x)")
+    assert status_of(page, doubled.result[0]) == "replaced"
+    assert "2*f(x)" in page.locator(".tf-narration").inner_text()
+
+    # Step by key, forwards and back.
+    page.focus(".tf-stepper")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("j")
+    assert stage_of(page) == 3  # cse
+    merged = compilation.snapshots[3].changes[0]
+    assert status_of(page, merged.result[0]) == "merged"
+    assert page.locator(f'[data-node-id="{merged.nodes[0]}"][data-status="removed"]').count()
+    page.keyboard.press("k")
+    assert stage_of(page) == 2
+
+    # The last stage: one fused kernel; its details show the generated source.
+    page.click(".tf-stages li:last-child" if page.locator(".tf-stages li").count()
+               else ".tf-next")
+    while stage_of(page) < len(compilation.snapshots) - 1:
+        page.click(".tf-next")
+    fused = next(n for n in compilation.graph.nodes if n.op.name.startswith("fused"))
+    assert status_of(page, fused.id) == "fused"
+    page.locator(f'.tf-nodes [data-node-id="{fused.id}"]').first.click()
+    details = page.locator(".tf-details").inner_text()
+    assert fused.op.name in details and "def fused_k1" in details
+    assert not page.errors, page.errors
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "static-page-fused.png"))
+
+
+def test_a_big_compilation_opens_and_steps_without_freezing(page, tmp_path) -> None:
+    def long(x):
+        for i in range(150):
+            x = (x * 1.001 + 0.5).tanh() - float(i % 3)
+        return x
+
+    compilation = tfl.compile(long, tfl.ones(4, 4), verify=False)
+    path = tmp_path / "big.html"
+    compilation.to_html(path)
+    start = time.perf_counter()
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tf-stepper[data-current-stage]")
+    page.click(".tf-next")
+    assert stage_of(page) == 1
+    opened = time.perf_counter() - start
+    render_ms = float(page.locator(".tf-stepper").get_attribute("data-render-ms"))
+    print(f"{len(compilation.snapshots[0].graph)}-node page: interactive after {opened:.2f} s, "
+          f"last redraw {render_ms:.0f} ms")
+    assert not page.errors, page.errors
+
+
+# --- JupyterLab -----------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jupyterlab(tmp_path_factory):
+    pytest.importorskip("jupyterlab", reason="JupyterLab is not installed")
+    nbformat = pytest.importorskip("nbformat")
+    root = tmp_path_factory.mktemp("lab")
+    cells = [
+        nbformat.v4.new_code_cell("%load_ext teachflow\nimport teachflow as tfl\n"
+                                  "x, w = tfl.randn(4, 3), tfl.randn(3, 2)"),
+        nbformat.v4.new_code_cell("%%compile\nh = ((x @ w).tanh() + (x @ w).tanh()) * 1.0\n"
+                                  "h.sum()"),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(notebook, root / "stepper.ipynb")
+    port, token = _free_port(), "teachflow-test"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}",
+         "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", "--allow-root",
+         f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.5)
+    yield url, token
+    server.terminate()
+    server.wait(timeout=30)
+
+
+def test_the_stepper_works_in_jupyterlab(page, jupyterlab) -> None:
+    from playwright.sync_api import TimeoutError  # Playwright's own, for the retry below
+
+    url, token = jupyterlab
+    page.set_default_timeout(90_000)
+    page.goto(f"{url}/lab/tree/stepper.ipynb?token={token}")
+    page.wait_for_function("window.jupyterapp && window.jupyterapp.commands")
+    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    page.wait_for_selector(".jp-StatusBar-TextItem:has-text('Idle')")  # the kernel is up
+    stepper = None
+    for _ in range(3):  # a command sent while the notebook is still settling can be dropped
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        try:
+            stepper = page.wait_for_selector(".jp-OutputArea .tf-stepper[data-current-stage]",
+                                             timeout=30_000)
+            break
+        except TimeoutError:  # Playwright's: try once more
+            continue
+    assert stepper is not None, "the stepper never appeared in the notebook's output"
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-trace.png"))
+    assert stepper.get_attribute("data-current-stage") == "0"
+    page.click(".jp-OutputArea .tf-next")
+    page.wait_for_selector(".jp-OutputArea .tf-stepper[data-current-stage='1']")
+    narration = page.locator(".jp-OutputArea .tf-narration").inner_text()
+    assert "2*f(x)" in narration
+    page.screenshot(path=str(ARTIFACTS / "jupyterlab-simplify.png"))
+    errors = [e for e in page.errors if "favicon" not in e]
+    assert not errors, json.dumps(errors)
