@@ -37,6 +37,8 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/fusion.py
 	$(PY) bench/compile_time.py
 	$(PY) bench/layout.py
+	$(PY) bench/stepper.py
+	$(PY) bench/stepper_browser.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -81,3 +81,10 @@ def test_a_gpu_that_is_not_there_is_a_device_error(ip) -> None:
 def test_unknown_options_are_refused(ip) -> None:
     with pytest.raises(tfl.TeachflowError, match="--frobnicate"):
         ip.run_cell_magic("compile", "--frobnicate", CELL)
+
+
+def test_html_option_writes_the_stepper_page(ip, tmp_path) -> None:
+    page = tmp_path / "cell.html"
+    ip.run_cell_magic("compile", f"--no-show --html {page}", CELL)
+    text = page.read_text()
+    assert "<script" in text and "tf-stepper" in text and '"stages"' in text

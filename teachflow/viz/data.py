@@ -30,8 +30,10 @@ def compilation_data(compilation: Compilation, example_inputs: list | None = Non
     snapshots = compilation.snapshots
     layouts = layout_stages(snapshots)
     stages = []
+    summaries: dict[int, dict] = {}  # a node keeps its id, and its value, across the passes
     for i, (snap, lay) in enumerate(zip(snapshots, layouts, strict=True)):
-        values = _values(snap.graph, example_inputs) if example_inputs is not None else {}
+        values = (_values(snap.graph, example_inputs, summaries)
+                  if example_inputs is not None else {})
         stages.append(stage_data(snap, lay, values, previous=stages[-1] if stages else None,
                                  index=i))
     return {"name": compilation.graph.name, "stages": stages}
@@ -108,21 +110,22 @@ def _kernel(node: Node | None) -> dict | None:
             "members": [format_node(m) for m in members]}
 
 
-def _values(graph: Graph, inputs: list) -> dict[int, dict]:
-    """Each value of the stage on the example inputs, summarised for display."""
-    found: dict[int, dict] = {}
+def _values(graph: Graph, inputs: list, known: dict[int, dict]) -> dict[int, dict]:
+    """Each value of the stage on the example inputs, summarised for display. `known` holds the
+    summaries of earlier stages: a node that survived a pass has the same value, so only the
+    nodes a pass created are summarised again."""
+
+    def keep(value_id: int, array: Any) -> None:
+        if value_id not in known:
+            known[value_id] = summarize(np.asarray(array))
+
     for v, t in zip(graph.inputs, inputs, strict=True):
-        found[v.id] = summarize(t.numpy())
+        keep(v.id, t.numpy())
     for v in [*graph.captures, *graph.constants]:
-        data = v.data.numpy() if hasattr(v.data, "numpy") else np.asarray(v.data)
-        found[v.id] = summarize(data)
-
-    def keep(node: Node, result: Any) -> None:
-        found[node.id] = summarize(result.numpy())
-
+        keep(v.id, v.data.numpy() if hasattr(v.data, "numpy") else v.data)
     with np.errstate(all="ignore"):
-        interpret(graph, inputs, on_node=keep)
-    return found
+        interpret(graph, inputs, on_node=lambda node, result: keep(node.id, result.numpy()))
+    return {v.id: known[v.id] for v in graph.values() if v.id in known}
 
 
 def summarize(array: np.ndarray) -> dict:
