@@ -124,12 +124,35 @@ def test_a_big_compilation_opens_and_steps_without_freezing(page, tmp_path) -> N
     start = time.perf_counter()
     page.goto(path.as_uri())
     page.wait_for_selector(".tf-stepper[data-current-stage]")
+    # The unrolled loop body is one source line repeated 150 times: drawn as a collapsed block.
+    block = page.locator(".tf-graph .tf-block").first
+    assert page.locator(".tf-graph .tf-block").count() >= 1
+    size = int(block.get_attribute("data-block-size"))
+    source = block.get_attribute("data-block-source")
+    assert size >= 150 and source.startswith("test_browser.py:")
+    assert "×150" in block.text_content()
+    drawn = page.locator(".tf-graph .tf-nodes [data-node-id]").count()
+    assert drawn < 20, drawn  # the members are folded away, not drawn one by one
     page.click(".tf-next")
     assert stage_of(page) == 1
     opened = time.perf_counter() - start
     render_ms = float(page.locator(".tf-stepper").get_attribute("data-render-ms"))
     print(f"{len(compilation.snapshots[0].graph)}-node page: interactive after {opened:.2f} s, "
           f"last redraw {render_ms:.0f} ms")
+
+    # Back on the first stage, clicking the block shows its members, one box each.
+    page.click('.tf-stages button[data-stage="0"]')
+    assert stage_of(page) == 0
+    page.locator(".tf-graph .tf-block").first.click()
+    assert page.locator(".tf-graph .tf-block").count() == 0
+    members = page.locator(".tf-graph .tf-nodes [data-node-id]")
+    assert members.count() > 100
+    assert "tanh" in page.locator(".tf-graph").text_content()
+    # "expand all" draws every node; toggling it back collapses the block again.
+    page.click(".tf-expand")
+    assert members.count() == len(compilation.snapshots[0].nx)  # the input too
+    page.click(".tf-expand")
+    assert page.locator(".tf-graph .tf-block").count() >= 1
     assert not page.errors, page.errors
 
 

@@ -11,7 +11,9 @@
  *
  * Speed: the page is rebuilt from strings (one innerHTML per panel), never node by node, and no
  * layout is read while drawing. Past BIG nodes only the neighbourhood of the changes is drawn, with
- * fused groups collapsed into their kernel, until the learner asks to expand everything.
+ * fused groups collapsed into their kernel and repeated blocks (the many nodes of one source line
+ * of an unrolled loop) collapsed into one box each, until the learner opens a block or asks to
+ * expand everything.
  */
 
 /** Box size and spacing of the drawing, in pixels (the layout's unit is one grid step). */
@@ -28,6 +30,10 @@ const VIEW_LIMIT = 300;
 /** A neighbour joins that view only this many layers above or below its changed node (farther
  * ones, such as a weight fed from the top of the graph, get a stub), so the view stays compact. */
 const NEAR_LAYERS = 3;
+/** In a big view, the nodes of one user source line are drawn as one collapsed block when that
+ * line repeats (its most frequent op occurs) at least BLOCK_REPS times over BLOCK_NODES nodes. */
+const BLOCK_REPS = 8;
+const BLOCK_NODES = 16;
 /** Milliseconds per stage when playing. */
 const PLAY_MS = 1200;
 /** Changes listed at once in the rule card (the arrows reach the rest). */
@@ -273,6 +279,7 @@ function render({ model, el }) {
     node: null, // the selected node id
     hideUnchanged: false,
     expandAll: false,
+    openBlocks: new Set(), // the source lines whose repeated block the learner opened
     irFull: false,
     zoom: null, // null: fit the width when the graph is wider than the view
     scrolling: 0, // the frame request of a pending scroll
@@ -281,7 +288,8 @@ function render({ model, el }) {
     cache: new Map(), // per stage: lookups built on first use
     names: new Map(), // node id -> "%7" over all stages
     history: null, // node id -> the changes that made it and the ones it went into
-    drawn: { page: -1, ids: new Set(), box: null, zoom: 1, where: new Map() }, // what is on screen
+    // what is on screen: node ids drawn one by one, where each is, the collapsed blocks and theirs
+    drawn: { page: -1, ids: new Set(), box: null, zoom: 1, where: new Map(), blocks: new Map() },
   };
 
   // --- Data and lookups -------------------------------------------------------------------------
@@ -354,6 +362,70 @@ function render({ model, el }) {
     }
     inf.adjacent = adjacent;
     return adjacent;
+  }
+
+  /** The repeated blocks of a stage: its nodes (and the ones it removed) grouped by user source
+   * line, keeping the lines that repeat enough. `of` maps a member's id to its block. */
+  function blocksOf(inf) {
+    if (inf.blocks) return inf.blocks;
+    const bySource = new Map();
+    const add = (n, gone) => {
+      if (!n.source) return;
+      let group = bySource.get(n.source);
+      if (!group) bySource.set(n.source, (group = { present: [], removed: [] }));
+      (gone ? group.removed : group.present).push(n);
+    };
+    for (const n of inf.stage.nodes) add(n, false);
+    for (const n of inf.stage.removed) add(n, true);
+    const list = [];
+    const of = new Map();
+    const count = (map, key) => map.set(key, (map.get(key) ?? 0) + 1);
+    for (const [source, { present, removed }] of bySource) {
+      const size = present.length + removed.length;
+      const counted = present.length ? present : removed;
+      const ops = new Map();
+      for (const n of counted) count(ops, n.op);
+      const reps = repeats([...ops.values()]);
+      if (size < BLOCK_NODES || reps < BLOCK_REPS) continue;
+      const statuses = new Map();
+      for (const n of present) if (n.status !== "kept") count(statuses, n.status);
+      let status = "kept";
+      for (const [key, c] of statuses) if (status === "kept" || c > statuses.get(status)) status = key;
+      if (removed.length) statuses.set("removed", removed.length);
+      if (status === "kept" && removed.length) status = "removed";
+      let changed = 0;
+      for (const c of statuses.values()) changed += c;
+      const block = {
+        index: list.length, source, size, reps, status, changed, statuses,
+        perRep: Math.max(1, Math.round(counted.length / reps)),
+      };
+      list.push(block);
+      for (const n of present) of.set(n.id, block);
+      for (const n of removed) if (!of.has(n.id)) of.set(n.id, block);
+    }
+    inf.blocks = { list, of };
+    return inf.blocks;
+  }
+
+  /** How many times a source line ran, from how often each of its ops occurs: their greatest
+   * common divisor (a line with mul ×1125 and add ×375 ran 375 times, 3 muls and an add each),
+   * or where that is too small to be a loop (an op merged or folded away somewhere) the count
+   * most ops share. */
+  function repeats(counts) {
+    const gcd = (a, b) => (b ? gcd(b, a % b) : a);
+    const divisor = counts.reduce(gcd, 0);
+    if (divisor >= BLOCK_REPS) return divisor;
+    const often = new Map();
+    for (const c of counts) often.set(c, (often.get(c) ?? 0) + 1);
+    let best = 0;
+    for (const [c, k] of often) {
+      if (!best || k > often.get(best) || (k === often.get(best) && c < best)) best = c;
+    }
+    return best;
+  }
+
+  function blockOpen(inf, block) {
+    return st.openBlocks.has(block.source) || (st.node !== null && blocksOf(inf).of.get(st.node) === block);
   }
 
   function nodeIn(inf, id) {
@@ -473,6 +545,8 @@ function render({ model, el }) {
     const inf = info(st.stage);
     if (!nodeIn(inf, id)) return;
     st.node = id;
+    const block = st.drawn.of?.get(id);
+    if (block && st.drawn.blocks.has(block)) st.openBlocks.add(block.source);
     if (!st.drawn.ids.has(id)) drawGraph(false);
     else markSelected();
     if (scroll) scrollTo([id]);
@@ -596,7 +670,7 @@ function render({ model, el }) {
   function view(inf) {
     const total = inf.stage.nodes.length + inf.stage.removed.length;
     if (!inf.big || st.expandAll) {
-      return { ids: null, page: -1, note: "", total };
+      return { ids: null, page: -1, note: "", total, blocks: new Map() };
     }
     const focus = [];
     let page = -1;
@@ -624,17 +698,35 @@ function render({ model, el }) {
       }
       if (ids.size >= VIEW_LIMIT) break;
     }
+    // Repeated blocks: the members in view of a block the learner has not opened become one box.
+    const blocks = new Map(); // block -> its members that the neighbourhood would have drawn
+    const { of } = blocksOf(inf);
+    for (const id of [...ids]) {
+      const block = of.get(id);
+      if (!block || blockOpen(inf, block)) continue;
+      ids.delete(id);
+      if (!blocks.has(block)) blocks.set(block, []);
+      blocks.get(block).push(id);
+    }
+    let folded = "";
+    if (blocks.size) {
+      let members = 0;
+      for (const block of blocks.keys()) members += block.size;
+      folded = ` and ${plural(blocks.size, "repeated block")} (${members.toLocaleString("en")} ` +
+        `nodes; click ${blocks.size === 1 ? "it" : "one"} to open it)`;
+    }
     let note;
     if (changes.length) {
       const [a, b] = pages(inf)[page];
       const which = b - a === changes.length ? "all changes" : `changes ${a + 1}–${b} of ${changes.length}`;
-      note = `Showing ${ids.size.toLocaleString("en")} of ${total.toLocaleString("en")} nodes: ` +
-        `the neighbourhood of ${which}` + (inf.memberOf.size ? ", fused groups collapsed." : ".");
+      note = `Showing ${plural(ids.size, "node")}${folded} of ${total.toLocaleString("en")}: ` +
+        `the neighbourhood of ${which}` +
+        (inf.memberOf.size ? ", fused groups collapsed." : ".");
     } else {
-      note = `Showing ${ids.size.toLocaleString("en")} of ${total.toLocaleString("en")} nodes: ` +
+      note = `Showing ${plural(ids.size, "node")}${folded} of ${total.toLocaleString("en")}: ` +
         "the top of the graph.";
     }
-    return { ids, page, note, total };
+    return { ids, page, note, total, blocks };
   }
 
   function position(inf, n) {
@@ -654,15 +746,44 @@ function render({ model, el }) {
     let minY = Infinity;
     let maxX = -Infinity;
     let maxY = -Infinity;
-    for (const n of [...removed, ...present]) {
-      const p = position(inf, n);
-      where.set(n.id, p);
+    const extend = (p) => {
       minX = Math.min(minX, p[0]);
       maxX = Math.max(maxX, p[0]);
       minY = Math.min(minY, p[1]);
       maxY = Math.max(maxY, p[1]);
+    };
+    for (const n of [...removed, ...present]) where.set(n.id, position(inf, n));
+    // A collapsed block stands where its top-most member in view would have been. Its members
+    // may be spread far apart, so a view with blocks is packed: each layer drawn becomes one
+    // row, its boxes side by side in their order (and edges are drawn as plain curves).
+    const blockAt = new Map();
+    for (const [block, members] of v.blocks) {
+      let top = null;
+      for (const id of members) {
+        const p = position(inf, nodeIn(inf, id));
+        if (!top || p[1] < top[1] || (p[1] === top[1] && p[0] < top[0])) top = p;
+      }
+      blockAt.set(block, top);
     }
-    if (!where.size) minX = minY = maxX = maxY = 0;
+    const packed = blockAt.size > 0;
+    if (packed) {
+      const rows = new Map();
+      for (const map of [where, blockAt]) {
+        for (const [key, p] of map) {
+          if (!rows.has(p[1])) rows.set(p[1], []);
+          rows.get(p[1]).push([map, key, p[0]]);
+        }
+      }
+      [...rows.keys()].sort((a, b) => a - b).forEach((y, row) => {
+        const items = rows.get(y).sort((a, b) => a[2] - b[2]);
+        items.forEach(([map, key], col) => {
+          map.set(key, [(col - (items.length - 1) / 2) * X_SCALE, row * Y_SCALE]);
+        });
+      });
+    }
+    for (const p of where.values()) extend(p);
+    for (const p of blockAt.values()) extend(p);
+    if (minX === Infinity) minX = minY = maxX = maxY = 0;
     const box = {
       x: minX - NODE_W / 2 - PAD,
       y: minY - NODE_H / 2 - PAD,
@@ -681,20 +802,40 @@ function render({ model, el }) {
       `<g class="tf-edges tf-edges-removed">`,
     ];
     const arrow = `marker-end="url(#${uid}-arrow)"`;
+    const { of } = v.blocks.size ? blocksOf(inf) : { of: null };
+    const collapsedOf = (id) => {
+      const block = of?.get(id);
+      return block && v.blocks.has(block) ? block : null;
+    };
+    const seen = new Set(); // block edges and stubs, drawn once per pair of ends
+    /** An edge's two ends as drawn (a collapsed member stands at its block), its route, and
+     * whether it is to be drawn at all (not inside one block, not twice). */
+    const ends = (e, tag) => {
+      const ba = of && collapsedOf(e.from);
+      const bb = of && collapsedOf(e.to);
+      if (!ba && !bb) return [where.get(e.from), where.get(e.to), packed ? [] : e.route];
+      if (ba && ba === bb) return [null, null, null];
+      const a = ba ? blockAt.get(ba) : where.get(e.from);
+      const b = bb ? blockAt.get(bb) : where.get(e.to);
+      const key = `${tag}${ba ? `b${ba.index}` : a ? e.from : "-"}>${bb ? `b${bb.index}` : b ? e.to : "-"}`;
+      if (seen.has(key)) return [null, null, null];
+      seen.add(key);
+      return [a, b, []];
+    };
     for (const e of inf.removedEdges) {
-      if (where.has(e.from) && where.has(e.to)) {
+      const [a, b, route] = ends(e, "-");
+      if (a && b) {
         parts.push(`<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" d="` +
-          `${edgePath(e.route, where.get(e.from), where.get(e.to))}"/>`);
+          `${edgePath(route, a, b)}"/>`);
       }
     }
     parts.push(`</g><g class="tf-edges">`);
     const stubs = [];
     for (const e of inf.stage.edges) {
-      const a = where.get(e.from);
-      const b = where.get(e.to);
+      const [a, b, route] = ends(e, "");
       if (a && b) {
         parts.push(`<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" ${arrow} d="` +
-          `${edgePath(e.route, a, b)}"/>`);
+          `${edgePath(route, a, b)}"/>`);
       } else if (a || b) {
         stubs.push(stubPath(a, b));
       }
@@ -708,10 +849,11 @@ function render({ model, el }) {
       const folded = collapse ? inf.groupSize.get(n.id) ?? 0 : 0;
       parts.push(nodeSvg(n, n.status, where.get(n.id), folded));
     }
+    for (const [block, p] of blockAt) parts.push(blockSvg(block, p));
     parts.push(`</g></svg>`);
     ui.graph.innerHTML = parts.join("");
 
-    st.drawn = { page: v.page, ids: new Set(where.keys()), box, zoom, where };
+    st.drawn = { page: v.page, ids: new Set(where.keys()), box, zoom, where, blocks: blockAt, of };
     ui.note.textContent = v.note;
     ui.expand.hidden = !inf.big;
     ui.expand.textContent = st.expandAll ? "show the neighbourhood only" : `expand all ${v.total.toLocaleString("en")} nodes`;
@@ -744,6 +886,56 @@ function render({ model, el }) {
         `<rect width="${w}" height="14" rx="7"/><text x="${w / 2}" y="10.5">${esc(text)}</text></g>`;
     }
     return `${out}</g>`;
+  }
+
+  /** A collapsed repeated block: a small stack of boxes, "×150 · 4 ops" over its source line,
+   * with the status most of its changed members share (and how many changed) as its badge. */
+  function blockSvg(b, [x, y]) {
+    const badge = b.changed ? `${STATUS[b.status]?.badge || b.status} ${b.statuses.get(b.status)}` : "";
+    const source = b.source.length > 19 ? `…${b.source.slice(-18)}` : b.source;
+    const counts = [...b.statuses].map(([status, c]) => `${c} ${status}`).join(", ");
+    const words = `${plural(b.size, "node")} from ${b.source}: the line repeats ×${b.reps}, ` +
+      `${plural(b.perRep, "op")} each` + (counts ? `; ${counts}` : "; unchanged") +
+      ". Click to open the block.";
+    const rect = (dx, extra) =>
+      `<rect class="tf-box${extra}" x="${dx}" y="${-dx}" width="${NODE_W}" height="${NODE_H}" rx="4"/>`;
+    let out =
+      `<g class="tf-node tf-block" data-block="${b.index}" data-block-size="${b.size}" ` +
+      `data-block-reps="${b.reps}" data-block-source="${esc(b.source)}" data-status="${b.status}" ` +
+      `data-changed="${b.changed > 0}" role="button" tabindex="0" aria-label="${esc(words)}" ` +
+      `transform="translate(${r1(x - NODE_W / 2)},${r1(y - NODE_H / 2)})">` +
+      `<title>${esc(words)}</title>${rect(8, " tf-block-back")}${rect(4, " tf-block-back")}${rect(0, "")}` +
+      `<text class="tf-label" x="${NODE_W / 2}" y="12.5">×${b.reps} · ${plural(b.perRep, "op")}</text>` +
+      `<text class="tf-label tf-block-source" x="${NODE_W / 2}" y="25">${esc(source)}</text>`;
+    if (badge) {
+      const w = badge.length * 6 + 8;
+      out +=
+        `<g class="tf-badge" transform="translate(${NODE_W - w + 14},-17)">` +
+        `<rect width="${w}" height="14" rx="7"/><text x="${w / 2}" y="10.5">${esc(badge)}</text></g>`;
+    }
+    return `${out}</g>`;
+  }
+
+  /** Open a collapsed block: draw its members (within the neighbourhood) one by one. */
+  function openBlock(index) {
+    const inf = info(st.stage);
+    const block = blocksOf(inf).list[index];
+    if (!block) return;
+    const members = [];
+    for (const [id, b] of st.drawn.of ?? []) if (b === block) members.push(id);
+    st.openBlocks.add(block.source);
+    drawGraph(false);
+    const top = members.filter((id) => st.drawn.where.has(id))
+      .sort((p, q) => st.drawn.where.get(p)[1] - st.drawn.where.get(q)[1]);
+    scrollTo(top.slice(0, 1));
+    ui.narration.textContent = `Opened the block of ${plural(block.size, "node")} from ` +
+      `${block.source} (×${block.reps}).`;
+  }
+
+  /** Where a node is drawn: its own box, or the collapsed block it is in. */
+  function drawnAt(id) {
+    const { where, blocks, of } = st.drawn;
+    return where.get(id) ?? (of && blocks.get(of.get(id)));
   }
 
   /** An edge from the bottom of its source to the top of its target, through the layout's
@@ -783,10 +975,14 @@ function render({ model, el }) {
   }
 
   function nodeElement(id) {
-    // Prefer the drawn-now node over a faded one with the same id (a result that is also kept).
+    // Prefer the drawn-now node over a faded one with the same id (a result that is also kept),
+    // and else the collapsed block it is in.
+    const block = st.drawn.of?.get(id);
     return (
       ui.graph.querySelector(`.tf-nodes:not(.tf-nodes-removed) [data-node-id="${id}"]`) ??
-      ui.graph.querySelector(`[data-node-id="${id}"]`)
+      ui.graph.querySelector(`[data-node-id="${id}"]`) ??
+      (block && st.drawn.blocks.has(block)
+        ? ui.graph.querySelector(`.tf-block[data-block="${block.index}"]`) : null)
     );
   }
 
@@ -794,8 +990,8 @@ function render({ model, el }) {
    * scroll waits for the next frame, when the browser lays the page out anyway: scrolling now
    * would force a second layout in the middle of a redraw. */
   function scrollTo(ids) {
-    const { box, zoom, where } = st.drawn;
-    const p = ids.map((id) => where?.get(id)).find(Boolean);
+    const { box, zoom } = st.drawn;
+    const p = ids.map(drawnAt).find(Boolean);
     if (!p || !box) return;
     cancelAnimationFrame(st.scrolling);
     st.scrolling = requestAnimationFrame(() => {
@@ -1095,11 +1291,13 @@ function render({ model, el }) {
     else if ((found = hit(".tf-goto"))) {
       go(Number(found.dataset.goto));
       selectNode(Number(found.dataset.nodeIdGoto), true);
-    } else if ((found = hit("[data-node-id]"))) {
+    } else if ((found = hit(".tf-block"))) openBlock(Number(found.dataset.block));
+    else if ((found = hit("[data-node-id]"))) {
       selectNode(Number(found.dataset.nodeId), !found.closest(".tf-graph"));
     } else if ((found = hit("[data-stage]"))) go(Number(found.dataset.stage));
     else if ((found = hit(".tf-expand"))) {
       st.expandAll = !st.expandAll;
+      st.openBlocks.clear();
       drawGraph(true);
     } else if ((found = hit(".tf-zoom-in"))) setZoom(st.drawn.zoom * 1.25);
     else if ((found = hit(".tf-zoom-out"))) setZoom(st.drawn.zoom / 1.25);
@@ -1112,6 +1310,12 @@ function render({ model, el }) {
 
   function onKey(event) {
     if (event.target.closest("input, textarea, select")) return;
+    const block = event.target.closest(".tf-block");
+    if (block && (event.key === "Enter" || event.key === " ")) {
+      event.preventDefault();
+      openBlock(Number(block.dataset.block));
+      return;
+    }
     const moves = { ArrowRight: 1, j: 1, ArrowLeft: -1, k: -1 };
     const delta = moves[event.key];
     if (delta === undefined || event.altKey || event.ctrlKey || event.metaKey) return;
