@@ -324,19 +324,18 @@ def _differentiate(f: Callable, argnums: int | Sequence[int], want_value: bool) 
             if not -len(args) <= i < len(args):
                 raise AutodiffError(f"argnums={argnums} but the function got {len(args)} "
                                     "positional argument(s)", op="grad")
+        flat = [tree_flatten(args[i]) for i in nums]  # (leaves, treedef) per differentiated arg
         # Inside another gradient computation, or with tracked inputs, this backward pass must
         # itself be recorded so the result can be differentiated again.
         create_graph = _depth > 0 or any(
             isinstance(x, _tensor.Tensor) and x._node is not None
-            for i in nums for x in tree_flatten(args[i])[0])
-        watched, structures = [], []
+            for leaves, _ in flat for x in leaves)
+        watched = []
         with enable_grad():
-            for i in nums:
-                leaves, treedef = tree_flatten(args[i])
+            for i, (leaves, treedef) in zip(nums, flat, strict=True):
                 fresh = [_watch(x, i, create_graph) for x in leaves]
                 args[i] = tree_unflatten(treedef, fresh)
                 watched.append(fresh)
-                structures.append(treedef)
             _depth += 1
             try:
                 out = f(*args, **kwargs)
@@ -344,7 +343,7 @@ def _differentiate(f: Callable, argnums: int | Sequence[int], want_value: bool) 
                 _depth -= 1
         grads = iter(_gradients(out, [w for ws in watched for w in ws], create_graph))
         results = tuple(tree_unflatten(treedef, [next(grads) for _ in ws])
-                        for treedef, ws in zip(structures, watched, strict=True))
+                        for (_, treedef), ws in zip(flat, watched, strict=True))
         gradient = results[0] if single else results
         if not want_value:
             return gradient

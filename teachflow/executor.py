@@ -40,15 +40,15 @@ _LITERAL = (bool, int, float, str, type(None), type(Ellipsis), slice)
 
 
 class Executor:
-    """A compiled graph: ``executor(*input_arrays, *capture_arrays)`` returns output arrays."""
+    """A compiled graph: ``executor(*input_arrays, *capture_arrays)`` returns output arrays.
 
-    def __init__(self, source: str, fn: Callable, inputs: list[Value], captures: list[Value],
-                 outputs: list[Value]) -> None:
+    ``captures`` are the captured tensors' values it reads, in argument order after the inputs.
+    """
+
+    def __init__(self, source: str, fn: Callable, captures: list[Value]) -> None:
         self.source = source
         self.fn = fn
-        self.inputs = inputs
         self.captures = captures
-        self.outputs = outputs
 
     def __call__(self, *arrays: Any) -> Any:
         return self.fn(*arrays)
@@ -122,7 +122,7 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     source = "\n".join([f"def {fn_name}({params}):", *body, f"    return ({returned})", ""])
     code = compile(source, f"<teachflow generated: {graph.name}>", "exec")
     exec(code, namespace)  # the source was generated above from our own graph, not user text
-    return Executor(source, namespace[fn_name], inputs, captures, outputs)
+    return Executor(source, namespace[fn_name], captures)
 
 
 def _input_name(v: Value, taken: set[str]) -> str:

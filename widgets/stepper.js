@@ -879,12 +879,7 @@ function render({ model, el }) {
       `<title>${esc(n.text)}${n.source ? `  (${esc(n.source)})` : ""}</title>` +
       `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="${status === "fused" ? NODE_H / 2 : 4}"/>` +
       `<text class="tf-label" x="${NODE_W / 2}" y="${NODE_H / 2 + 4}">${esc(label)}</text>`;
-    if (text) {
-      const w = text.length * 6 + 8;
-      out +=
-        `<g class="tf-badge" transform="translate(${NODE_W - w + 6},-9)">` +
-        `<rect width="${w}" height="14" rx="7"/><text x="${w / 2}" y="10.5">${esc(text)}</text></g>`;
-    }
+    if (text) out += badgeSvg(text, 6, -9);
     return `${out}</g>`;
   }
 
@@ -907,13 +902,17 @@ function render({ model, el }) {
       `<title>${esc(words)}</title>${rect(8, " tf-block-back")}${rect(4, " tf-block-back")}${rect(0, "")}` +
       `<text class="tf-label" x="${NODE_W / 2}" y="12.5">×${b.reps} · ${plural(b.perRep, "op")}</text>` +
       `<text class="tf-label tf-block-source" x="${NODE_W / 2}" y="25">${esc(source)}</text>`;
-    if (badge) {
-      const w = badge.length * 6 + 8;
-      out +=
-        `<g class="tf-badge" transform="translate(${NODE_W - w + 14},-17)">` +
-        `<rect width="${w}" height="14" rx="7"/><text x="${w / 2}" y="10.5">${esc(badge)}</text></g>`;
-    }
+    if (badge) out += badgeSvg(badge, 14, -17);
     return `${out}</g>`;
+  }
+
+  /** A small pill with a word in it, at the box's top right corner (shifted by dx, dy). */
+  function badgeSvg(text, dx, dy) {
+    const w = text.length * 6 + 8;
+    return (
+      `<g class="tf-badge" transform="translate(${NODE_W - w + dx},${dy})">` +
+      `<rect width="${w}" height="14" rx="7"/><text x="${w / 2}" y="10.5">${esc(text)}</text></g>`
+    );
   }
 
   /** Open a collapsed block: draw its members (within the neighbourhood) one by one. */
