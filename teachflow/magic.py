@@ -14,20 +14,30 @@ pass pipeline, runs it, and shows the stepper. Afterwards the notebook has the c
 (``h``, ``loss``), ``result`` (the cell's last expression) and ``compiled`` (the `Compilation`,
 callable again on new inputs of the same signature).
 
-The function is compiled from the cell's own syntax tree, so its line numbers are the cell's:
-an error in the cell points to the cell's line, as it would without the magic.
+Which tensors are inputs is decided by reading the cell in the order Python runs it
+(`CellReads`): a name the cell reads *before* it assigns it comes from the notebook, a name it
+has already assigned is its own. So ``h`` and ``loss`` above are never inputs, even after a
+first run has left tensors of those names in the notebook, and running a cell twice gives the
+same graph.
+
+The function is compiled from the cell's own syntax tree, numbered as the notebook shows the cell
+(the ``%%compile`` line is line 1) and registered under the cell's number, so an error in the
+cell, or in the magic's options, points to ``cell In[N], line L`` as it would without the magic.
 """
 
 from __future__ import annotations
 
 import ast
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
-from teachflow.errors import TeachflowError
+from teachflow.errors import SourceLocation, TeachflowError
 from teachflow.tensor import Tensor
 
 _LAST = "__teachflow_last_expression__"
+_VALUES = "__teachflow_notebook_values__"
+_OPTIONS_HINT = "options: --passes a,b,c  --device cpu|gpu  --html PATH  --no-show  --name NAME"
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -43,19 +53,22 @@ def compile_magic(line: str, cell: str) -> Any:
     import teachflow as tfl
 
     shell = get_ipython()
-    options = _parse(line)
+    where = NotebookCell.register(shell, line, cell)
+    options = _options(line, where.magic_line)
     namespace = shell.user_ns
-    filename = shell.compile.cache(cell, shell.execution_count, raw_code=cell)
-    tree = ast.parse(cell, filename=filename)
-    inputs = _tensor_inputs(tree, namespace)
-    fn = _cell_function(tree, inputs, namespace, filename)
+    tree = ast.parse("\n" * (where.body_line - 1) + cell, filename=where.filename)
+    reads = CellReads.of(tree)
+    inputs = [name for name in reads.before_bound if isinstance(namespace.get(name), Tensor)]
+    values = {name: namespace[name] for name in reads.before_bound
+              if name in reads.bound and name not in inputs and name in namespace}
+    fn = _cell_function(tree, inputs, values, reads.bound, namespace, where)
     args = [namespace[name] for name in inputs]
     if options["device"]:
         args = [a.to(options["device"]) for a in args]
     compilation = tfl.compile(fn, *args, passes=options["passes"])
     outputs = compilation(*args)
     last = outputs.pop(_LAST, None)
-    namespace.update({k: v for k, v in outputs.items() if k in _assigned(tree)})
+    namespace.update(outputs)
     namespace["result"] = last
     namespace[options["name"]] = compilation
     if options["html"]:
@@ -65,8 +78,67 @@ def compile_magic(line: str, cell: str) -> Any:
     return last
 
 
-def _parse(line: str) -> dict:
-    words = shlex.split(line)
+# --- Where the cell is --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NotebookCell:
+    """The notebook cell being compiled, numbered as the notebook shows it.
+
+    IPython counts a cell's number up *before* the cell runs, so while ``%%compile`` runs,
+    ``shell.execution_count`` is already the next cell's number: the running cell's own number
+    is the one IPython gave its `ExecutionResult` (``shell.displayhook.exec_result``).
+    """
+
+    number: int  # the N of In[N] beside the cell
+    filename: str  # the name the cell's code is registered under with IPython
+    body_line: int  # the cell's line where the magic's body starts (after %%compile)
+
+    @property
+    def magic_line(self) -> SourceLocation:
+        """The ``%%compile`` line, for errors in the magic's options."""
+        return SourceLocation(self.filename, self.body_line - 1, "%%compile")
+
+    @classmethod
+    def register(cls, shell: Any, line: str, body: str) -> NotebookCell:
+        """Register the cell's text with IPython under its number, so that `SourceLocation`
+        (and IPython's own tracebacks) print its lines as ``cell In[N], line L``."""
+        running = getattr(shell.displayhook, "exec_result", None)  # set while a cell runs
+        number = running.execution_count if running is not None else shell.execution_count
+        text, body_line = _cell_text(running.info.raw_cell if running is not None else "",
+                                     line, body)
+        filename = shell.compile.cache(text, number, raw_code=text)
+        return cls(number, filename, body_line)
+
+
+def _cell_text(raw_cell: str, line: str, body: str) -> tuple[str, int]:
+    """The cell as the notebook shows it, and the line its body starts on. That is the cell as
+    typed when it is the one running this magic (IPython drops blank lines before ``%%``);
+    otherwise (the magic called from code) the magic's line and body."""
+    lines = raw_cell.splitlines(keepends=True)
+    first = next((i for i, text in enumerate(lines) if text.strip()), None)
+    if (first is not None and lines[first].startswith("%%")
+            and "".join(lines[first + 1:]).rstrip() == body.rstrip()):
+        return raw_cell, first + 2
+    return f"%%compile {line}\n{body}", 2
+
+
+# --- The options --------------------------------------------------------------------------------
+
+
+def _options(line: str, where: SourceLocation) -> dict:
+    """The magic's options, checked before anything is compiled: a wrong one is an error that
+    points at the ``%%compile`` line."""
+    from teachflow.backends import get_backend
+    from teachflow.passes import resolve
+
+    def refuse(message: str, hint: str = _OPTIONS_HINT) -> TeachflowError:
+        return TeachflowError(message, op="%%compile", hint=hint, location=where)
+
+    try:
+        words = shlex.split(line)
+    except ValueError as err:  # an unclosed quote
+        raise refuse(f"cannot read the options {line!r}: {err}") from None
     options: dict[str, Any] = {"passes": "default", "device": None, "html": None, "show": True,
                                "name": "compiled"}
     flags = {"--passes": "passes", "--device": "device", "--html": "html", "--name": "name"}
@@ -75,62 +147,269 @@ def _parse(line: str) -> dict:
         word = words[i]
         if word == "--no-show":
             options["show"] = False
-        elif word in flags and i + 1 < len(words):
+        elif word in flags:
+            if i + 1 == len(words) or words[i + 1].startswith("--"):
+                raise refuse(f"{word} needs a value")
             options[flags[word]] = words[i + 1]
             i += 1
         else:
-            raise TeachflowError(f"%%compile does not understand {word!r}", op="%%compile",
-                                 hint="options: --passes a,b,c  --device cpu|gpu  --html PATH  "
-                                      "--no-show  --name NAME")
+            raise refuse(f"unknown option {word!r}")
         i += 1
+    if not options["name"].isidentifier():
+        raise refuse(f"--name {options['name']!r} is not a Python name")
     if options["passes"] != "default":
         options["passes"] = [p for p in options["passes"].split(",") if p] or None
+    try:
+        resolve(options["passes"])
+        if options["device"]:
+            get_backend(options["device"])
+    except TeachflowError as err:  # the same error, at the %%compile line
+        raise type(err)(err.message, op="%%compile", operands=err.operands, hint=err.hint,
+                        location=where) from None
     return options
 
 
-def _tensor_inputs(tree: ast.Module, namespace: dict) -> list[str]:
-    """The names the cell reads that hold tensors in the notebook: the staged inputs."""
-    read = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in read:
-            read.append(node.id)
-    return [name for name in read if isinstance(namespace.get(name), Tensor)]
+# --- What the cell reads ------------------------------------------------------------------------
 
 
-def _at_line(node: ast.AST, line: int, end: int | None = None) -> ast.AST:
-    """Give a node made here (and its new children) a place in the cell."""
-    for child in ast.walk(node):
-        if "lineno" in child._attributes and not hasattr(child, "lineno"):
-            child.lineno, child.end_lineno = line, end or line
-            child.col_offset, child.end_col_offset = 0, 0
-    return node
+class CellReads(ast.NodeVisitor):
+    """The names a cell reads before it binds them, in the order Python evaluates the cell.
+
+    The cell becomes the body of a function, so a name it binds anywhere is that function's
+    local, and a value it reads before binding it has to be handed in from the notebook::
+
+        h = h + 1              reads h: the right side runs before the assignment
+        h = x * 2; y = h + 1   reads x only: h is the cell's own by the time it is read
+        h += x                 reads h, then x
+        for k in ks: s = s + k reads ks, then s (k is bound by the loop)
+        [x * k for k in ks]    reads ks, then x (k belongs to the comprehension)
+
+    A function or lambda defined in the cell runs later: what it reads from outside counts as
+    read where it is defined, unless the cell binds that name (it then reads the cell's own).
+
+    After `visit`: ``before_bound`` lists those names in order of their first read, and
+    ``bound`` holds every name the cell binds (the variables it hands back to the notebook).
+    """
+
+    def __init__(self) -> None:
+        self.before_bound: list[str] = []
+        self.bound: set[str] = set()
+        self._comprehensions: list[set[str]] = []  # the variables of the ones we are inside
+        self._only_in_functions: set[str] = set()  # read so far only by nested functions
+
+    @classmethod
+    def of(cls, tree: ast.AST) -> CellReads:
+        reads = cls()
+        reads.visit(tree)
+        # A nested function reading a name the cell binds (even later) reads the cell's own.
+        reads.before_bound = [name for name in reads.before_bound
+                              if not (name in reads._only_in_functions and name in reads.bound)]
+        return reads
+
+    def read(self, name: str) -> None:
+        if any(name in scope for scope in self._comprehensions):
+            return
+        self._only_in_functions.discard(name)
+        if name not in self.bound and name not in self.before_bound:
+            self.before_bound.append(name)
+
+    def bind(self, name: str) -> None:
+        if self._comprehensions:
+            self._comprehensions[-1].add(name)
+        else:
+            self.bound.add(name)
+
+    # Names: a load reads, a store binds; `del h` needs h bound, so it reads.
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store):
+            self.bind(node.id)
+        else:
+            self.read(node.id)
+
+    # Assignments evaluate their right side first.
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self.visit(target)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.target, ast.Name):  # h += x reads h, then x, then binds h
+            self.read(node.target.id)
+            self.visit(node.value)
+            self.bind(node.target.id)
+        else:  # h[i] += x, h.a += x: reads h (and i)
+            self.visit(node.target)
+            self.visit(node.value)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:  # (a local's annotation is never evaluated)
+            self.visit(node.value)
+            self.visit(node.target)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self.bound.add(node.target.id)  # even inside a comprehension, := binds in the cell
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self.visit(node.target)
+        for statement in [*node.body, *node.orelse]:
+            self.visit(statement)
+
+    visit_AsyncFor = visit_For
+
+    def visit_withitem(self, node: ast.withitem) -> None:
+        self.visit(node.context_expr)
+        if node.optional_vars is not None:
+            self.visit(node.optional_vars)
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.type is not None:
+            self.visit(node.type)
+        if node.name:
+            self.bind(node.name)
+        for statement in node.body:
+            self.visit(statement)
+
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        for alias in node.names:
+            if alias.name != "*":
+                self.bind(alias.asname or alias.name.split(".")[0])
+
+    visit_ImportFrom = visit_Import
+
+    def visit_MatchAs(self, node: ast.MatchAs) -> None:
+        if node.pattern is not None:
+            self.visit(node.pattern)
+        if node.name:
+            self.bind(node.name)
+
+    def visit_MatchStar(self, node: ast.MatchStar) -> None:
+        if node.name:
+            self.bind(node.name)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        self.generic_visit(node)
+        if node.rest:
+            self.bind(node.rest)
+
+    # Expressions whose fields are not in evaluation order.
+    def visit_IfExp(self, node: ast.IfExp) -> None:
+        for part in (node.test, node.body, node.orelse):
+            self.visit(part)
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is not None:  # None: a **mapping
+                self.visit(key)
+            self.visit(value)
+
+    # Comprehensions: the first iterable is evaluated in the cell, the rest in their own scope.
+    def _comprehension(self, generators: list[ast.comprehension], *results: ast.expr) -> None:
+        self.visit(generators[0].iter)
+        self._comprehensions.append(set())
+        for k, generator in enumerate(generators):
+            if k:
+                self.visit(generator.iter)
+            self.visit(generator.target)
+            for condition in generator.ifs:
+                self.visit(condition)
+        for result in results:
+            self.visit(result)
+        self._comprehensions.pop()
+
+    def visit_ListComp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp) -> None:
+        self._comprehension(node.generators, node.elt)
+
+    visit_SetComp = visit_GeneratorExp = visit_ListComp
+
+    def visit_DictComp(self, node: ast.DictComp) -> None:
+        self._comprehension(node.generators, node.key, node.value)
+
+    # Functions, lambdas and classes: defaults and decorators now, the body later.
+    def _defaults(self, arguments: ast.arguments) -> None:
+        for default in [*arguments.defaults, *arguments.kw_defaults]:
+            if default is not None:
+                self.visit(default)
+
+    def _reads_later(self, node: ast.AST, own: set[str]) -> None:
+        """What a nested function (or class body) reads from outside, when it runs."""
+        inner = [n for n in ast.walk(node) if isinstance(n, ast.Name)]
+        own = own | {n.id for n in inner if isinstance(n.ctx, ast.Store)}
+        for name in dict.fromkeys(n.id for n in inner if isinstance(n.ctx, ast.Load)):
+            if name not in own and name not in self.before_bound and name not in self.bound:
+                self.read(name)
+                self._only_in_functions.add(name)
+
+    @staticmethod
+    def _parameters(arguments: ast.arguments) -> set[str]:
+        every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                 *filter(None, [arguments.vararg, arguments.kwarg])]
+        return {a.arg for a in every}
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self._defaults(node.args)
+        self._reads_later(node.body, self._parameters(node.args))
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        self._defaults(node.args)
+        for statement in node.body:
+            self._reads_later(statement, self._parameters(node.args))
+        self.bind(node.name)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for part in [*node.decorator_list, *node.bases, *node.keywords]:
+            self.visit(part)
+        for statement in node.body:
+            self._reads_later(statement, set())
+        self.bind(node.name)
 
 
-def _assigned(tree: ast.Module) -> set[str]:
-    """The names the cell assigns (they go back into the notebook afterwards)."""
-    return {node.id for node in ast.walk(tree)
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
+# --- The cell as a function ---------------------------------------------------------------------
 
 
-def _cell_function(tree: ast.Module, inputs: list[str], namespace: dict, filename: str) -> Any:
-    """``def cell(<inputs>): <the cell>; return <its variables and last expression>``, built
-    from the cell's own syntax tree so that every line keeps its number."""
-    body = list(tree.body)
-    if body and isinstance(body[-1], ast.Expr):  # the value a notebook would display
+def _cell_function(tree: ast.Module, inputs: list[str], values: dict[str, Any], bound: set[str],
+                   namespace: dict, where: NotebookCell) -> Any:
+    """The cell as a function, built from the cell's own syntax tree so that every line keeps
+    its number (the lines made here stand on the ``%%compile`` line, the return on the last)::
+
+        def cell(<inputs>):
+            n = <the notebook's n>      # other values the cell reads before it assigns them
+            <the cell, its last expression assigned to a name>
+            return {<the names the cell binds, and the last expression>}
+    """
+    at = where.body_line - 1
+    body = [_placed(f"{name} = {_VALUES}[{name!r}]", at) for name in values]
+    body.extend(tree.body)
+    returned = set(bound)
+    if tree.body and isinstance(tree.body[-1], ast.Expr):  # the value a notebook would display
         last = body.pop()
-        body.append(ast.Assign(targets=[ast.Name(_LAST, ast.Store())], value=last.value,
-                               lineno=last.lineno, col_offset=last.col_offset))
-    # return dict(locals()): every variable of the cell, as the function's results
-    everything = ast.Call(ast.Name("dict", ast.Load()),
-                          [ast.Call(ast.Name("locals", ast.Load()), [], [])], [])
-    end = max((getattr(n, "end_lineno", 1) or 1 for n in ast.walk(tree)), default=1)
-    body.append(_at_line(ast.Return(everything), end))
-    arguments = ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in inputs], kwonlyargs=[],
-                              kw_defaults=[], defaults=[])
-    function = ast.FunctionDef(name="cell", args=arguments, body=body, decorator_list=[],
-                               returns=None)
-    module = ast.Module(body=[_at_line(function, 1, end)], type_ignores=[])
-    ast.fix_missing_locations(module)
+        target = ast.copy_location(ast.Name(_LAST, ast.Store()), last)
+        body.append(ast.copy_location(ast.Assign(targets=[target], value=last.value), last))
+        returned.add(_LAST)
+    end = max((getattr(n, "end_lineno", None) or at for n in ast.walk(tree)), default=at)
+    # The first iterable of a comprehension is evaluated in the enclosing function, so this
+    # `locals()` is the cell's: the variables it bound (a name left unbound is left out).
+    body.append(_placed(
+        f"return {{k: v for k, v in locals().items() if k in {sorted(returned)!r}}}", end))
+    maker = _placed(f"def make({_VALUES}):\n    def cell({', '.join(inputs)}):\n        pass\n"
+                    "    return cell", at)
+    maker.body[0].body = body
+    module = ast.Module(body=[maker], type_ignores=[])
     scope: dict[str, Any] = {}
-    exec(compile(module, filename, "exec"), namespace, scope)  # the learner's own cell
-    return scope["cell"]
+    exec(compile(module, where.filename, "exec"), namespace, scope)  # the learner's own cell
+    return scope["make"](values)
+
+
+def _placed(source: str, line: int) -> ast.stmt:
+    """A statement written here, placed on `line` of the cell."""
+    statement = ast.parse(source).body[0]
+    for node in ast.walk(statement):
+        if "lineno" in node._attributes:
+            node.lineno = node.end_lineno = line
+            node.col_offset = node.end_col_offset = 0
+    return statement

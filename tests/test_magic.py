@@ -1,11 +1,15 @@
-"""The %%compile cell magic, run in a real IPython shell."""
+"""The %%compile cell magic, run in a real IPython shell (and once in a real Jupyter kernel)."""
 
 from __future__ import annotations
+
+import ast
+import textwrap
 
 import numpy as np
 import pytest
 
 import teachflow as tfl
+from teachflow.magic import CellReads
 
 IPython = pytest.importorskip("IPython")
 from IPython.testing.globalipapp import start_ipython  # noqa: E402 (after the skip)
@@ -15,11 +19,12 @@ from IPython.testing.globalipapp import start_ipython  # noqa: E402 (after the s
 def ip():
     shell = start_ipython() or IPython.get_ipython()  # one shell, made on first use
     shell.run_line_magic("load_ext", "teachflow")
+    before = set(shell.user_ns)
     shell.user_ns.update(tfl=tfl, x=tfl.tensor([[1.0, -2.0, 3.0], [0.5, 1.5, -1.0]]),
                          w=tfl.tensor([[1.0, 0.0], [0.5, -1.0], [2.0, 1.0]]))
     yield shell
-    for name in ("x", "w", "h", "loss", "result", "compiled", "staged", "g"):
-        shell.user_ns.pop(name, None)
+    for name in set(shell.user_ns) - before:
+        del shell.user_ns[name]
 
 
 CELL = "h = (x @ w).relu()\nloss = (h * h).mean()\nloss"
@@ -58,9 +63,10 @@ def test_passes_option_picks_the_pipeline(ip) -> None:
 
 
 def test_an_error_points_to_the_cells_own_line(ip) -> None:
+    # Lines are numbered as the notebook shows the cell: the %%compile line is line 1.
     with pytest.raises(tfl.ShapeError) as info:
         ip.run_cell_magic("compile", "--no-show", "h = x @ w\ng = h @ w\ng")
-    assert info.value.location.lineno == 2
+    assert info.value.location.lineno == 3
     assert info.value.location.line == "g = h @ w"
 
 
@@ -68,7 +74,112 @@ def test_control_flow_on_a_tensor_value_is_a_trace_error_at_the_cell_line(ip) ->
     cell = "y = x * 2\nif y.sum() > 0:\n    y = -y\ny"
     with pytest.raises(tfl.TraceError) as info:
         ip.run_cell_magic("compile", "--no-show", cell)
-    assert info.value.location.lineno == 2
+    assert info.value.location.lineno == 3
+    assert info.value.location.line == "if y.sum() > 0:"
+
+
+# --- The cell number: IPython counts up before the cell runs ----------------------------------
+
+
+def test_errors_and_the_graph_name_the_cell_number_the_notebook_shows(ip) -> None:
+    failed = ip.run_cell("%%compile --no-show\nh = x @ w\ng = h @ w\ng")
+    error = failed.error_in_exec
+    assert isinstance(error, tfl.ShapeError)
+    assert f"cell In[{failed.execution_count}], line 3:  g = h @ w" in str(error)
+
+    ran = ip.run_cell("%%compile --no-show\n\nh = x @ w\nloss = h.sum()")
+    assert ran.success, ran.error_in_exec
+    text = str(ip.user_ns["compiled"].snapshots[0].graph)
+    assert f"cell In[{ran.execution_count}], line 3" in text
+    assert f"cell In[{ran.execution_count}], line 4" in text
+    assert f"In[{ran.execution_count + 1}]" not in text
+
+
+def test_in_a_real_kernel_the_error_names_the_cell_as_numbered(tmp_path) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    cells = [
+        "%load_ext teachflow\nimport teachflow as tfl\nx, w = tfl.ones(4, 3), tfl.ones(3, 2)",
+        "1 + 1",
+        "%%compile --no-show\nh = x @ w\ng = h @ w\ng",
+        "%%compile --no-show\nh = (x @ w).relu()\nh.sum()",
+        "print(compiled.graph)",
+    ]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+    failing, compiled, printed = nb.cells[2], nb.cells[3], nb.cells[4]
+    error = next(o for o in failing.outputs if o.output_type == "error")
+    assert error.ename == "ShapeError"
+    assert f"cell In[{failing.execution_count}], line 3:  g = h @ w" in error.evalue
+    graph = "".join(o.get("text", "") for o in printed.outputs)
+    assert f"cell In[{compiled.execution_count}], line 2" in graph
+    assert f"cell In[{compiled.execution_count}], line 3" in graph
+
+
+# --- Running a cell again ---------------------------------------------------------------------
+
+
+def test_running_a_cell_twice_gives_the_same_graph(ip) -> None:
+    first = ip.run_cell_magic("compile", "--no-show", CELL)
+    graph = ip.user_ns["compiled"].snapshots[0].graph
+    assert isinstance(ip.user_ns["h"], tfl.Tensor)  # the cell's own names are tensors now
+    again = ip.run_cell_magic("compile", "--no-show", CELL)
+    regraph = ip.user_ns["compiled"].snapshots[0].graph
+    assert [v.name for v in regraph.inputs] == [v.name for v in graph.inputs] == ["x", "w"]
+    assert str(regraph) == str(graph)
+    assert again.item() == first.item()
+
+
+def test_a_name_read_before_the_cell_assigns_it_comes_from_the_notebook(ip) -> None:
+    ip.user_ns.update(h=tfl.ones(2, 2), lr=0.5)
+    ip.run_cell_magic("compile", "--no-show", "h = h + 1\nlr = lr * 0.5\nh * lr")
+    trace = ip.user_ns["compiled"].snapshots[0].graph
+    assert [v.name for v in trace.inputs] == ["h"]  # a tensor: an input; a number: a constant
+    np.testing.assert_allclose(ip.user_ns["h"].numpy(), np.full((2, 2), 2.0))
+    assert ip.user_ns["lr"] == 0.25
+    np.testing.assert_allclose(ip.user_ns["result"].numpy(), np.full((2, 2), 0.5))
+
+
+def reads(source: str) -> list[str]:
+    return CellReads.of(ast.parse(textwrap.dedent(source))).before_bound
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("h = x * 2\ny = h + 1", ["x"]),
+    ("h = h + 1", ["h"]),
+    ("loss = (b @ a + c).sum()", ["b", "a", "c"]),  # the order Python evaluates them in
+    ("h += x", ["h", "x"]),
+    ("h = x\nh += x", ["x"]),
+    ("h[0] = v", ["v", "h"]),
+    ("a, *b = t\nc = a + b[0]", ["t"]),
+    ("for k in ks:\n    s = s + k * w\nt = s", ["ks", "s", "w"]),
+    ("s = x\nfor k in range(3):\n    s = s + k\n", ["x", "range"]),
+    ("for i in range(2):\n    h = x * i\ny = h.sum()", ["range", "x"]),
+    ("ys = [x * k for k in ks if k > m]", ["ks", "m", "x"]),
+    ("ys = [k * j for k in ks for j in js]", ["ks", "js"]),
+    ("d = {k: v * w for k, v in items}", ["items", "w"]),
+    ("g = (k for k in ks)\nk = 1", ["ks"]),
+    ("ys = [(n := x * k) for k in ks]\nz = n", ["ks", "x"]),
+    ("y = a if c else b", ["c", "a", "b"]),
+    ("d = {p: q, **r}", ["p", "q", "r"]),
+    ("with open(p) as f:\n    t = f.read() + u", ["open", "p", "u"]),
+    ("try:\n    y = x\nexcept E as e:\n    y = e", ["x", "E"]),
+    ("import numpy as np\ny = np.exp(x)", ["x"]),
+    ("def f(a, b=d):\n    return a * w + b\ny = f(x)", ["d", "w", "x"]),
+    ("f = lambda a: a * w\ny = f(x)", ["w", "x"]),
+    ("def f():\n    return h\nh = x\ny = f()", ["x"]),  # f reads the cell's own h
+    ("del h", ["h"]),
+])
+def test_the_cell_reads_in_evaluation_order(source: str, expected: list[str]) -> None:
+    assert reads(source) == expected
+
+
+def test_the_cell_binds_what_it_assigns_not_its_comprehension_variables() -> None:
+    found = CellReads.of(ast.parse("h = x\nfor i in r:\n    pass\nys = [k for k in r]\n"
+                                   "import numpy as np\ndef f(): pass"))
+    assert found.bound == {"h", "i", "ys", "np", "f"}
 
 
 def test_a_gpu_that_is_not_there_is_a_device_error(ip) -> None:
@@ -81,6 +192,37 @@ def test_a_gpu_that_is_not_there_is_a_device_error(ip) -> None:
 def test_unknown_options_are_refused(ip) -> None:
     with pytest.raises(tfl.TeachflowError, match="--frobnicate"):
         ip.run_cell_magic("compile", "--frobnicate", CELL)
+
+
+# --- Wrong options point at the %%compile line --------------------------------------------------
+
+
+@pytest.mark.parametrize(("options", "error", "words"), [
+    ("--passes simplify,bogus", tfl.TeachflowError, "unknown pass 'bogus'"),
+    ("--device tpu", tfl.DeviceError, "unknown device 'tpu'"),
+    ("--frobnicate", tfl.TeachflowError, "unknown option '--frobnicate'"),
+    ("--html", tfl.TeachflowError, "--html needs a value"),
+    ("--name 1st", tfl.TeachflowError, "not a Python name"),
+    ("--passes 'cse", tfl.TeachflowError, "cannot read the options"),
+])
+def test_a_wrong_option_is_an_error_at_the_compile_line(ip, options, error, words) -> None:
+    ran = ip.run_cell(f"%%compile {options}\n{CELL}")
+    err = ran.error_in_exec
+    assert isinstance(err, error), err
+    assert words in err.message
+    assert err.location.lineno == 1
+    assert err.location.line == f"%%compile {options}"
+    assert f"at cell In[{ran.execution_count}], line 1:  %%compile {options}" in str(err)
+    assert "compiled" not in ip.user_ns  # refused before anything was compiled
+
+
+def test_a_gpu_that_is_not_there_is_an_error_at_the_compile_line(ip) -> None:
+    if "gpu" in tfl.devices():
+        pytest.skip("a GPU is usable here")
+    ran = ip.run_cell(f"%%compile --device gpu\n{CELL}")
+    assert isinstance(ran.error_in_exec, tfl.DeviceError)
+    assert ran.error_in_exec.location.line == "%%compile --device gpu"
+    assert f"cell In[{ran.execution_count}], line 1" in str(ran.error_in_exec)
 
 
 def test_html_option_writes_the_stepper_page(ip, tmp_path) -> None:
