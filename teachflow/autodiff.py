@@ -2,21 +2,24 @@
 
 While gradients are enabled, every op applied to a tensor that needs a gradient is recorded as a
 `TapeNode`: which op, its parameters, the nodes of its inputs (the *parents*), and what the op's
-gradient rule needs later (see `Op.saves`). The result tensor points to its node; the node points
-only backwards, to its parents. That is the tape: a graph of nodes reachable from the result.
+gradient rules need later (see `Op.tape_plan`). The result tensor points to its node; the node
+points only backwards, to its parents. That is the tape: a graph of nodes reachable from the result.
 
 `backward` walks that graph once in reverse topological order. Each node receives the sum of the
-cotangents its consumers sent it, applies its op's `vjp` rule, and sends one cotangent to each
-parent. A node used twice therefore gets both contributions before it runs, and no recursion is
-needed however deep the graph. Two details are handled here, once, for every op:
+cotangents its consumers sent it, and applies the gradient rule of each parent that needs a
+gradient (no other: ``x @ w`` with data `x` never computes ``G wᵀ``). A node used twice therefore
+gets both contributions before it runs, and no recursion is needed however deep the graph. Two
+details are handled here, once, for every op:
 
 - a cotangent for an input that was broadcast is summed back to that input's shape;
 - a cotangent is cast back to its input's dtype (a float32 weight stays float32).
 
 Memory: nodes never point at their own output tensor and tensors never point forwards, so the tape
 holds no reference cycles. An intermediate tensor is freed as soon as nothing needs it: a node
-keeps an input's values only when its gradient rule uses them. An op whose rule needs its *output*
-(exp, tanh, ...) keeps the output's array, not the tensor, and rebuilds a tensor for the rule.
+keeps an input's values only when the rule of an input that needs a gradient reads them. An op
+whose rule needs its *output* (exp, tanh, ...) keeps the output's array, not the tensor, and
+rebuilds a tensor for the rule. Once `backward` has run through a node, the node lets go of all
+it kept (unless ``retain_graph=True``).
 
 Gradient rules are teachflow ops, so a backward pass can itself be recorded (``create_graph``):
 that is how ``tfl.grad(tfl.grad(f))`` works, and how a staged function gets a backward graph.
@@ -30,6 +33,8 @@ from collections.abc import Callable, Sequence
 from contextlib import ContextDecorator
 from dataclasses import replace
 from typing import Any
+
+import numpy as np
 
 from teachflow import tensor as _tensor
 from teachflow.dispatch import bind
@@ -83,19 +88,25 @@ def enable_grad() -> _GradMode:
 class TapeNode:
     """One recorded op application: what backward needs to send cotangents to the inputs."""
 
-    __slots__ = ("backend", "dtype", "inputs", "op", "out", "params", "parents", "shape",
-                 "source")
+    __slots__ = ("backend", "dtype", "inputs", "op", "out", "params", "parents", "released",
+                 "shape", "source")
 
     def __init__(self, op, params, parents, inputs, out, backend, shape, dtype) -> None:
         self.op = op
         self.params = params
         self.parents = parents  # per input: its TapeNode or Leaf, or None if it needs no gradient
-        self.inputs = inputs  # per input: the tensor, its spec, or None (see Op.saves)
+        self.inputs = inputs  # per input: a snapshot, its spec, or None (see _saved)
         self.out = out  # the output array, for ops whose rule uses the output
         self.backend = backend
         self.shape = shape
         self.dtype = dtype
         self.source = None  # the user's line, when known (staging records it)
+        self.released = False  # backward() has run through it and let go of what it kept
+
+    def release(self) -> None:
+        """Drop what the gradient rules would read: backward has run, the tape is spent."""
+        self.inputs = self.out = None
+        self.released = True
 
     def __repr__(self) -> str:
         return f"<{self.op.name} node>"
@@ -120,23 +131,41 @@ class Leaf:
 
 
 def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | None:
-    """Put an op application on the tape (the caller knows some input is tracked)."""
-    if not _enabled or op.vjp is None or out.dtype.kind not in "fc":
+    """Put an op application on the tape (the caller knows some input is tracked).
+
+    Only what the gradient rules of the inputs that need a gradient will read is kept (see
+    `Op.tape_plan`): everything else can be freed as soon as the forward pass is done with it.
+    """
+    if not _enabled or op.grads is None or out.dtype.kind not in "fc":
         return None  # (integer and boolean results carry no gradient)
     Tensor = _tensor.Tensor
     parents = tuple([x._node if isinstance(x, Tensor) else None for x in args])
-    if op.saves == "inputs":
-        # Save each tensor as it is now: a later in-place update (`p -= ...`) rebinds the
-        # tensor's values, and must not change what this gradient rule will see.
-        make = Tensor._make
-        inputs = tuple([make(x._data, x._backend, x._node) if isinstance(x, Tensor) else x
-                        for x in args])
-    elif op.saves == "shapes":
-        inputs = tuple([x.spec if isinstance(x, Tensor) else x for x in args])
-    else:
-        inputs = (None,) * len(args)
-    return TapeNode(op, params, parents, inputs, out if op.saves_output else None,
-                backend, out.shape, out.dtype)
+    plan = op.tape_plan(tuple([p is not None for p in parents]))
+    if plan is None:
+        return None
+    keep, keep_out = plan
+    inputs = tuple([_saved(x, k) if k else None for x, k in zip(args, keep, strict=True)])
+    return TapeNode(op, params, parents, inputs, out if keep_out else None,
+                    backend, out.shape, out.dtype)
+
+
+def _saved(x: Any, what: str) -> Any:
+    """What the tape keeps of an input for a gradient rule: a snapshot, never a live reference.
+
+    A tensor is kept as it is now: a later in-place update (`p -= ...`) rebinds the tensor's
+    values and must not change what the rule sees. A NumPy array operand is copied, as tracing
+    copies it into the graph, so refilling the caller's buffer cannot change the gradient. Where
+    the rule reads only the spec, the spec is kept (unless a size is unknown until the graph
+    runs: then the symbolic tensor, which costs nothing to keep, gives the size at run time).
+    """
+    Tensor = _tensor.Tensor
+    if isinstance(x, Tensor):
+        if what == "spec" and None not in x.shape:
+            return x.spec
+        return Tensor._make(x._data, x._backend, x._node)
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    return x
 
 
 # --- The backward pass --------------------------------------------------------------------------
@@ -188,10 +217,21 @@ def _fit(ct: Any, parent: TapeNode | Leaf) -> Any:
 
 
 def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set[int] | None = None,
-                  create_graph: bool = False) -> list[tuple[Any, Any]]:
+                  create_graph: bool = False, release: bool = False) -> list[tuple[Any, Any]]:
     """Send `seed` backwards from `root`; return ``(node, gradient)`` for the nodes where it
-    stops: the ids in `targets` if given, else every leaf reached."""
+    stops: the ids in `targets` if given, else every leaf reached. With `release`, every node
+    passed lets go of what it kept for its rules (`Tensor.backward` does this, as PyTorch does,
+    unless asked to retain the tape)."""
     order = topological_order(root)
+    spent = next((n for n in order if type(n) is TapeNode and n.released), None)
+    if spent is not None:
+        raise AutodiffError(
+            f"the tape was freed: an earlier backward() already went through this result's "
+            f"{spent.op.name} node and released what it kept for the gradient. Going through it "
+            "again would add the same gradients into .grad a second time",
+            op="backward",
+            hint="compute the result again (run the forward pass) before each backward(), or "
+                 "pass retain_graph=True to the first backward() to keep the tape")
     if targets is None:
         relevant = None
     else:  # skip every node from which no target can be reached
@@ -216,30 +256,48 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set[int] | None = N
             origin = node.source and replace(node.source, note=f"grad of {node.op.name}")
             with on_behalf_of(origin):
                 _send_back(node, g, grads, relevant, create_graph)
+    if release:
+        for node in order:
+            if type(node) is TapeNode:
+                node.release()
     return found
 
 
 def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
                create_graph: bool) -> None:
-    """Apply the node's gradient rule and add each cotangent to its parent's sum."""
+    """Apply the gradient rule of each input that needs one; add its cotangent to the input's
+    sum."""
     op = node.op
-    if op.saves_output:
+    out = None
+    if node.out is not None:
         out = _tensor.Tensor._make(node.out, node.backend, node if create_graph else None)
-        cotangents = op.vjp(g, *node.inputs, out=out, **node.params)
-    else:
-        cotangents = op.vjp(g, *node.inputs, **node.params)
-    for parent, ct in zip(node.parents, cotangents, strict=True):
-        if parent is None or ct is None:
+    for i, parent in enumerate(node.parents):
+        if parent is None or (relevant is not None and id(parent) not in relevant):
             continue
-        if relevant is not None and id(parent) not in relevant:
+        rule, reads = op.rule(i)
+        kwargs = {name: node.inputs[j] for name, j, _ in reads.inputs}
+        if reads.out:
+            kwargs["out"] = out
+        if reads.index:
+            kwargs["i"] = i
+        if reads.all_inputs:
+            kwargs["xs"] = node.inputs
+        for name in reads.params:
+            kwargs[name] = node.params[name]
+        ct = rule(g, **kwargs)
+        if ct is None:
             continue
         ct = _fit(ct, parent)
         previous = grads.get(id(parent))
         grads[id(parent)] = ct if previous is None else previous + ct
 
 
-def backward(tensor: Any, grad: Any = None) -> None:
-    """``tensor.backward()``: accumulate d(tensor)/d(leaf) into every leaf's ``.grad``."""
+def backward(tensor: Any, grad: Any = None, retain_graph: bool = False) -> None:
+    """``tensor.backward()``: accumulate d(tensor)/d(leaf) into every leaf's ``.grad``.
+
+    The tape is spent afterwards (its nodes release what they kept), so a second backward()
+    through it raises instead of silently adding the gradients again; ``retain_graph=True``
+    keeps it for another backward()."""
     if tensor._node is None:
         raise AutodiffError(
             "this tensor does not require grad: none of the tensors it was computed from has "
@@ -247,7 +305,7 @@ def backward(tensor: Any, grad: Any = None) -> None:
             op="backward", hint="create inputs with requires_grad=True, e.g. "
                                 "tfl.tensor(data, requires_grad=True)")
     seed = _seed(tensor, grad, "backward")
-    for leaf, g in backpropagate(tensor._node, seed):
+    for leaf, g in backpropagate(tensor._node, seed, release=not retain_graph):
         owner = leaf.tensor()
         if owner is not None:
             owner.grad = g if owner.grad is None else owner.grad + g

@@ -41,7 +41,7 @@ from teachflow.staging import (
     named_arguments,
     trace_function,
 )
-from teachflow.tensor import Tensor, as_tensor
+from teachflow.tensor import Tensor
 from teachflow.tree import tree_flatten, tree_unflatten
 
 #: After this many traces of one function, each further trace warns.
@@ -187,7 +187,8 @@ class Function:
     def _concrete_for(self, args: tuple, kwargs: dict) -> tuple[ConcreteFunction, list]:
         c_args, c_kwargs = self._canonical(args, kwargs)
         leaves, treedef = tree_flatten((c_args, c_kwargs))
-        leaves = [as_tensor(x) if isinstance(x, np.ndarray) else x for x in leaves]
+        # A NumPy array is data: a tensor input, copied as `tfl.tensor` copies it.
+        leaves = [Tensor(x) if isinstance(x, np.ndarray) else x for x in leaves]
         try:
             keys, tensors = _leaf_keys(leaves)
         except _Unhashable as err:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from teachflow.dispatch import bind
 from teachflow.errors import ShapeError
 from teachflow.ops import elementwise as ew
@@ -26,11 +28,13 @@ _SCALAR = bool | int | float
 
 
 def _operands(*xs: Any) -> list:
-    """Tensors as they are; Python scalars stay *weak* (they take the dtype of the tensor they
-    meet) as long as some operand is a tensor; anything else becomes a tensor."""
-    some_tensor = any(isinstance(x, Tensor) for x in xs)
-    return [x if isinstance(x, Tensor) or (some_tensor and isinstance(x, _SCALAR))
-            else as_tensor(x) for x in xs]
+    """Tensors as they are. Beside a tensor, Python scalars stay *weak* (they take the dtype of
+    the tensor they meet) and NumPy arrays stay constants, as with operators (``t * array``);
+    anything else becomes a tensor."""
+    if not any(isinstance(x, Tensor) for x in xs):
+        return [as_tensor(x) for x in xs]
+    return [x if isinstance(x, Tensor | _SCALAR | np.ndarray | np.generic) else as_tensor(x)
+            for x in xs]
 
 
 def _binary(op: Any, x: Any, y: Any) -> Tensor:
@@ -81,7 +85,7 @@ def minimum(x: Any, y: Any) -> Tensor:
 
 def where(cond: Any, x: Any, y: Any) -> Tensor:
     """`x` where `cond` is true, else `y` (all three broadcast together)."""
-    return bind(ew.where, as_tensor(cond), *_operands(x, y))
+    return bind(ew.where, *_operands(cond, x, y))
 
 
 # --- Reductions and shape -------------------------------------------------------------------

@@ -193,12 +193,13 @@ class Tensor:
 
     # --- Autodiff and devices -----------------------------------------------------------------
 
-    def backward(self, grad: Any = None) -> None:
+    def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Accumulate the gradient of this tensor into the ``.grad`` of every leaf it depends on.
 
-        A scalar's `grad` defaults to 1; otherwise pass the gradient of the output.
+        A scalar's `grad` defaults to 1; otherwise pass the gradient of the output. The tape is
+        used up: call backward() once per forward pass, or pass ``retain_graph=True`` to keep it.
         """
-        autodiff.backward(self, grad)
+        autodiff.backward(self, grad, retain_graph)
 
     def detach(self) -> Tensor:
         """The same values, cut off from the tape (no gradient flows through)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import inspect
 import sys
+import warnings
 import weakref
 from collections.abc import Iterator
 
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow import autodiff
+from teachflow import autodiff, dispatch
 
 
 def leaf(values, dtype="float64") -> tfl.Tensor:
@@ -47,15 +48,42 @@ def test_backward_fills_grad_of_leaves_only() -> None:
 def test_backward_accumulates_into_grad() -> None:
     x = leaf([1.0, -2.0])
     loss = (x * x).sum()
-    loss.backward()
+    loss.backward(retain_graph=True)
     close(x.grad, [2.0, -4.0])
-    loss.backward()  # the same tape, walked again
+    loss.backward()  # the same tape, kept on purpose, walked again
     close(x.grad, [4.0, -8.0])
     (x * x).sum().backward()  # a new tape
     close(x.grad, [6.0, -12.0])
     x.grad = None
     (3 * x).sum().backward()
     close(x.grad, [3.0, 3.0])
+
+
+def test_a_second_backward_through_a_spent_tape_raises_as_pytorch_does() -> None:
+    x = leaf([1.0, -2.0])
+    loss = (x + 1.0).sum() * 3.0  # no rule here keeps anything, and still the tape is spent
+    loss.backward()
+    close(x.grad, [3.0, 3.0])
+    with pytest.raises(tfl.AutodiffError, match="tape was freed") as err:
+        loss.backward()
+    assert "retain_graph=True" in err.value.hint
+    assert err.value.location.lineno == inspect.currentframe().f_lineno - 2  # the 2nd backward()
+    close(x.grad, [3.0, 3.0])  # nothing was added
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    close(x.grad, [3.0 + 2 * 2.0, 3.0 - 2 * 4.0])
+
+
+def test_backward_releases_what_the_tape_kept(no_gc) -> None:
+    x = leaf([1.0, 2.0])
+    h = x * 3
+    loss = (h * h).sum()  # mul keeps h for the gradient
+    h_data = weakref.ref(h._data)
+    del h
+    assert alive(h_data)
+    loss.backward()
+    assert not alive(h_data)  # spent: released at once, although `loss` is still held
 
 
 def test_backward_with_an_explicit_output_gradient() -> None:
@@ -595,3 +623,120 @@ def test_nodes_point_only_backwards(no_gc) -> None:
     y_ref = weakref.ref(y)
     del y
     assert not alive(y_ref)
+
+
+# --- Only what is needed: rules for the inputs that need a gradient (needs_input_grad) -----------
+
+
+def test_a_scalar_factor_keeps_nothing_of_the_tensor(no_gc) -> None:
+    x = leaf([1.0, 2.0])
+    y = x * 3  # an intermediate that needs a gradient
+    y_data = weakref.ref(y._data)
+    z = y * 2.0  # the rule for y reads only the 2.0
+    del y
+    assert not alive(y_data)
+    z.sum().backward()
+    close(x.grad, [6.0, 6.0])
+
+
+def test_only_the_operand_a_needed_rule_reads_is_kept(no_gc) -> None:
+    w = leaf(np.ones((3, 2)))
+    data = tfl.tensor(np.arange(6.0).reshape(2, 3), dtype="float64")
+    data_array = weakref.ref(data._data)
+    h = data @ w  # dW = dataᵀ G reads the data; d(data) is never needed, so w's values are not
+    node = h._node
+    assert isinstance(node.inputs[0], tfl.Tensor) and not isinstance(node.inputs[1], tfl.Tensor)
+    other = tfl.tensor([5.0, 6.0], dtype="float64")
+    other_array = weakref.ref(other._data)
+    h2 = w[0] * other  # the rule for w[0] reads `other`: kept
+    del data, other
+    assert alive(data_array) and alive(other_array)
+    (h.sum() + h2.sum()).backward()
+    close(w.grad, [[3.0 + 5.0, 3.0 + 6.0], [5.0, 5.0], [7.0, 7.0]])
+
+
+def test_backward_runs_only_the_rules_of_inputs_that_need_a_gradient() -> None:
+    seen: list[str] = []
+
+    class Recorder:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def apply(self, op, args, params):
+            seen.append(op.name)
+            return self.inner.apply(op, args, params)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    x = tfl.randn(4, 3)  # data: no gradient
+    w = tfl.randn(3, 2, requires_grad=True)
+    loss = (x @ w).sum()
+    with dispatch.interpreting(Recorder(dispatch.current_interpreter())):
+        loss.backward()
+    assert seen.count("matmul") == 1  # xᵀ G for w, and no G wᵀ for the data
+
+
+def test_a_numpy_operand_is_a_snapshot_eagerly_as_when_staged() -> None:
+    def loss(x, buffer):
+        return (x * buffer).sum()
+
+    for run in (loss, tfl.function(loss)):
+        buffer = np.array([1.0, 2.0])
+        x = leaf([3.0, 4.0])
+        y = run(x, buffer)
+        buffer[:] = 100.0  # the caller refills its buffer before backward
+        y.backward()
+        close(x.grad, [1.0, 2.0])
+    x = leaf([3.0, 4.0])
+    mask = np.array([True, False])
+    y = tfl.where(mask, x * x, tfl.maximum(x, buffer)).sum()  # functions copy arrays too
+    mask[:] = False
+    y.backward()
+    close(x.grad, [6.0, 0.0])
+
+
+# --- Numerics at the edges, as PyTorch computes them ---------------------------------------------
+
+
+def test_power_gradient_with_respect_to_the_exponent_at_a_zero_base() -> None:
+    # d(x**y)/dy = x**y log x, whose limit at x = 0 is 0 for y >= 0 (PyTorch and JAX give 0);
+    # for y < 0, x**y is inf and the gradient is -inf, as in PyTorch.
+    base = tfl.tensor([0.0, 0.0, 0.0, 2.0], dtype="float64")
+    y = tfl.tensor([2.0, 0.0, -1.0, 3.0], dtype="float64")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no inf or nan on the way for y >= 0, not even masked
+        dy = tfl.grad(lambda y: (base[:2] ** y[:2]).sum())(y)
+    close(dy, [0.0, 0.0, 0.0, 0.0])
+    with np.errstate(all="ignore"):
+        dy = tfl.grad(lambda y: (base ** y).sum())(y)
+    np.testing.assert_array_equal(dy.numpy()[:2], [0.0, 0.0])
+    assert dy.numpy()[2] == -np.inf
+    close(dy[3], 8.0 * np.log(2.0))
+
+
+def test_power_of_a_python_zero_base() -> None:
+    y = tfl.tensor([2.0, 0.5, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        close(tfl.grad(lambda y: (0.0 ** y).sum())(y), [0.0, 0.0, 0.0])
+        close(tfl.grad(lambda y: (2.0 ** y).sum())(y), 2.0 ** y.numpy() * np.log(2.0), rtol=1e-6)
+
+
+def test_second_derivative_in_the_exponent_at_a_zero_base_is_finite() -> None:
+    base = tfl.tensor([0.0, 3.0], dtype="float64")
+    d = tfl.grad(lambda y: (base ** y).sum())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        d2 = tfl.grad(lambda y: d(y).sum())(tfl.tensor([2.0, 2.0], dtype="float64"))
+    close(d2, [0.0, 9.0 * np.log(3.0) ** 2])
+
+
+def test_staged_power_gradients_equal_eager_ones_at_a_zero_base() -> None:
+    base = tfl.tensor([0.0, 1.5], dtype="float64")
+    y = tfl.tensor([2.0, -0.5], dtype="float64")
+    grad = tfl.grad(lambda b, y: (b ** y).sum(), argnums=(0, 1))
+    eager = grad(base, y)
+    staged = tfl.function(grad)(base, y)
+    for e, s in zip(eager, staged, strict=True):
+        np.testing.assert_array_equal(e.numpy(), s.numpy())

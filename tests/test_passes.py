@@ -402,6 +402,25 @@ def test_cse_keeps_operand_order_for_ops_that_are_not_commutative() -> None:
     assert changes == [] and ops(after) == ["sub", "sub", "div", "div"]
 
 
+@pytest.mark.parametrize("op", [tfl.maximum, tfl.minimum])
+def test_cse_swaps_max_and_min_operands_only_where_the_result_is_bit_for_bit_the_same(op) -> None:
+    # NumPy's maximum of two equal values returns the first: maximum(-0.0, 0.0) is -0.0 but
+    # maximum(0.0, -0.0) is 0.0, and 1 / that tells them apart. Integers have one zero.
+    def f(x, y):
+        return 1.0 / op(x, y), 1.0 / op(y, x)
+
+    x, y = t(np.array([-0.0, 0.0, 1.0])), t(np.array([0.0, -0.0, 2.0]))
+    after, changes = PASSES["cse"].run(tfl.trace(f, x, y))
+    assert changes == [] and ops(after).count(op.__name__) == 2
+    with np.errstate(divide="ignore"):
+        got = [r.numpy() for r in tfl.compile(f, x, y)(x, y)]
+        assert_same(got, eager(f, x, y))
+        assert not np.array_equal(got[0], got[1])  # the two orders really differ
+    i, j = t(np.array([3, -1])), t(np.array([2, 5]))
+    after, changes = PASSES["cse"].run(tfl.trace(lambda a, b: (op(a, b), op(b, a)), i, j))
+    assert [c.kind for c in changes] == ["merged"] and after.outputs[0] is after.outputs[1]
+
+
 @pytest.mark.parametrize("f", [
     lambda x: (x.sum(axis=0), x.sum(axis=1)),
     lambda x: (x.sum(axis=0), x.sum(axis=0, keepdims=True)),

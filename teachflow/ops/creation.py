@@ -28,5 +28,5 @@ uniform = Op("uniform", lambda xp: lambda *, shape, dtype, device:
              _creation_rule, placed=True, random=True, arg_names=())
 to_device = Op("to_device", lambda xp: lambda x, *, device: get_backend(device).asarray(x),
                lambda x, *, device: TensorSpec(x.shape, x.dtype, device),
-               vjp=lambda g, x, *, device: (bind(to_device, g, device=x.device),),
-               saves="shapes", placed=True)
+               grads=(lambda g, x_spec: bind(to_device, g, device=x_spec.device),),
+               placed=True)

@@ -45,22 +45,36 @@ def swap_last_axes(x: Any) -> Any:
     return bind(transpose, x, axes=axes)
 
 
-def _matmul_vjp(g: Any, a: Any, b: Any) -> tuple:
-    if a.ndim == 1 and b.ndim == 1:  # a dot product: g is a scalar
-        return g * b, g * a
-    # Treat vectors as 1-row / 1-column matrices, so one formula covers every case.
-    a2 = bind(reshape, a, shape=(1, a.shape[0])) if a.ndim == 1 else a
-    b2 = bind(reshape, b, shape=(b.shape[0], 1)) if b.ndim == 1 else b
-    g2_shape = g.shape[:-1] + (1, g.shape[-1]) if a.ndim == 1 else g.shape
-    g2_shape = g2_shape + (1,) if b.ndim == 1 else g2_shape
-    g2 = g if g2_shape == g.shape else bind(reshape, g, shape=g2_shape)
-    da = bind(matmul, g2, swap_last_axes(b2))
-    db = bind(matmul, swap_last_axes(a2), g2)
-    if a.ndim == 1:  # drop the added row axis; the engine sums any batch axes
-        da = bind(reshape, da, shape=da.shape[:-2] + da.shape[-1:])
-    if b.ndim == 1:
-        db = bind(reshape, db, shape=db.shape[:-1])
-    return da, db
+def _as_matrix(x: Any, vector_shape: tuple) -> Any:
+    """A vector as a 1-row (left operand) or 1-column (right operand) matrix."""
+    return bind(reshape, x, shape=vector_shape) if x.ndim == 1 else x
 
 
-matmul = Op("matmul", lambda xp: xp.matmul, _matmul_rule, vjp=_matmul_vjp, arg_names=("a", "b"))
+def _matrix_g(g: Any, a_ndim: int, b_ndim: int) -> Any:
+    """The cotangent with the axes a vector operand dropped given back, so that one formula
+    covers every case."""
+    shape = g.shape[:-1] + (1, g.shape[-1]) if a_ndim == 1 else g.shape
+    shape = shape + (1,) if b_ndim == 1 else shape
+    return g if shape == g.shape else bind(reshape, g, shape=shape)
+
+
+def _matmul_da(g: Any, a_spec: Any, b: Any) -> Any:
+    """dA = G Bᵀ (the engine then sums any broadcast batch axes)."""
+    if a_spec.ndim == 1 and b.ndim == 1:  # a dot product: g is a scalar
+        return g * b
+    b2 = _as_matrix(b, (b.shape[0], 1))
+    da = bind(matmul, _matrix_g(g, a_spec.ndim, b.ndim), swap_last_axes(b2))
+    return bind(reshape, da, shape=da.shape[:-2] + da.shape[-1:]) if a_spec.ndim == 1 else da
+
+
+def _matmul_db(g: Any, a: Any, b_spec: Any) -> Any:
+    """dB = Aᵀ G."""
+    if a.ndim == 1 and b_spec.ndim == 1:
+        return g * a
+    a2 = _as_matrix(a, (1, a.shape[0]))
+    db = bind(matmul, swap_last_axes(a2), _matrix_g(g, a.ndim, b_spec.ndim))
+    return bind(reshape, db, shape=db.shape[:-1]) if b_spec.ndim == 1 else db
+
+
+matmul = Op("matmul", lambda xp: xp.matmul, _matmul_rule, grads=(_matmul_da, _matmul_db),
+            arg_names=("a", "b"))

@@ -7,19 +7,26 @@ An `Op` names a primitive operation and carries, in one place:
   calls `kernel(xp)` once and caches the result, so eager dispatch pays nothing for it.
 - `shape_rule`: given the operands' `TensorSpec`s (shape, dtype, device), the result's spec. Eager
   mode never needs it (NumPy computes the result), but tracing does, and so do error messages.
-- `vjp`: the gradient rule, written with teachflow ops so it runs eagerly, can be traced into a
-  backward graph, and can be differentiated again. It receives the output cotangent `g`, the
-  inputs, `out=` the output (when the op saves it), and the op's parameters; it returns one
-  cotangent per input (None where there is none). The autodiff engine sums a cotangent back to its
-  input's shape when the op broadcast that input, so rules never do it themselves.
-- `saves`: what the forward pass keeps for `vjp` ("inputs", "shapes" or "nothing"), plus
-  `saves_output`. Keeping only what the rule needs is what lets intermediates be freed early.
+- `grads`: the gradient rules, one per input (as in PyTorch's ``derivatives.yaml``), written with
+  teachflow ops so they run eagerly, can be traced into a backward graph, and can be
+  differentiated again. A rule receives the output's cotangent `g` and, *by name*, exactly what it
+  reads: inputs by their names in `arg_names` (``x``), or only their shape, dtype and device as a
+  `TensorSpec` (``x_spec``), the output as ``out``, parameters by their names. ``mul``'s rules are
+  ``lambda g, y: g * y`` and ``lambda g, x: g * x``; ``sum``'s reads only ``x_spec``. Backward runs
+  only the
+  rules of inputs that need a gradient (PyTorch's ``needs_input_grad``), and the forward pass keeps
+  only what those rules read: ``y * 2.0`` keeps nothing of ``y``, because the rule for ``y`` reads
+  only the 2.0. The autodiff engine sums a cotangent back to its input's shape when the op
+  broadcast that input, so rules never do it themselves. Ops with any number of inputs
+  (concatenate) give one rule for all, which may also take ``i`` (which input) and ``xs`` (the
+  specs of all inputs).
 - `fusion`: for elementwise ops, the expression (C syntax, operands ``{0}``, ``{1}``, ...) that
   the fusion pass uses to generate one kernel for a chain of ops.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -52,29 +59,64 @@ class Op:
     name: str
     kernel: Callable[[ModuleType], Kernel]
     shape_rule: Callable[..., TensorSpec] = field(repr=False)
-    vjp: Callable[..., tuple] | None = field(default=None, repr=False)
-    saves: str = "inputs"
-    saves_output: bool = False
+    grads: tuple[Callable[..., Any] | None, ...] | Callable[..., Any] | None = field(
+        default=None, repr=False)
     fusion: str | None = None
     arg_names: tuple[str, ...] = ("x", "y", "z")
     #: Ops with a `device` parameter (creation, transfer) run on that device, not their inputs'.
     placed: bool = False
     #: Random ops draw anew every time; passes must never merge or fold them.
     random: bool = False
-    #: ``op(x, y) == op(y, x)``: CSE may match the operands in either order.
-    commutative: bool = False
+    #: ``op(x, y) == op(y, x)`` exactly: CSE may match the operands in either order. A function
+    #: of the result's dtype where that depends on it (see `commutes`).
+    commutative: bool | Callable[[np.dtype], bool] = False
     #: False for ops made by the compiler (fused kernels): they are not part of the vocabulary.
     register: bool = True
 
     def __post_init__(self) -> None:
-        if self.saves not in ("inputs", "shapes", "nothing"):
-            raise ValueError(f"op {self.name}: saves must be 'inputs', 'shapes' or 'nothing'")
+        if self.grads is not None:
+            rules = (self.grads,) if callable(self.grads) else self.grads
+            object.__setattr__(self, "_reads", tuple(
+                None if rule is None else _reads(self, rule) for rule in rules))
+            object.__setattr__(self, "_plans", {})
         if self.register:
             OPS[self.name] = self
 
     @property
     def differentiable(self) -> bool:
-        return self.vjp is not None
+        return self.grads is not None
+
+    def commutes(self, dtype: np.dtype) -> bool:
+        """True if swapping the two operands gives bit for bit the same result of this dtype."""
+        c = self.commutative
+        return c(dtype) if callable(c) else c
+
+    def rule(self, i: int) -> tuple[Callable[..., Any], Reads] | None:
+        """The gradient rule of input `i`, and what it reads (None if `i` has no gradient)."""
+        if callable(self.grads):
+            return self.grads, self._reads[0]
+        rule = self.grads[i] if i < len(self.grads) else None
+        return None if rule is None else (rule, self._reads[i])
+
+    def tape_plan(self, needs: tuple[bool, ...]) -> tuple[tuple[str | None, ...], bool] | None:
+        """For inputs that need a gradient (`needs`): what the forward pass must keep of each
+        input ("value", "spec" or None) and whether it must keep the output. None when no rule
+        applies (nothing to record)."""
+        plan = self._plans.get(needs)
+        if plan is None:
+            keep: list[str | None] = [None] * len(needs)
+            out, any_rule = False, False
+            for i, need in enumerate(needs):
+                found = self.rule(i) if need else None
+                if found is None:
+                    continue
+                any_rule, reads = True, found[1]
+                out = out or reads.out
+                wanted = [(j, "spec") for j in range(len(needs))] if reads.all_inputs else []
+                for j, what in [*wanted, *((j, what) for _, j, what in reads.inputs)]:
+                    keep[j] = "value" if "value" in (keep[j], what) else what
+            plan = self._plans[needs] = (tuple(keep), out) if any_rule else ()
+        return plan or None
 
     @property
     def elementwise(self) -> bool:
@@ -99,6 +141,30 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What one gradient rule reads, found once from its parameter names."""
+
+    inputs: tuple[tuple[str, int, str], ...]  # (parameter name, input position, "value"/"spec")
+    out: bool  # reads the op's output as `out`
+    params: tuple[str, ...]  # the op's parameters it takes by name
+    index: bool  # takes `i`, which input it is computing for (rules of variadic ops)
+    all_inputs: bool  # takes `xs`, the specs of all inputs (rules of variadic ops)
+
+
+def _reads(op: Op, rule: Callable[..., Any]) -> Reads:
+    names = list(inspect.signature(rule).parameters)[1:]  # the first is the cotangent `g`
+    inputs, params = [], []
+    for n in names:
+        if n in op.arg_names:
+            inputs.append((n, op.arg_names.index(n), "value"))
+        elif n.endswith("_spec") and n[:-5] in op.arg_names:
+            inputs.append((n, op.arg_names.index(n[:-5]), "spec"))
+        elif n not in ("out", "i", "xs"):
+            params.append(n)
+    return Reads(tuple(inputs), "out" in names, tuple(params), "i" in names, "xs" in names)
 
 
 def spec_of(x: Any) -> Any:

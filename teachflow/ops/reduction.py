@@ -76,26 +76,23 @@ def _count(x: TensorSpec, axis: tuple | None) -> int:
     return int(np.prod([x.shape[a] for a in (axis if axis is not None else range(x.ndim))]))
 
 
-def _max_vjp(g: Any, x: Any, *, out: Any, axis: tuple | None, keepdims: bool) -> tuple:
+def _max_grad(g: Any, x: Any, out: Any, *, axis: tuple | None, keepdims: bool) -> Any:
     # The gradient goes to where the maximum was; ties share it evenly.
     spec = x.spec
     winners = bind(astype, x == expand_reduced(out, spec, axis, keepdims), dtype=g.dtype)
     share = winners / winners.sum(axis=axis, keepdims=True)
-    return (expand_reduced(g, spec, axis, keepdims) * share,)
+    return expand_reduced(g, spec, axis, keepdims) * share
 
 
 # Reductions call the array's own method: NumPy's xp.sum(x) is a Python wrapper around it, and
 # for small arrays that wrapper costs as much as the sum.
 sum = Op("sum", lambda xp: lambda x, *, axis, keepdims: x.sum(axis=axis, keepdims=keepdims),
          _reduction_rule("sum"),
-         vjp=lambda g, x, *, axis, keepdims: (expand_reduced(g, x, axis, keepdims),),
-         saves="shapes")
+         grads=(lambda g, x_spec, *, axis, keepdims: expand_reduced(g, x_spec, axis, keepdims),))
 # The mean of no elements is nan (0 / 0), as in NumPy; the max of none has no value at all.
 mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keepdims=keepdims),
           _reduction_rule("mean"),
-          vjp=lambda g, x, *, axis, keepdims: (expand_reduced(g, x, axis, keepdims)
-                                                / _count(x, axis),),
-          saves="shapes")
+          grads=(lambda g, x_spec, *, axis, keepdims: expand_reduced(g, x_spec, axis, keepdims)
+                 / _count(x_spec, axis),))
 max = Op("max", lambda xp: lambda x, *, axis, keepdims: x.max(axis=axis, keepdims=keepdims),
-         _reduction_rule("max", needs_elements=True),
-         vjp=_max_vjp, saves_output=True)
+         _reduction_rule("max", needs_elements=True), grads=(_max_grad,))

@@ -8,6 +8,7 @@ own: the autodiff engine sums every cotangent back to its input's shape.
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
@@ -125,13 +126,11 @@ def _concatenate_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
     return TensorSpec(shape, np.result_type(*(x.dtype for x in xs)))
 
 
-def _concatenate_vjp(g: Any, *xs: TensorSpec, axis: int) -> tuple:
-    pieces, start = [], 0
-    for x in xs:
-        stop = start + x.shape[axis]
-        pieces.append(bind(getitem, g, index=(slice(None),) * axis + (slice(start, stop),)))
-        start = stop
-    return tuple(pieces)
+def _concatenate_grad(g: Any, i: int, xs: tuple, *, axis: int) -> Any:
+    """The cotangent of input `i`: its slice of `g` along the joined axis."""
+    start = builtins.sum(x.shape[axis] for x in xs[:i])
+    stop = start + xs[i].shape[axis]
+    return bind(getitem, g, index=(slice(None),) * axis + (slice(start, stop),))
 
 
 def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
@@ -144,24 +143,21 @@ def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
 
 
 reshape = Op("reshape", lambda xp: lambda x, *, shape: x.reshape(shape), _reshape_rule,
-             vjp=lambda g, x, *, shape: (bind(reshape, g, shape=x.shape),), saves="shapes")
+             grads=(lambda g, x_spec: bind(reshape, g, shape=x_spec.shape),))
 transpose = Op("transpose", lambda xp: lambda x, *, axes: x.transpose(axes), _transpose_rule,
-               vjp=lambda g, x, *, axes: (bind(transpose, g, axes=tuple(np.argsort(axes))),),
-               saves="nothing")
+               grads=(lambda g, *, axes: bind(transpose, g, axes=tuple(np.argsort(axes))),))
 broadcast_to = Op("broadcast_to", lambda xp: xp.broadcast_to, _broadcast_to_rule,
-                  vjp=lambda g, x, *, shape: (g,), saves="nothing")
+                  grads=(lambda g: g,))
 getitem = Op("getitem", lambda xp: lambda x, *, index: x[_on_device(xp, index)], _getitem_rule,
-             vjp=lambda g, x, *, index: (bind(scatter_add, g, index=index, shape=x.shape),),
-             saves="shapes")
+             grads=(lambda g, x_spec, *, index:
+                    bind(scatter_add, g, index=index, shape=x_spec.shape),))
 # The gradient of indexing: zeros of the indexed tensor's shape, with g added where it was read.
 scatter_add = Op("scatter_add", _scatter_add_kernel,
-                 lambda g, *, index, shape: TensorSpec(shape, g.dtype),
-                 vjp=lambda g, dy, *, index, shape: (bind(getitem, g, index=index),),
-                 saves="nothing", arg_names=("g",))
+                 lambda x, *, index, shape: TensorSpec(shape, x.dtype),
+                 grads=(lambda g, *, index: bind(getitem, g, index=index),), arg_names=("x",))
 concatenate = Op("concatenate",
                  lambda xp: lambda *xs, axis: xp.concatenate(xs, axis=axis),
-                 _concatenate_rule, vjp=_concatenate_vjp, saves="shapes", arg_names=())
+                 _concatenate_rule, grads=_concatenate_grad, arg_names=())
 stack = Op("stack", lambda xp: lambda *xs, axis: xp.stack(xs, axis=axis), _stack_rule,
-           vjp=lambda g, *xs, axis: tuple(
-               bind(getitem, g, index=(slice(None),) * axis + (i,)) for i in range(len(xs))),
-           saves="nothing", arg_names=())
+           grads=lambda g, i, *, axis: bind(getitem, g, index=(slice(None),) * axis + (i,)),
+           arg_names=())

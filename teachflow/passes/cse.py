@@ -65,7 +65,7 @@ class ValueNumbering:
             self.number(node.output)  # a fresh number: never equal to anything else
             return None
         operands = [self.number(o) for o in node.inputs]
-        if node.op.commutative:
+        if node.op.commutes(node.spec.dtype):
             operands.sort(key=repr)
         key = (node.op.name, params_key(node.params), tuple(operands))
         earlier = self.first.get(key)

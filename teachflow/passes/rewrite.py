@@ -94,7 +94,7 @@ def match(pattern: Any, operand: Any, m: Match) -> bool:
 
 def _match_node(pattern: P, node: Node, m: Match) -> bool:
     orders = [node.inputs]
-    if node.op.commutative:
+    if node.op.commutes(node.spec.dtype):
         orders.append(node.inputs[::-1])
     for operands in orders:
         trial = Match(m)
