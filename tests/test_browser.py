@@ -13,6 +13,7 @@ plain message where it is missing. Playwright never downloads a browser here: it
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -112,6 +113,120 @@ def test_the_static_page_steps_marks_changes_and_explains_them(page, tmp_path) -
     page.screenshot(path=str(ARTIFACTS / "static-page-fused.png"))
 
 
+def open_page(page, compilation, path) -> None:
+    compilation.to_html(path)
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tf-stepper[data-current-stage]")
+
+
+def go_to(page, stage: int) -> None:
+    page.click(f'.tf-stages button[data-stage="{stage}"]')
+    assert stage_of(page) == stage
+
+
+def numbers_before(word: str, text: str) -> list[int]:
+    return [int(n.replace(",", "")) for n in re.findall(rf"([\d,]+) {word}", text)]
+
+
+def test_every_count_of_nodes_counts_the_same_things(page, tmp_path) -> None:
+    compilation = example()
+    open_page(page, compilation, tmp_path / "stepper.html")
+    for i, snap in enumerate(compilation.snapshots):
+        go_to(page, i)
+        nodes = len(snap.graph.nodes)  # ops: the inputs and constants are not counted
+        figure = page.locator('.tf-figure[data-stat="nodes"] .tf-figure-value').inner_text()
+        assert figure.split()[0] == str(nodes)
+        narration = page.locator(".tf-narration").inner_text()
+        if snap.changes or i == 0:  # (a pass that changed nothing says so, and no count)
+            assert numbers_before("nodes", narration)[-1] == nodes
+    go_to(page, 0)
+    traced = len(compilation.snapshots[0].graph.nodes)
+    listed = page.locator('.tf-stages li[data-stage="0"]').inner_text()
+    card = page.locator(".tf-rule").inner_text()
+    assert numbers_before("nodes", listed) == [traced]
+    assert numbers_before("nodes", card) == [traced]
+    assert "2 inputs" in card  # drawn, and said apart from the nodes
+    assert "ops only" in page.locator(".tf-legend").inner_text()  # the UI says what it counts
+    assert not page.errors, page.errors
+
+
+def test_the_ir_diff_marks_changed_code_not_realigned_comments(page, tmp_path) -> None:
+    compilation = example()
+    open_page(page, compilation, tmp_path / "stepper.html")
+    go_to(page, len(compilation.snapshots) - 1)  # fuse: the code column narrows
+    lines = page.locator(".tf-ir-text .tf-line")
+    marked = {mark: [lines.nth(i).inner_text()[2:] for i in range(lines.count())
+                     if lines.nth(i).get_attribute("data-diff") == mark]
+              for mark in ("same", "add", "del")}
+    before = str(compilation.snapshots[-2].graph).split("\n")
+    after = str(compilation.snapshots[-1].graph).split("\n")
+    fused = {i for c in compilation.snapshots[-1].changes for i in c.nodes}
+    removed = [line for line in before
+               if re.match(r"\s+%(\d+) =", line) and int(re.match(r"\s+%(\d+)", line)[1]) in fused]
+    assert len(removed) == 3
+    assert set(marked["del"]) == {*removed, "  return %10"}
+    assert {line.split("#")[0].strip() for line in marked["add"]} == {
+        line.split("#")[0].strip() for line in after if "fused_k1" in line or "return" in line}
+    matmul = next(line for line in after if "matmul" in line)  # kept, shown as printed now
+    assert matmul in marked["same"]
+    assert "+2 −4 lines" in page.locator(".tf-ir-summary").inner_text()
+    assert not page.errors, page.errors
+
+
+_CLASHES = """() => {
+  const rects = (selector) => [...document.querySelectorAll(selector)].map((e) => {
+    const r = e.getBoundingClientRect();
+    return { id: e.closest("[data-node-id]").dataset.nodeId, l: r.left, r: r.right, t: r.top,
+             b: r.bottom };
+  });
+  const clashes = (list) => {
+    const out = [];
+    list.forEach((a, i) => list.slice(i + 1).forEach((b) => {
+      if (a.l < b.r - 0.5 && b.l < a.r - 0.5 && a.t < b.b - 0.5 && b.t < a.b - 0.5) {
+        out.push([a.id, b.id]);
+      }
+    }));
+    return out;
+  };
+  return { boxes: clashes(rects(".tf-graph .tf-node > rect.tf-box")),
+           badges: clashes(rects(".tf-graph .tf-node .tf-badge rect")) };
+}"""
+
+
+def test_removed_nodes_stand_beside_what_replaced_them(page, tmp_path) -> None:
+    compilation = example()
+    open_page(page, compilation, tmp_path / "stepper.html")
+    for i, snap in enumerate(compilation.snapshots):
+        go_to(page, i)
+        assert page.evaluate(_CLASHES) == {"boxes": [], "badges": []}, snap.pass_name
+    # fuse: the kernel stands where its last op (%10 add) stood; that op moved aside, tied to it
+    last = compilation.snapshots[-1].changes[0].nodes[-1]
+    gone = page.locator(f'.tf-nodes-removed [data-node-id="{last}"]')
+    assert gone.get_attribute("data-status") == "removed"
+    assert page.locator(f'.tf-tie[data-from="{last}"]').count() == 1
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "static-page-removed-beside.png"))
+    go_to(page, 2)
+    page.screenshot(path=str(ARTIFACTS / "static-page-constant-fold.png"))
+    assert not page.errors, page.errors
+
+
+def test_keys_step_the_static_page_without_a_click_first(page, tmp_path) -> None:
+    open_page(page, example(), tmp_path / "stepper.html")
+    assert page.evaluate("document.activeElement === document.body")
+    page.keyboard.press("ArrowRight")
+    assert stage_of(page) == 1
+    page.keyboard.press("j")
+    assert stage_of(page) == 2
+    page.keyboard.press("k")
+    page.keyboard.press("ArrowLeft")
+    assert stage_of(page) == 0
+    page.click("h1")  # focus anywhere else on the page: the keys still step
+    page.keyboard.press("j")
+    assert stage_of(page) == 1
+    assert not page.errors, page.errors
+
+
 def test_a_big_compilation_opens_and_steps_without_freezing(page, tmp_path) -> None:
     def long(x):
         for i in range(150):
@@ -133,6 +248,8 @@ def test_a_big_compilation_opens_and_steps_without_freezing(page, tmp_path) -> N
     assert "×150" in block.text_content()
     drawn = page.locator(".tf-graph .tf-nodes [data-node-id]").count()
     assert drawn < 20, drawn  # the members are folded away, not drawn one by one
+    note = page.locator(".tf-view-note").inner_text()  # counts nodes as everywhere else
+    assert f"of {len(compilation.snapshots[0].graph.nodes):,} nodes" in note, note
     page.click(".tf-next")
     assert stage_of(page) == 1
     opened = time.perf_counter() - start
@@ -234,6 +351,14 @@ def test_the_stepper_works_in_jupyter(page, jupyter) -> None:
     narration = page.locator(".jp-OutputArea .tf-narration").inner_text()
     assert "2*f(x)" in narration
     page.screenshot(path=str(ARTIFACTS / f"{app}-simplify.png"))
+    # In a notebook the keys belong to the stepper only while the focus is in it: elsewhere
+    # j and k are the notebook's own (select the next or previous cell).
+    page.evaluate("document.body.dispatchEvent(new KeyboardEvent('keydown', "
+                  "{key: 'j', bubbles: true}))")
+    assert page.locator(".jp-OutputArea .tf-stepper").get_attribute("data-current-stage") == "1"
+    page.focus(".jp-OutputArea .tf-stepper")
+    page.keyboard.press("j")
+    page.wait_for_selector(".jp-OutputArea .tf-stepper[data-current-stage='2']")
     # Jupyter's own bundles may log their own hiccups (Notebook 7 reports a settings schema
     # error when a command arrives early); only errors from elsewhere are the stepper's.
     errors = [e for e in page.errors

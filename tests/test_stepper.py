@@ -103,6 +103,64 @@ def test_front_end_parses_and_its_diff_is_right_under_node(tmp_path: Path) -> No
     assert result["moved"] == "-a  b +a"
 
 
+def run_node(tmp_path: Path, script: str, data: dict) -> dict:
+    """Run `script` (which sees the front-end's exports and `data`) under Node.js."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("Node.js is not installed: the JavaScript is not run outside a browser")
+    (tmp_path / "stepper.mjs").write_text(widget_file("stepper.js"), encoding="utf-8")
+    check = tmp_path / "check.mjs"
+    check.write_text('import * as stepper from "./stepper.mjs";\n'
+                     f"const data = {json.dumps(data)};\n{textwrap.dedent(script)}",
+                     encoding="utf-8")
+    out = subprocess.run([node, str(check)], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_the_ir_diff_compares_code_not_the_alignment_of_comments(tmp_path: Path) -> None:
+    def f(x):  # constant_fold removes the widest line (full), so the comment column moves left
+        return (x * 2.0).tanh() + tfl.full((), 2.0, dtype="float32") * 3.0
+
+    compilation = tfl.compile(f, tfl.randn(3, 4))
+    texts = [str(s.graph).split("\n") for s in compilation.snapshots]
+    realigned = [line for line in texts[2] if "tanh" in line]
+    assert realigned and realigned[0] not in texts[1]  # (what the diff has to see through)
+    diffs = run_node(tmp_path, """
+        const out = [];
+        for (let i = 1; i < data.length; i++) out.push(stepper.diffLines(data[i - 1], data[i]));
+        console.log(JSON.stringify(out));
+    """, texts)
+    code = re.compile(r"\s+#[^#]*$")
+    for before, after, diff in zip(texts, texts[1:], diffs, strict=False):
+        # Every line is there once, as printed: kept and added lines as the new stage prints
+        # them, removed ones as the old one did.
+        assert [line for mark, line in diff if mark != "-"] == after
+        assert all(line in before for mark, line in diff if mark == "-")
+        # A line is marked only when its code changed: not when only its padding did.
+        removed = {code.sub("", line) for mark, line in diff if mark == "-"}
+        added = {code.sub("", line) for mark, line in diff if mark == "+"}
+        assert not removed & added
+        assert removed == {code.sub("", b) for b in before} - {code.sub("", a) for a in after}
+
+
+def test_removed_nodes_move_aside_from_the_nodes_that_took_their_place(tmp_path: Path) -> None:
+    stages = compiled().show().data["stages"]
+    placed = run_node(tmp_path, """
+        console.log(JSON.stringify(data.map((stage) => [...stepper.ghostPlaces(stage)])));
+    """, stages)
+    moved_any = False
+    for stage, moved in zip(stages, placed, strict=True):
+        moved = {node_id: tuple(xy) for node_id, xy in moved}
+        moved_any = moved_any or bool(moved)
+        boxes = [(n["x"], n["y"]) for n in stage["nodes"]]
+        boxes += [moved.get(n["id"], (n["x"], n["y"])) for n in stage["removed"]]
+        for i, (x, y) in enumerate(boxes):  # no two boxes of one row closer than a column
+            assert all(abs(x - x2) >= 1 for x2, y2 in boxes[i + 1:] if y2 == y), stage["pass"]
+        for node_id, (_, y) in moved.items():  # a moved node keeps its row
+            assert next(n["y"] for n in stage["removed"] if n["id"] == node_id) == y
+    assert moved_any  # (fuse puts the kernel where its last op stood)
+
+
 # --- The static page ---------------------------------------------------------------------------
 
 

@@ -57,11 +57,30 @@ const STATUS = {
 };
 
 const FIGURES = [
-  ["nodes", "nodes"],
-  ["kernels", "kernels"],
-  ["bytes_moved", "bytes moved"],
-  ["flops", "flops"],
+  ["nodes", "nodes", "nodes: ops only (inputs and constants are not counted)"],
+  ["kernels", "kernels", "kernels launched (views launch none)"],
+  ["bytes_moved", "bytes moved", "bytes read and written by the kernels"],
+  ["flops", "flops", "floating-point operations"],
 ];
+
+/** What the stepper counts as a node, in every count it shows: an op, that is one line of the
+ * text IR (what the compiler's `stats.nodes` counts). The inputs, captured tensors and
+ * constants the ops read are drawn as boxes too, but are counted apart, never as nodes. */
+function isOp(n) {
+  return n.kind === "node";
+}
+
+/** "2 inputs and 1 constant": the boxes that are not nodes. */
+function operandWords(nodes) {
+  let inputs = 0;
+  let constants = 0;
+  for (const n of nodes) {
+    if (n.kind === "const") constants++;
+    else if (!isOp(n)) inputs++;
+  }
+  const words = [inputs && plural(inputs, "input"), constants && plural(constants, "constant")];
+  return words.filter(Boolean).join(" and ") || "no inputs";
+}
 
 let instances = 0;
 
@@ -103,28 +122,39 @@ function prettyRule(rule) {
 
 // --- The line diff of the IR --------------------------------------------------------------------
 
-/** Lines of `a` and `b` as [mark, line] pairs: " " same, "-" only in a, "+" only in b. */
+/** A line of the text IR without its alignment: `str(graph)` pads every line's code to the
+ * widest one before the `# file:line` column, so one wider (or narrower) line moves every
+ * comment. Lines are compared by this, so that only code that changed is marked. */
+export function codeOf(line) {
+  return line.replace(/\s+(#[^#]*)?$/, (_, comment) => (comment ? `  ${comment}` : ""));
+}
+
+/** Lines of `a` and `b` as [mark, line] pairs: " " same, "-" only in a, "+" only in b. Lines are
+ * compared by their code (`codeOf`) and shown as printed: a kept line as `b` prints it. */
 export function diffLines(a, b) {
+  const ka = a.map(codeOf);
+  const kb = b.map(codeOf);
   let start = 0;
-  while (start < a.length && start < b.length && a[start] === b[start]) start++;
+  while (start < a.length && start < b.length && ka[start] === kb[start]) start++;
   let endA = a.length;
   let endB = b.length;
-  while (endA > start && endB > start && a[endA - 1] === b[endB - 1]) {
+  while (endA > start && endB > start && ka[endA - 1] === kb[endB - 1]) {
     endA--;
     endB--;
   }
-  const midA = a.slice(start, endA);
-  const midB = b.slice(start, endB);
+  const midA = ka.slice(start, endA);
+  const midB = kb.slice(start, endB);
   const middle =
     midA.length * midB.length <= LCS_LIMIT ? lcsDiff(midA, midB) : greedyDiff(midA, midB);
   return [
-    ...a.slice(0, start).map((line) => [" ", line]),
-    ...middle,
-    ...a.slice(endA).map((line) => [" ", line]),
+    ...b.slice(0, start).map((line) => [" ", line]),
+    ...middle.map(([mark, i]) => [mark, mark === "-" ? a[start + i] : b[start + i]]),
+    ...b.slice(endB).map((line) => [" ", line]),
   ];
 }
 
-/** The exact diff: a longest common subsequence, by dynamic programming. */
+/** The exact diff: a longest common subsequence, by dynamic programming. Each step is [mark,
+ * index]: the index is into `a` for "-" and into `b` for " " and "+". */
 function lcsDiff(a, b) {
   const n = a.length;
   const m = b.length;
@@ -143,22 +173,22 @@ function lcsDiff(a, b) {
   let j = 0;
   while (i < n && j < m) {
     if (a[i] === b[j]) {
-      out.push([" ", a[i]]);
+      out.push([" ", j]);
       i++;
       j++;
     } else if (table[(i + 1) * width + j] >= table[i * width + j + 1]) {
-      out.push(["-", a[i++]]);
+      out.push(["-", i++]);
     } else {
-      out.push(["+", b[j++]]);
+      out.push(["+", j++]);
     }
   }
-  while (i < n) out.push(["-", a[i++]]);
-  while (j < m) out.push(["+", b[j++]]);
+  while (i < n) out.push(["-", i++]);
+  while (j < m) out.push(["+", j++]);
   return out;
 }
 
 /** A linear-time diff for big texts: IR lines name their node, so they are nearly all unique,
- * and a line found on both sides is simply kept. */
+ * and a line found on both sides is simply kept. Steps as in `lcsDiff`. */
 function greedyDiff(a, b) {
   const inA = new Set(a);
   const inB = new Set(b);
@@ -167,18 +197,47 @@ function greedyDiff(a, b) {
   let j = 0;
   while (i < a.length || j < b.length) {
     if (i < a.length && j < b.length && a[i] === b[j]) {
-      out.push([" ", a[i]]);
+      out.push([" ", j]);
       i++;
       j++;
     } else if (i < a.length && (!inB.has(a[i]) || j >= b.length)) {
-      out.push(["-", a[i++]]);
+      out.push(["-", i++]);
     } else if (j < b.length && (!inA.has(b[j]) || i >= a.length)) {
-      out.push(["+", b[j++]]);
+      out.push(["+", j++]);
     } else {
-      out.push(["-", a[i++]]); // a line that moved: shown removed here, added where it went
+      out.push(["-", i++]); // a line that moved: shown removed here, added where it went
     }
   }
   return out;
+}
+
+// --- Removed nodes that would hide under new ones --------------------------------------------
+
+/** Where to draw the removed nodes of a stage that would sit on one of its nodes (a fused
+ * kernel takes the place of its last op): each moves aside, to the nearest place in its row that
+ * no box and no edge bend takes, so both boxes and both badges stay readable. Returns node id ->
+ * [x, y] in layout units, for the removed nodes that move. */
+export function ghostPlaces(stage) {
+  const rows = new Map(); // y -> the x of everything drawn in that row
+  const take = (x, y) => {
+    if (!rows.has(y)) rows.set(y, []);
+    rows.get(y).push(x);
+  };
+  const free = (x, y) => (rows.get(y) ?? []).every((other) => Math.abs(other - x) >= 1);
+  for (const n of stage.nodes) take(n.x, n.y);
+  for (const e of stage.edges) for (const [x, y] of e.route.slice(1, -1)) take(x, y);
+  const hidden = stage.removed.filter((n) => !free(n.x, n.y));
+  for (const n of stage.removed) if (free(n.x, n.y)) take(n.x, n.y);
+  const moved = new Map();
+  for (const n of hidden) {
+    let x = n.x;
+    for (let d = 1; !free(x, n.y); d++) {
+      x = free(n.x + d, n.y) ? n.x + d : n.x - d;
+    }
+    take(x, n.y);
+    moved.set(n.id, [x, n.y]);
+  }
+  return moved;
 }
 
 // --- The page's skeleton ------------------------------------------------------------------------
@@ -217,7 +276,8 @@ function skeleton(uid) {
         </span>
       </div>
       <div class="tf-graph-wrap"><div class="tf-graph" data-uid="${uid}"></div></div>
-      <div class="tf-legend">${legend()}</div>
+      <div class="tf-legend">${legend()}<span class="tf-legend-note">node counts are ops only:
+        inputs and constants are drawn but not counted</span></div>
     </div>
     <aside class="tf-side">
       <section class="tf-rule" aria-label="What this pass changed"></section>
@@ -327,10 +387,7 @@ function render({ model, el }) {
     const removedEdges = previous
       ? previous.edges.filter((e) => removedById.has(e.from) || removedById.has(e.to))
       : [];
-    // A faded node under a new one (a fused kernel sits where its last op was) is drawn
-    // offset, like a card behind it, so both can be seen and clicked.
-    const taken = new Set(stage.nodes.map((n) => `${n.x},${n.y}`));
-    const shifted = new Set(stage.removed.filter((n) => taken.has(`${n.x},${n.y}`)).map((n) => n.id));
+    const moved = ghostPlaces(stage);
     // Members of a fused group that this pass removed: collapsed into the kernel in big views.
     const memberOf = new Map();
     const groupSize = new Map();
@@ -339,7 +396,7 @@ function render({ model, el }) {
       for (const id of c.nodes) if (removedById.has(id)) memberOf.set(id, c.result[0]);
       for (const id of c.result) groupSize.set(id, c.nodes.length);
     }
-    found = { stage, previous, byId, removedById, removedEdges, shifted, memberOf, groupSize };
+    found = { stage, previous, byId, removedById, removedEdges, moved, memberOf, groupSize };
     found.big = stage.nodes.length + stage.removed.length > BIG;
     st.cache.set(i, found);
     return found;
@@ -595,7 +652,7 @@ function render({ model, el }) {
     const stages = st.data.stages;
     const barW = 12;
     const height = 28;
-    ui.figures.innerHTML = FIGURES.map(([key, name]) => {
+    ui.figures.innerHTML = FIGURES.map(([key, name, words]) => {
       const values = stages.map((s) => s.stats[key] ?? 0);
       const top = Math.max(...values, 1);
       const bars = values
@@ -609,7 +666,8 @@ function render({ model, el }) {
         })
         .join("");
       return (
-        `<div class="tf-figure" data-stat="${key}"><span class="tf-figure-name">${name}</span>` +
+        `<div class="tf-figure" data-stat="${key}" title="${esc(words)}">` +
+        `<span class="tf-figure-name">${name}</span>` +
         `<svg class="tf-spark" width="${values.length * barW}" height="${height}" ` +
         `role="img" aria-label="${name} per stage">${bars}</svg>` +
         `<span class="tf-figure-value"></span></div>`
@@ -668,7 +726,7 @@ function render({ model, el }) {
   /** Which node ids to draw: all of them, or for a big stage the changes on the selected page,
    * the selected node, and their neighbours, with fused members folded into their kernel. */
   function view(inf) {
-    const total = inf.stage.nodes.length + inf.stage.removed.length;
+    const total = inf.stage.stats.nodes;
     if (!inf.big || st.expandAll) {
       return { ids: null, page: -1, note: "", total, blocks: new Map() };
     }
@@ -715,24 +773,31 @@ function render({ model, el }) {
       folded = ` and ${plural(blocks.size, "repeated block")} (${members.toLocaleString("en")} ` +
         `nodes; click ${blocks.size === 1 ? "it" : "one"} to open it)`;
     }
+    let shown = 0;
+    let gone = 0;
+    for (const id of ids) {
+      if (!isOp(nodeIn(inf, id))) continue;
+      if (inf.byId.has(id)) shown++;
+      else gone++;
+    }
+    const counts = `Showing ${shown.toLocaleString("en")} of ${plural(total, "node")}` +
+      (gone ? ` (and ${gone.toLocaleString("en")} removed)` : "") + folded;
     let note;
     if (changes.length) {
       const [a, b] = pages(inf)[page];
       const which = b - a === changes.length ? "all changes" : `changes ${a + 1}–${b} of ${changes.length}`;
-      note = `Showing ${plural(ids.size, "node")}${folded} of ${total.toLocaleString("en")}: ` +
-        `the neighbourhood of ${which}` +
+      note = `${counts}: the neighbourhood of ${which}` +
         (inf.memberOf.size ? ", fused groups collapsed." : ".");
     } else {
-      note = `Showing ${plural(ids.size, "node")}${folded} of ${total.toLocaleString("en")}: ` +
-        "the top of the graph.";
+      note = `${counts}: the top of the graph.`;
     }
     return { ids, page, note, total, blocks };
   }
 
   function position(inf, n) {
-    const dx = inf.shifted.has(n.id) && inf.removedById.get(n.id) === n ? 14 : 0;
-    const dy = dx ? -10 : 0;
-    return [n.x * X_SCALE + dx, n.y * Y_SCALE + dy];
+    const place = inf.removedById.get(n.id) === n ? inf.moved.get(n.id) : undefined;
+    const [x, y] = place ?? [n.x, n.y];
+    return [x * X_SCALE, y * Y_SCALE];
   }
 
   function drawGraph(scroll) {
@@ -829,6 +894,15 @@ function render({ model, el }) {
           `${edgePath(route, a, b)}"/>`);
       }
     }
+    // A removed node that moved aside: a dotted line to the place it left.
+    for (const n of removed) {
+      if (!inf.moved.has(n.id) || packed) continue;
+      const [x0, y0] = where.get(n.id);
+      const [x1, y1] = [n.x * X_SCALE, n.y * Y_SCALE];
+      const side = Math.sign(x1 - x0) * NODE_W / 2;
+      parts.push(`<path class="tf-tie" data-from="${n.id}" d="M${r1(x0 + side)},${r1(y0)} ` +
+        `L${r1(x1 - side)},${r1(y1)}"/>`);
+    }
     parts.push(`</g><g class="tf-edges">`);
     const stubs = [];
     for (const e of inf.stage.edges) {
@@ -856,7 +930,7 @@ function render({ model, el }) {
     st.drawn = { page: v.page, ids: new Set(where.keys()), box, zoom, where, blocks: blockAt, of };
     ui.note.textContent = v.note;
     ui.expand.hidden = !inf.big;
-    ui.expand.textContent = st.expandAll ? "show the neighbourhood only" : `expand all ${v.total.toLocaleString("en")} nodes`;
+    ui.expand.textContent = st.expandAll ? "show the neighbourhood only" : `expand all (${plural(v.total, "node")})`;
     markMatches();
     markSelected();
     if (scroll) scrollToFocus();
@@ -1030,8 +1104,9 @@ function render({ model, el }) {
     const changes = stage.changes;
     if (st.stage === 0) {
       ui.rule.innerHTML =
-        `<h3>The traced graph</h3><p>${plural(stage.nodes.length, "node")} as traced from ` +
-        `your code. Step forward (→ or j) to watch each pass change it.</p>`;
+        `<h3>The traced graph</h3><p>${plural(stage.stats.nodes, "node")} as traced from ` +
+        `your code, reading ${operandWords(stage.nodes)} (drawn, but not counted as nodes). ` +
+        "Step forward (→ or j) to watch each pass change it.</p>";
       return;
     }
     if (!changes.length) {
@@ -1308,8 +1383,8 @@ function render({ model, el }) {
   }
 
   function onKey(event) {
-    if (event.target.closest("input, textarea, select")) return;
-    const block = event.target.closest(".tf-block");
+    if (event.defaultPrevented || event.target.closest?.("input, textarea, select")) return;
+    const block = event.target.closest?.(".tf-block");
     if (block && (event.key === "Enter" || event.key === " ")) {
       event.preventDefault();
       openBlock(Number(block.dataset.block));
@@ -1342,8 +1417,12 @@ function render({ model, el }) {
   };
   const onData = () => setData(model.get("data"));
 
+  // Keys: inside a notebook only while the focus is in the stepper, so ←/→ and j/k do not
+  // fight the notebook's own shortcuts; on a page that holds just this stepper (the static
+  // page marks its element data-keys="page"), wherever the focus is.
+  const keys = el.dataset?.keys === "page" ? el.ownerDocument : root;
   root.addEventListener("click", onClick);
-  root.addEventListener("keydown", onKey);
+  keys.addEventListener("keydown", onKey);
   ui.slider.addEventListener("input", onSlider);
   ui.hide.addEventListener("change", onHide);
   ui.ir.addEventListener("toggle", renderIR);
@@ -1369,6 +1448,7 @@ function render({ model, el }) {
   setData(model.get("data"));
 
   return () => {
+    keys.removeEventListener("keydown", onKey);
     stopPlaying();
     resized.disconnect();
     model.off("change:stage", onStage);

@@ -4,7 +4,8 @@
 and ``stepper.css``, inline), the compilation's data (JSON, inline) and a few lines standing in
 for anywidget's model (``get``, ``set``, ``on``, ``off``, ``save_changes``). The page needs no
 server, no kernel and no network: open it, mail it, put it on a course website. ``#stage=3`` in
-its address opens it on the fourth stage.
+its address opens it on the fourth stage. The page holds just this one stepper, so its keys
+(←/→, j/k) work as soon as the page opens, without a click into the stepper first.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def page_html(data: dict) -> str:
         "</head>",
         "<body>",
         f"<h1>teachflow pass stepper: {name}</h1>",
-        '<div id="teachflow-stepper"></div>',
+        '<div id="teachflow-stepper" data-keys="page"></div>',  # its keys work page-wide
         f'<script type="application/json" id="teachflow-data">{payload}</script>',
         f'<script type="module">\n{widget_file("stepper.js")}\n{_MODEL}</script>',
         "</body>",
