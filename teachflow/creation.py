@@ -1,8 +1,8 @@
 """Making tensors: from data, filled with a constant, or random.
 
 Python floats become float32, the default of deep-learning frameworks (NumPy would pick float64);
-a NumPy array keeps its dtype. `zeros`, `ones`, `full`, `randn` and `rand` are ops (see
-`teachflow.ops.creation`), so inside a staged function they become nodes of the graph.
+a NumPy array keeps its dtype. `zeros`, `ones`, `full`, `arange`, `eye`, `randn` and `rand` are
+ops (see `teachflow.ops.creation`), so inside a staged function they become nodes of the graph.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import numpy as np
 
 from teachflow.backends import get_backend
 from teachflow.dispatch import bind
-from teachflow.errors import DTypeError
+from teachflow.errors import DTypeError, ShapeError
 from teachflow.ops import creation
 from teachflow.random import manual_seed
 from teachflow.tensor import Tensor, _shape_arg, as_dtype
 
-__all__ = ["full", "full_like", "manual_seed", "ones", "ones_like", "rand", "randn", "tensor",
-           "zeros", "zeros_like"]
+__all__ = ["arange", "eye", "full", "full_like", "manual_seed", "ones", "ones_like", "rand",
+           "randn", "tensor", "zeros", "zeros_like"]
 
 
 def tensor(data: Any, dtype: Any = None, device: str = "cpu",
@@ -70,6 +70,34 @@ def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
 
 def full_like(x: Tensor, value: Any, dtype: Any = None) -> Tensor:
     return _filled((x.shape,), value, dtype or x.dtype, x.device, False)
+
+
+def arange(start: float, stop: float | None = None, step: float = 1, dtype: Any = None,
+           device: str = "cpu") -> Tensor:
+    """``start, start + step, ...`` up to `stop` (excluded); ``tfl.arange(n)`` is ``0 .. n-1``.
+
+    As in PyTorch, the dtype is int64 when every argument is an int, else float32.
+    """
+    if stop is None:
+        start, stop = 0, start
+    ends = (start, stop, step)
+    if not all(isinstance(v, int | float | np.integer | np.floating) for v in ends):
+        raise DTypeError(f"arange takes numbers, got {ends!r}", op="arange",
+                         hint="pass Python ints or floats (t.item() gives a tensor's value)")
+    start, stop, step = (v.item() if isinstance(v, np.generic) else v for v in ends)
+    if step == 0:
+        raise ShapeError("arange's step must not be 0", op="arange")
+    if dtype is None:
+        dtype = np.float32 if any(isinstance(v, float) for v in (start, stop, step)) else np.int64
+    return bind(creation.arange, start=start, stop=stop, step=step,
+                dtype=as_dtype(dtype, "arange"), device=get_backend(device).name)
+
+
+def eye(n: int, m: int | None = None, dtype: Any = "float32", device: str = "cpu") -> Tensor:
+    """The identity matrix: ones on the diagonal of an n x m (default n x n) matrix."""
+    shape = _shape_arg(((n, n if m is None else m),), "eye")
+    return bind(creation.eye, n=shape[0], m=shape[1], dtype=as_dtype(dtype, "eye"),
+                device=get_backend(device).name)
 
 
 def _random(op: Any, shape: tuple, dtype: Any, device: str, requires_grad: bool) -> Tensor:

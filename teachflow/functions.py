@@ -1,9 +1,10 @@
 """The functional API: ``tfl.exp(x)``, ``tfl.matmul(a, b)``, ``tfl.softmax(x)``, ...
 
 Each function accepts tensors or anything `tfl.tensor` accepts, and applies one op through `bind`
-(or, for `softmax` and `log_softmax`, a few: they are *composed* from primitives, the way
+(or, for `softmax`, `log_softmax` and `var`, a few: they are *composed* from primitives, the way
 minitorch builds everything from a few kernels, which also gives the compiler's fusion pass
-something to fuse).
+something to fuse; the composition is written once, as the Tensor method). PyTorch's names that
+teachflow also answers to (`cat`, `permute`, ...) are at the end.
 """
 
 from __future__ import annotations
@@ -83,6 +84,11 @@ def minimum(x: Any, y: Any) -> Tensor:
     return _binary(ew.minimum, x, y)
 
 
+def clip(x: Any, min: Any = None, max: Any = None) -> Tensor:
+    """`x` limited to ``[min, max]``; either bound may be None (PyTorch's clamp)."""
+    return as_tensor(x).clip(min, max)
+
+
 def where(cond: Any, x: Any, y: Any) -> Tensor:
     """`x` where `cond` is true, else `y` (all three broadcast together)."""
     return bind(ew.where, *_operands(cond, x, y))
@@ -103,12 +109,45 @@ def max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return as_tensor(x).max(axis, keepdims)
 
 
+def min(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    return as_tensor(x).min(axis, keepdims)
+
+
+def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    return as_tensor(x).argmax(axis, keepdims)
+
+
+def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    return as_tensor(x).argmin(axis, keepdims)
+
+
+def var(x: Any, axis: Axis = None, keepdims: bool = False, correction: int = 1) -> Tensor:
+    """The variance, divided by ``n - correction`` (1: PyTorch's default; 0: NumPy's)."""
+    return as_tensor(x).var(axis, keepdims, correction)
+
+
 def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:
     return as_tensor(x).reshape(*shape)
 
 
 def transpose(x: Any, *axes: int | Sequence[int]) -> Tensor:
     return as_tensor(x).transpose(*axes)
+
+
+def swapaxes(x: Any, axis1: int, axis2: int) -> Tensor:
+    return as_tensor(x).swapaxes(axis1, axis2)
+
+
+def unsqueeze(x: Any, dim: int) -> Tensor:
+    return as_tensor(x).unsqueeze(dim)
+
+
+def squeeze(x: Any, dim: int | Sequence[int] | None = None) -> Tensor:
+    return as_tensor(x).squeeze(dim)
+
+
+def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    return as_tensor(x).flatten(start_dim, end_dim)
 
 
 def matmul(a: Any, b: Any) -> Tensor:
@@ -151,26 +190,31 @@ def stack(ts: Sequence[Any], axis: int = 0) -> Tensor:
 
 
 def softmax(x: Any, axis: int = -1) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along `axis`, computed stably.
-
-    Subtracting the maximum first changes nothing mathematically (it cancels in the ratio) but
-    keeps `exp` from overflowing. The maximum is detached: its gradient would cancel anyway.
-    """
-    x = as_tensor(x)
-    shifted = x - x.max(axis=axis, keepdims=True).detach()
-    e = shifted.exp()
-    return e / e.sum(axis=axis, keepdims=True)
+    """``exp(x) / sum(exp(x))`` along `axis`, computed stably (see `Tensor.softmax`)."""
+    return as_tensor(x).softmax(axis)
 
 
 def log_softmax(x: Any, axis: int = -1) -> Tensor:
     """``log(softmax(x))`` without computing the softmax: ``x - max - log(sum(exp(x - max)))``."""
-    x = as_tensor(x)
-    shifted = x - x.max(axis=axis, keepdims=True).detach()
-    return shifted - shifted.exp().sum(axis=axis, keepdims=True).log()
+    return as_tensor(x).log_softmax(axis)
+
+
+# --- PyTorch's names ------------------------------------------------------------------------
+
+cat = concatenate
+
+
+def permute(x: Any, *dims: int | Sequence[int]) -> Tensor:
+    return as_tensor(x).permute(*dims)
+
+
+def clone(x: Any) -> Tensor:
+    return as_tensor(x).clone()
 
 
 __all__ = [
-    "abs", "broadcast_to", "concatenate", "exp", "log", "log_softmax", "matmul", "max",
-    "maximum", "mean", "minimum", "relu", "reshape", "sigmoid", "softmax", "sqrt", "stack",
-    "sum", "tanh", "transpose", "where",
+    "abs", "argmax", "argmin", "broadcast_to", "cat", "clip", "clone", "concatenate", "exp",
+    "flatten", "log", "log_softmax", "matmul", "max", "maximum", "mean", "min", "minimum",
+    "permute", "relu", "reshape", "sigmoid", "softmax", "sqrt", "squeeze", "stack", "sum",
+    "swapaxes", "tanh", "transpose", "unsqueeze", "var", "where",
 ]

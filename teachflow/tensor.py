@@ -15,6 +15,7 @@ decides *how*.
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -23,11 +24,12 @@ import numpy as np
 from teachflow import autodiff
 from teachflow.backends import Backend, backend_of_array, get_backend
 from teachflow.dispatch import bind
-from teachflow.errors import DTypeError, ShapeError, TraceError
+from teachflow.errors import DTypeError, ShapeError, TeachflowError, TraceError
 from teachflow.graph import Value
 from teachflow.ops import creation, linalg, reduction
 from teachflow.ops import elementwise as ew
 from teachflow.ops import shape as shape_ops
+from teachflow.ops.op import op_for_ufunc
 from teachflow.spec import TensorSpec
 
 _new = object.__new__
@@ -40,8 +42,6 @@ class Tensor:
     """
 
     __slots__ = ("__weakref__", "_backend", "_data", "_node", "grad")
-    # NumPy should hand `ndarray + tensor` to Tensor.__radd__ instead of making an object array.
-    __array_ufunc__ = None
     # `==` is elementwise, so hashing is by identity (tensors can be dict keys, as in feeds).
     __hash__ = object.__hash__
 
@@ -81,10 +81,11 @@ class Tensor:
         return len(self._data.shape)
 
     @property
-    def size(self) -> int:
-        """The number of elements (-1 while a dimension is unknown, as for a placeholder)."""
+    def size(self) -> ElementCount:
+        """The number of elements (-1 while a dimension is unknown, as for a placeholder). Also
+        callable, as PyTorch's ``t.size()`` (the shape) and ``t.size(d)``: see `ElementCount`."""
         shape = self._data.shape
-        return -1 if None in shape else int(np.prod(shape, dtype=np.int64))
+        return ElementCount(-1 if None in shape else int(np.prod(shape, dtype=np.int64)), shape)
 
     @property
     def spec(self) -> TensorSpec:
@@ -379,19 +380,251 @@ class Tensor:
 
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
         """Permute the axes; with no arguments, reverse them (``x.T``)."""
-        if len(axes) == 1 and not isinstance(axes[0], int):
+        if len(axes) == 1 and not isinstance(axes[0], int | np.integer):
             axes = tuple(axes[0])
         if not axes:
             axes = tuple(reversed(range(self.ndim)))
-        if sorted(int(a) % builtins.max(self.ndim, 1) for a in axes) != list(range(self.ndim)):
-            raise ShapeError(f"axes {axes} are not a permutation of the {self.ndim} axes of a "
-                             f"tensor of shape {self.shape}", op="transpose")
-        axes = tuple(int(a) % self.ndim for a in axes)
-        return bind(shape_ops.transpose, self, axes=axes)
+        return bind(shape_ops.transpose, self, axes=shape_ops.permutation(axes, self.shape))
 
     @property
     def T(self) -> Tensor:
         return self.transpose()
+
+    # --- NumPy's ufuncs -----------------------------------------------------------------------
+    # ``np.tanh(t)``, ``np.add(t, 1)`` and ``ndarray + t`` ask the tensor what to do (NumPy's
+    # ``__array_ufunc__`` protocol). A ufunc is the NumPy kernel of at most one op, and that op
+    # is the answer, applied through `bind` like any method: the result is a Tensor, recorded on
+    # the tape, or a node of the graph while tracing. (``np.asarray(t)`` is `__array__`, above.)
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        op = op_for_ufunc(ufunc)
+        if op is None or method != "__call__" or kwargs:
+            raise _ufunc_error(ufunc, method, kwargs, op)
+        return bind(op, *inputs)
+
+    # --- PyTorch's and NumPy's names ----------------------------------------------------------
+    # Learners arrive with PyTorch or NumPy habits. These methods are the common ones, each a
+    # call of an op or a few; `__getattr__` names the teachflow spelling of the others.
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+        axis = reduction.normalize_axes("min", axis, self.shape)
+        return bind(reduction.min, self, axis=axis, keepdims=bool(keepdims))
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        """Where the largest value is along `axis` (None: in the flattened tensor), as int64;
+        the first place where several tie."""
+        axis = reduction.normalize_one_axis("argmax", axis, self.shape)
+        return bind(reduction.argmax, self, axis=axis, keepdims=bool(keepdims))
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+        axis = reduction.normalize_one_axis("argmin", axis, self.shape)
+        return bind(reduction.argmin, self, axis=axis, keepdims=bool(keepdims))
+
+    def var(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+            correction: int = 1) -> Tensor:
+        """The variance: the squared deviations from the mean, summed and divided by
+        ``n - correction``. The default 1 is PyTorch's (unbiased); ``correction=0`` is NumPy's."""
+        axis = reduction.normalize_axes("var", axis, self.shape)
+        sides = [self.shape[a] for a in (range(self.ndim) if axis is None else axis)]
+        if None in sides:
+            raise ShapeError(f"var of a tensor of shape {self.shape} needs the size of the "
+                             "reduced axes", op="var", hint="reduce over axes of known size")
+        deviation = self - self.mean(axis=axis, keepdims=True)
+        squares = (deviation * deviation).sum(axis=axis, keepdims=keepdims)
+        return squares / builtins.max(math.prod(sides) - correction, 0)
+
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:
+        """The values limited to ``[min, max]`` (PyTorch's clamp). A bound may be None (no limit
+        on that side) or a tensor. The gradient is 1 where ``min <= x <= max``, else 0."""
+        if min is None and max is None:
+            raise TeachflowError("clip needs a min, a max, or both", op="clip",
+                                 hint="x.clip(0.0, 1.0), x.clip(min=0.0) or x.clip(max=1.0)")
+        lo = ew.unbounded(self.dtype, above=False) if min is None else min
+        hi = ew.unbounded(self.dtype, above=True) if max is None else max
+        return bind(ew.clip, self, lo, hi)
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        """``exp(x) / sum(exp(x))`` along `axis`, computed stably.
+
+        Subtracting the maximum first changes nothing mathematically (it cancels in the ratio)
+        but keeps `exp` from overflowing. The maximum is detached: its gradient would cancel
+        anyway. As in PyTorch, a 0-d tensor's softmax is 1, and an empty axis gives an empty
+        result.
+        """
+        axes = self._softmax_axes(axis, "softmax")
+        e = self._shifted(axes).exp()
+        return e / e.sum(axis=axes, keepdims=True)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        """``log(softmax(x))`` without computing the softmax: ``x - max - log(sum(exp(x - max)))``.
+        """
+        axes = self._softmax_axes(axis, "log_softmax")
+        if self._empty_along(axes):  # no values at all: no log(0) of the empty sums either
+            return self.softmax(axis).log()
+        shifted = self._shifted(axes)
+        return shifted - shifted.exp().sum(axis=axes, keepdims=True).log()
+
+    def _softmax_axes(self, axis: int, op: str) -> tuple[int, ...] | None:
+        """The axes to normalise over. A 0-d tensor's one value is its own axis (-1 or 0)."""
+        if self.ndim == 0:
+            if not (isinstance(axis, int | np.integer) and axis in (-1, 0)):
+                raise ShapeError(f"axis {axis!r} is out of range for a 0-d tensor", op=op,
+                                 hint="a 0-d tensor is normalised over its one value: use "
+                                      "axis=-1 (the default) or 0")
+            return None
+        return reduction.normalize_axes(op, axis, self.shape)
+
+    def _empty_along(self, axes: tuple[int, ...] | None) -> bool:
+        return any(self.shape[a] == 0 for a in (range(self.ndim) if axes is None else axes))
+
+    def _shifted(self, axes: tuple[int, ...] | None) -> Tensor:
+        """x minus its (detached) maximum over `axes`; x itself where there is no maximum."""
+        if self._empty_along(axes):
+            return self
+        return self - self.max(axis=axes, keepdims=True).detach()
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        """A new axis of size 1 at position `dim` (from ``-ndim - 1`` to ``ndim``)."""
+        (dim,) = reduction.normalize_axes("unsqueeze", dim, (*self.shape, 1))
+        return self._reshaped((*self.shape[:dim], 1, *self.shape[dim:]), "unsqueeze")
+
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        """Without its axes of size 1: all of them, or those among `dim` (an int or a tuple);
+        an axis of `dim` whose size is not 1 stays, as in PyTorch."""
+        dims = reduction.normalize_axes("squeeze", dim, self.shape)
+        dims = range(self.ndim) if dims is None else dims
+        kept = tuple(d for i, d in enumerate(self.shape) if i not in dims or d != 1)
+        return self._reshaped(kept, "squeeze")
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """The axes from `start_dim` to `end_dim` merged into one; by default all: a 1-d tensor
+        (``x.flatten(1)`` keeps a batch axis)."""
+        if self.ndim == 0:
+            return self._reshaped((1,), "flatten")
+        (start,) = reduction.normalize_axes("flatten", start_dim, self.shape)
+        (end,) = reduction.normalize_axes("flatten", end_dim, self.shape)
+        if start > end:
+            raise ShapeError(f"start_dim {start_dim} comes after end_dim {end_dim} for a tensor "
+                             f"of shape {self.shape}", op="flatten")
+        merged = self.shape[start:end + 1]
+        side = None if None in merged else math.prod(merged)
+        return self._reshaped((*self.shape[:start], side, *self.shape[end + 1:]), "flatten")
+
+    def _reshaped(self, shape: tuple, op: str) -> Tensor:
+        """`reshape` to `shape`, in which one unknown size (None, a placeholder's) may remain."""
+        if shape.count(None) > 1:
+            raise ShapeError(f"{op} of a tensor of shape {self.shape} would leave two sizes "
+                             "unknown", op=op, hint="give the graph's inputs known sizes")
+        return self.reshape(tuple(-1 if d is None else d for d in shape))
+
+    def view(self, *shape: int | Sequence[int]) -> Tensor:
+        """PyTorch's name for `reshape` (a teachflow tensor has no strides that could refuse)."""
+        return self.reshape(*shape)
+
+    def permute(self, *dims: int | Sequence[int]) -> Tensor:
+        """PyTorch's name for `transpose` with every axis named: ``x.permute(2, 0, 1)``."""
+        return self.transpose(*dims)
+
+    def swapaxes(self, axis1: int, axis2: int) -> Tensor:
+        """Exchange two axes (what PyTorch's ``x.transpose(0, 1)`` does)."""
+        order = list(range(self.ndim))
+        (a,) = reduction.normalize_axes("swapaxes", axis1, self.shape)
+        (b,) = reduction.normalize_axes("swapaxes", axis2, self.shape)
+        order[a], order[b] = order[b], order[a]
+        return self.transpose(*order)
+
+    def clone(self) -> Tensor:
+        """A copy in new memory; gradients flow through it unchanged."""
+        return bind(ew.copy, self)
+
+    def numel(self) -> int:
+        """The number of elements (NumPy: ``t.size``)."""
+        return int(self.size)
+
+    def dim(self) -> int:
+        """The number of axes (NumPy: ``t.ndim``)."""
+        return self.ndim
+
+    def __getattr__(self, name: str) -> Any:
+        """Reached only for a name Tensor does not have: a PyTorch or NumPy habit gets an
+        AttributeError that says how teachflow spells it."""
+        spelling = None if name.startswith("__") else FOREIGN_NAMES.get(name)
+        if spelling is None:
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'", name=name,
+                                 obj=self)
+        raise AttributeError(f"'Tensor' object has no attribute '{name}': teachflow spells it "
+                             f"{spelling}")
+
+
+class ElementCount(int):
+    """``t.size``: the number of elements, an int, as NumPy's ``a.size``. Called, it answers as
+    PyTorch's ``t.size()`` does: the shape, or for ``t.size(d)`` the length of axis d."""
+
+    def __new__(cls, count: int, shape: tuple = ()) -> ElementCount:
+        self = super().__new__(cls, count)
+        self.shape = shape
+        return self
+
+    def __call__(self, dim: int | None = None) -> tuple | int:
+        if dim is None:
+            return self.shape
+        (axis,) = reduction.normalize_axes("size", dim, self.shape)
+        return self.shape[axis]
+
+
+#: PyTorch's and NumPy's names for what teachflow spells otherwise, as `Tensor.__getattr__`
+#: tells them (names teachflow has, such as ``view`` or ``clone``, are methods above).
+FOREIGN_NAMES = {
+    "clamp": "x.clip(min, max)", "clamp_min": "x.clip(min=...)", "clamp_max": "x.clip(max=...)",
+    "cuda": "x.to('gpu')", "is_cuda": "x.device == 'gpu'",
+    "mm": "x @ y", "bmm": "x @ y (it batches over leading axes)", "matmul": "x @ y",
+    "dot": "x @ y", "mv": "x @ v",
+    "long": "x.astype('int64')", "int": "x.astype('int32')", "float": "x.astype('float32')",
+    "double": "x.astype('float64')", "half": "x.astype('float16')", "bool": "x.astype('bool')",
+    "type": "x.astype(dtype) (and x.dtype to read it)",
+    "expand": "tfl.broadcast_to(x, shape)", "expand_as": "tfl.broadcast_to(x, other.shape)",
+    "expand_dims": "x.unsqueeze(axis)", "view_as": "x.reshape(other.shape)",
+    "reshape_as": "x.reshape(other.shape)", "ravel": "x.flatten()", "t": "x.T",
+    "contiguous": "x (a teachflow tensor has no strides: drop the call)",
+    "copy": "x.clone()", "data": "x.detach()", "detach_": "x = x.detach()",
+    "requires_grad_": "x.requires_grad = True",
+    "add_": "x += y", "sub_": "x -= y", "mul_": "x *= y", "div_": "x /= y",
+    "zero_": "x[...] = 0", "fill_": "x[...] = value", "clamp_": "x = x.clip(min, max)",
+    "add": "x + y", "sub": "x - y", "subtract": "x - y", "mul": "x * y", "multiply": "x * y",
+    "div": "x / y", "divide": "x / y", "pow": "x ** y", "square": "x ** 2", "neg": "-x",
+    "negative": "-x", "eq": "x == y", "ne": "x != y", "lt": "x < y", "le": "x <= y",
+    "gt": "x > y", "ge": "x >= y",
+    "maximum": "tfl.maximum(x, y)", "minimum": "tfl.minimum(x, y)",
+    "masked_fill": "tfl.where(mask, value, x)", "amax": "x.max(axis)", "amin": "x.min(axis)",
+    "std": "x.var(axis).sqrt()", "nelement": "x.numel()", "ndimension": "x.dim()",
+}
+
+
+def _ufunc_error(ufunc: np.ufunc, method: str, kwargs: dict, op: Any) -> TeachflowError:
+    """Why NumPy's `ufunc`, called this way, does not run on a tensor, and what to call."""
+    name = f"np.{ufunc.__name__}"
+    if op is None:
+        return TeachflowError(f"teachflow has no op for {name}; call {name}(t.numpy()) to "
+                              "compute on the values (no gradient)", op=name)
+    if method != "__call__":
+        return TeachflowError(
+            f"{name}.{method}(...) does not run on tensors; only a call such as {name}(a, b) "
+            f"does (it becomes teachflow's {op.name})", op=name,
+            hint=f"call {name}.{method} on t.numpy() to compute on the values (no gradient)"
+                 + ("; for sums use t.sum(axis=...)" if ufunc is np.add else ""))
+    if "out" in kwargs:
+        return TeachflowError(
+            f"{name}(..., out=...) would write into an existing array; teachflow computes new "
+            "tensors instead", op=name,
+            hint=f"use the result: y = {name}(...); for `array += tensor` write "
+                 "`array = array + tensor` (a Tensor) or `array += tensor.numpy()`")
+    return TeachflowError(f"{name} with {', '.join(f'{k}=' for k in kwargs)} does not run on "
+                          "tensors", op=name,
+                          hint=f"call {name} with its operands only; cast with .astype(...)")
+
+
+def _rebuild(values: np.ndarray, device: str, requires_grad: bool) -> Tensor:
+    return Tensor(values, device=device, requires_grad=requires_grad)
 
 
 # --- Turning data into tensors ------------------------------------------------------------------

@@ -178,6 +178,68 @@ def _where_comparison(data: st.DataObject) -> Example:
 WHERE_CASES = [OpCase("where", _where), OpCase("where-scalar", _where_scalar),
                OpCase("where(a>0,a,b)", _where_comparison)]
 
+# --- Clipping -----------------------------------------------------------------------------------
+
+
+def _clip_scalars(fn: Callable, ref: Callable, bounds: tuple) -> Callable:
+    """One operand, kept away from the (Python scalar) bounds, where clip has its kinks."""
+    def draw(data: st.DataObject) -> Example:
+        x = values(rng_from(data), data.draw(shapes(), label="shape"))
+        for bound in bounds:
+            x = away_from(x, bound)
+        return Example([x], fn, ref)
+
+    return draw
+
+
+def _grid(rng: np.random.Generator, shape: tuple, offset: float) -> np.ndarray:
+    """Values near 0.3 k + offset: with offsets 0.05, 0.15 and 0.25, operands never come within
+    0.06 of each other, so no element sits on a kink of clip (nor has min == max)."""
+    size = int(np.prod(shape))
+    v = rng.integers(-7, 7, size) * 0.3 + offset + rng.uniform(-0.02, 0.02, size)
+    return np.asarray(v, dtype=np.float64).reshape(shape)
+
+
+def _clip_tensors(data: st.DataObject) -> Example:
+    """Tensor bounds that broadcast with x; sometimes min > max, where max wins (NumPy, PyTorch)."""
+    shape_x, shape_lo, shape_hi = data.draw(broadcastable_shapes(3), label="shapes")
+    rng = rng_from(data)
+    inputs = [_grid(rng, shape_x, 0.05), _grid(rng, shape_lo, 0.15), _grid(rng, shape_hi, 0.25)]
+    return Example(inputs, lambda x, lo, hi: x.clip(lo, hi), np.clip)
+
+
+CLIP_CASES = [
+    OpCase("clip(lo,hi)", _clip_scalars(lambda x: x.clip(-0.5, 0.8),
+                                        lambda x: np.clip(x, -0.5, 0.8), (-0.5, 0.8))),
+    OpCase("clip(min=)", _clip_scalars(lambda x: tfl.clip(x, min=0.3),
+                                       lambda x: np.clip(x, 0.3, None), (0.3,))),
+    OpCase("clip(max=)", _clip_scalars(lambda x: x.clip(max=-0.2),
+                                       lambda x: np.clip(x, None, -0.2), (-0.2,))),
+    OpCase("clip(x,lo,hi)-tensors", _clip_tensors),
+]
+
+# --- NumPy's ufuncs applied to tensors ----------------------------------------------------------
+
+
+def _ndarray_on_the_left(data: st.DataObject) -> Example:
+    shape_c, shape_x = data.draw(broadcastable_shapes(2), label="shapes")
+    rng = rng_from(data)
+    c = values(rng, shape_c)
+    return Example([values(rng, shape_x)], lambda x: c * x - c, lambda x: c * x - c)
+
+
+#: ``np.tanh(t)`` runs teachflow's tanh: the same expression on a Tensor and on an ndarray.
+NUMPY_UFUNC_CASES = [
+    unary("np.tanh(x)", lambda x: np.tanh(x), np.tanh),
+    unary("np.exp(x)", lambda x: np.exp(x), np.exp),
+    unary("np.sqrt(x)", lambda x: np.sqrt(x), np.sqrt, "positive"),
+    with_scalar("np.add(x,1)", lambda x: np.add(x, 1)),
+    with_scalar("np.power(x,2)", lambda x: np.power(x, 2)),
+    binary("np.maximum(x,y)", lambda x, y: np.maximum(x, y), np.maximum,
+           ("grid_low", "grid_high")),
+    OpCase("ndarray*x-ndarray", _ndarray_on_the_left),
+]
+
 # --- Matrix multiplication ----------------------------------------------------------------------
 
 
@@ -299,8 +361,29 @@ def _reduction(name: str, domain: str) -> OpCase:
     return same_expression(name, draw_expression, domain)
 
 
+def _var(data: st.DataObject, shape: tuple) -> Callable:
+    """PyTorch's unbiased default (when more than one value is reduced) or NumPy's correction 0;
+    the function or the method."""
+    axis = data.draw(axes(len(shape)), label="axis")
+    keepdims = data.draw(st.booleans(), label="keepdims")
+    reduced = [shape[a] for a in (range(len(shape)) if axis is None
+                                  else np.atleast_1d(axis))]
+    correction = data.draw(st.sampled_from([0, 1] if np.prod(reduced) > 1 else [0]),
+                           label="correction")
+
+    def var(x):
+        if isinstance(x, np.ndarray):
+            return np.var(x, axis=axis, keepdims=keepdims, ddof=correction)
+        if correction == 1 and data.draw(st.booleans(), label="default correction"):
+            return tfl.var(x, axis=axis, keepdims=keepdims)
+        return x.var(axis=axis, keepdims=keepdims, correction=correction)
+
+    return var
+
+
 REDUCTION_CASES = [_reduction("sum", "any"), _reduction("mean", "any"),
-                   _reduction("max", "distinct")]
+                   _reduction("max", "distinct"), _reduction("min", "distinct"),
+                   same_expression("var", _var)]
 
 # --- Shape ops ----------------------------------------------------------------------------------
 
@@ -360,14 +443,14 @@ def _broadcast_to(data: st.DataObject) -> Example:
                    lambda x: tfl.broadcast_to(x, target), lambda x: np.broadcast_to(x, target))
 
 
-def _concatenate(data: st.DataObject) -> Example:
+def _concatenate(data: st.DataObject, join: Callable = tfl.concatenate) -> Example:
     shape = data.draw(shapes(min_dims=1), label="shape")
     axis = data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
     sizes = data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3), label="sizes")
     rng = rng_from(data)
     inputs = [values(rng, shape[:axis % len(shape)] + (s,) + shape[axis % len(shape) + 1:])
               for s in sizes]
-    return Example(inputs, lambda *xs: tfl.concatenate(list(xs), axis=axis),
+    return Example(inputs, lambda *xs: join(list(xs), axis=axis),
                    lambda *xs: np.concatenate(xs, axis=axis))
 
 
@@ -392,20 +475,71 @@ def _softmax(tfl_fn: Callable, np_fn: Callable) -> Callable[[st.DataObject], Exa
     return draw
 
 
+def _unsqueeze(data: st.DataObject, shape: tuple) -> Callable:
+    dim = data.draw(st.integers(-len(shape) - 1, len(shape)), label="dim")
+    return lambda x: np.expand_dims(x, dim) if isinstance(x, np.ndarray) else x.unsqueeze(dim)
+
+
+def _squeeze(data: st.DataObject, shape: tuple) -> Callable:
+    """All size-1 axes, or the chosen ones: a chosen axis whose size is not 1 stays (PyTorch)."""
+    dim = data.draw(axes(len(shape)), label="dim")
+    chosen = range(len(shape)) if dim is None else [a % len(shape) for a in np.atleast_1d(dim)]
+    ones = tuple(a for a in chosen if shape[a] == 1)
+    return lambda x: np.squeeze(x, ones) if isinstance(x, np.ndarray) else tfl.squeeze(x, dim)
+
+
+def _flatten(data: st.DataObject, shape: tuple) -> Callable:
+    ndim = len(shape)
+    start = data.draw(st.integers(-ndim, ndim - 1), label="start_dim")
+    end = data.draw(st.integers(start % ndim - ndim, -1), label="end_dim")
+    merged = shape[:start % ndim] + (-1,) + shape[end % ndim + 1:]
+    return lambda x: x.reshape(merged) if isinstance(x, np.ndarray) else x.flatten(start, end)
+
+
+def _permute(data: st.DataObject, shape: tuple) -> Callable:
+    perm = tuple(data.draw(st.permutations(range(len(shape))), label="dims"))
+    return lambda x: np.transpose(x, perm) if isinstance(x, np.ndarray) else x.permute(*perm)
+
+
+def _swapaxes(data: st.DataObject, shape: tuple) -> Callable:
+    a, b = data.draw(st.tuples(*[st.integers(-len(shape), len(shape) - 1)] * 2), label="axes")
+    return lambda x: np.swapaxes(x, a, b) if isinstance(x, np.ndarray) else x.swapaxes(a, b)
+
+
 SHAPE_CASES = [
     OpCase("reshape", _reshape),
     OpCase("transpose", _transpose),
     OpCase("broadcast_to", _broadcast_to),
     OpCase("concatenate", _concatenate),
+    OpCase("cat", lambda data: _concatenate(data, tfl.cat)),
     OpCase("stack", _stack),
+    same_expression("unsqueeze", _unsqueeze),
+    same_expression("squeeze", _squeeze),
+    same_expression("flatten", _flatten, min_dims=1),
+    unary("flatten()", lambda x: x.flatten(), lambda x: x.reshape(-1)),
+    same_expression("view", lambda data, shape: lambda x: x.reshape(-1) if isinstance(
+        x, np.ndarray) else x.view(-1)),
+    same_expression("permute", _permute),
+    same_expression("swapaxes", _swapaxes, min_dims=1),
+    unary("clone", lambda x: x.clone(), np.copy),
 ]
+
+def _zero_d(fn: Callable, ref: Callable) -> Callable[[st.DataObject], Example]:
+    return lambda data: Example([values(rng_from(data), ())], fn, ref)
+
 
 COMPOSED_CASES = [
     OpCase("softmax", _softmax(tfl.softmax, softmax)),
     OpCase("log_softmax", _softmax(tfl.log_softmax, log_softmax)),
+    OpCase("softmax-method", _softmax(lambda t, axis=-1: t.softmax(axis), softmax)),
+    OpCase("log_softmax-method", _softmax(lambda t, axis=-1: t.log_softmax(axis), log_softmax)),
+    # PyTorch: a 0-d tensor's softmax is 1, its log_softmax 0, and the gradient is 0.
+    OpCase("softmax-0d", _zero_d(tfl.softmax, np.ones_like)),
+    OpCase("log_softmax-0d", _zero_d(lambda t: t.log_softmax(axis=0), np.zeros_like)),
     unary("astype-float64", lambda x: x.astype("float64"), lambda x: x.astype("float64")),
 ]
 
 #: Every differentiable op of the public API, each with a readable pytest id.
-DIFFERENTIABLE_CASES = (UNARY_CASES + BINARY_CASES + SCALAR_CASES + WHERE_CASES + MATMUL_CASES
-                        + INDEX_CASES + REDUCTION_CASES + SHAPE_CASES + COMPOSED_CASES)
+DIFFERENTIABLE_CASES = (UNARY_CASES + BINARY_CASES + SCALAR_CASES + WHERE_CASES + CLIP_CASES
+                        + NUMPY_UFUNC_CASES + MATMUL_CASES + INDEX_CASES + REDUCTION_CASES
+                        + SHAPE_CASES + COMPOSED_CASES)

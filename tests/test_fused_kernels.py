@@ -55,7 +55,7 @@ UNARY = ["neg", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "sign", "abs", 
          "stop_gradient", "astype"]
 BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "lt", "le", "gt", "ge",
           "eq", "ne"]
-ARITY = {**dict.fromkeys(UNARY, 1), **dict.fromkeys(BINARY, 2), "where": 3}
+ARITY = {**dict.fromkeys(UNARY, 1), **dict.fromkeys(BINARY, 2), "where": 3, "clip": 3}
 DTYPES = ["float32", "float64", "float16", "int32", "int64", "uint8", "bool"]
 LITERALS = st.sampled_from([0, 1, 2, -3, 0.5, -1.5, True, False, math.inf, math.nan])
 REDUCTIONS = ["sum", "mean", "max"]

@@ -9,8 +9,8 @@ block. Each input is then read from memory once and the output written once, as 
 GPU kernel of `cuda_fused.py`, where one thread computes the whole chain for one element.
 
 The generated function keeps NumPy's exact semantics because it calls the very ufuncs the eager
-kernels call, in the same order, with the same operands (Python literals stay weak scalars), and
-only adds ``out=``: each scratch buffer has the dtype the node's spec records, which is the dtype
+kernels call (or NumPy functions that take ``out=`` as ufuncs do, such as ``np.clip``), in the
+same order, with the same operands (Python literals stay weak scalars), and only adds ``out=``: each scratch buffer has the dtype the node's spec records, which is the dtype
 the ufunc would have chosen itself. Three ops need more than one call: `sigmoid` repeats its eager
 formula step by step in its buffer, `where` (which has no ``out=``) becomes two `np.copyto`, and
 `astype` is a `np.copyto` with unsafe casting, as ``x.astype`` does.
@@ -39,6 +39,7 @@ text, so learners can read it in the pass stepper; `numpy_kernel` compiles it.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from types import ModuleType
@@ -404,10 +405,23 @@ def _node_code(node: Node, name: str, args: list[str], target: str | None) -> li
         if target is None:
             return [f"{name} = {args[0]}.astype({_dtype(node.spec.dtype)})"]
         return [f"{name} = {target}", f'np.copyto({name}, {args[0]}, casting="unsafe")']
-    ufunc = node.op.kernel(np)
-    if not isinstance(ufunc, np.ufunc):
+    kernel = node.op.kernel(np)
+    if not _writes_into_out(kernel):
         raise NotImplementedError(f"no NumPy fusion rule for op {op!r}")
-    return [f"{name} = np.{ufunc.__name__}({', '.join(args)}{out})"]
+    return [f"{name} = np.{kernel.__name__}({', '.join(args)}{out})"]
+
+
+def _writes_into_out(kernel: Any) -> bool:
+    """True for a ufunc, or a function of NumPy's namespace that takes ``out=`` (``np.clip``):
+    the generated code can call it as ``np.<name>(..., out=buffer)``."""
+    if isinstance(kernel, np.ufunc):
+        return True
+    if getattr(np, getattr(kernel, "__name__", ""), None) is not kernel:
+        return False
+    try:
+        return "out" in inspect.signature(kernel).parameters
+    except (TypeError, ValueError):  # no signature to read
+        return False
 
 
 def _is_alias(node: Node) -> bool:

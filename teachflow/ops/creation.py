@@ -1,4 +1,5 @@
-"""Ops that make values: constants, random numbers, and copies to another device.
+"""Ops that make values: constants, ranges, identity matrices, random numbers, and copies to
+another device.
 
 These ops have no tensor inputs (or, for `to_device`, one whose device they change), so each takes
 a `device` parameter and runs there. Random ops are marked `random=True`: they draw new numbers on
@@ -6,6 +7,8 @@ every call, so a compiler pass may neither merge two of them nor fold one into a
 """
 
 from __future__ import annotations
+
+import math
 
 from teachflow.backends import get_backend
 from teachflow.dispatch import bind
@@ -20,6 +23,24 @@ def _creation_rule(*, shape: tuple, dtype, device: str, **_) -> TensorSpec:
 full = Op("full", lambda xp: lambda *, shape, fill_value, dtype, device:
           xp.full(shape, fill_value, dtype=dtype),
           _creation_rule, placed=True, arg_names=())
+
+
+def arange_length(start: float, stop: float, step: float) -> int:
+    """How many values ``arange`` makes: NumPy's count, ceil((stop - start) / step), exact for
+    integers."""
+    if all(isinstance(v, int) for v in (start, stop, step)):
+        return len(range(start, stop, step))
+    return max(0, math.ceil((stop - start) / step))
+
+
+arange = Op("arange", lambda xp: lambda *, start, stop, step, dtype, device:
+            xp.arange(start, stop, step, dtype=dtype),
+            lambda *, start, stop, step, dtype, device:
+            TensorSpec((arange_length(start, stop, step),), dtype, device),
+            placed=True, arg_names=())
+eye = Op("eye", lambda xp: lambda *, n, m, dtype, device: xp.eye(n, m, dtype=dtype),
+         lambda *, n, m, dtype, device: TensorSpec((n, m), dtype, device),
+         placed=True, arg_names=())
 normal = Op("normal", lambda xp: lambda *, shape, dtype, device:
             generator(xp).standard_normal(shape, dtype=dtype),
             _creation_rule, placed=True, random=True, arg_names=())

@@ -93,16 +93,37 @@ neg = elementwise("neg", lambda xp: xp.negative, "(-{0})",
                   grads=(lambda g: -g,), arg_names=("x",))
 pow = elementwise("pow", lambda xp: xp.power, "pow({0}, {1})", grads=(_pow_dx, _pow_dy))
 # In C, NaN must be tested for explicitly: NumPy's maximum and minimum propagate it.
+_MAX_C = "(({0} > {1} || {0} != {0}) ? {0} : {1})"
+_MIN_C = "(({0} < {1} || {0} != {0}) ? {0} : {1})"
 maximum = elementwise(
-    "maximum", lambda xp: xp.maximum, "(({0} > {1} || {0} != {0}) ? {0} : {1})",
+    "maximum", lambda xp: xp.maximum, _MAX_C,
     grads=(lambda g, x, y: _share(g, x, y, bind(gt, x, y), to_x=True),
            lambda g, x, y: _share(g, x, y, bind(gt, x, y), to_x=False)),
     commutative=_exact_for_floats)
 minimum = elementwise(
-    "minimum", lambda xp: xp.minimum, "(({0} < {1} || {0} != {0}) ? {0} : {1})",
+    "minimum", lambda xp: xp.minimum, _MIN_C,
     grads=(lambda g, x, y: _share(g, x, y, bind(lt, x, y), to_x=True),
            lambda g, x, y: _share(g, x, y, bind(lt, x, y), to_x=False)),
     commutative=_exact_for_floats)
+# clip(x, lo, hi) is minimum(maximum(x, lo), hi), as NumPy computes it (hi wins where lo > hi).
+# Its gradient is PyTorch's clamp's: x gets g where lo <= x <= hi; a bound gets g where it won.
+clip = elementwise(
+    "clip", lambda xp: xp.clip, _MIN_C.format(_MAX_C, "{2}"),
+    grads=(lambda g, x, lo, hi: bind(where, x >= lo, bind(where, x <= hi, g, 0), 0),
+           lambda g, x, lo, hi: bind(where, lo < hi, bind(where, x < lo, g, 0), 0),
+           lambda g, x, lo, hi: bind(where, hi < lo, g, bind(where, x > hi, g, 0))),
+    arg_names=("x", "lo", "hi"))
+
+
+def unbounded(dtype: np.dtype, above: bool) -> bool | int | float:
+    """The bound that clips nothing for `dtype`: what ``x.clip(max=3)`` takes as its min. Python
+    scalars, so they are weak (an int tensor stays int; inf would make it float64)."""
+    if dtype.kind == "b":
+        return above
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return int(info.max if above else info.min)
+    return math.inf if above else -math.inf
 
 # --- Transcendental and activation functions ---------------------------------------------------
 
@@ -154,4 +175,7 @@ identity = elementwise("identity", lambda xp: lambda x: x, "{0}",
 # The identity whose gradient is zero: `x.detach()`, and the max in a stable softmax.
 stop_gradient = Op("stop_gradient", lambda xp: lambda x: x,
                    lambda x: x, fusion="{0}", arg_names=("x",))
+# `x.clone()`: the same values in new memory; its gradient is the identity's.
+copy = Op("copy", lambda xp: lambda x: x.copy(), lambda x: x, grads=(lambda g: g,),
+          arg_names=("x",))
 

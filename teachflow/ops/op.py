@@ -167,6 +167,23 @@ def _reads(op: Op, rule: Callable[..., Any]) -> Reads:
     return Reads(tuple(inputs), "out" in names, tuple(params), "i" in names, "xs" in names)
 
 
+def op_for_ufunc(ufunc: np.ufunc) -> Op | None:
+    """The op whose NumPy kernel *is* `ufunc` (``np.tanh`` -> tanh), or None. Found from the
+    declarations, so a new op declared as ``lambda xp: xp.sin`` is found too."""
+    return _ops_by_ufunc(len(OPS)).get(ufunc)
+
+
+@lru_cache(maxsize=1)
+def _ops_by_ufunc(count: int) -> dict[np.ufunc, Op]:
+    """Built again whenever an op has been declared since (`count` is how many there are)."""
+    table: dict[np.ufunc, Op] = {}
+    for op in OPS.values():
+        kernel = op.kernel(np)
+        if isinstance(kernel, np.ufunc):
+            table.setdefault(kernel, op)
+    return table
+
+
 def spec_of(x: Any) -> Any:
     """A TensorSpec for a tensor or array; Python scalars stay as they are (they are *weak*:
     under NumPy's rules ``float32_tensor * 2.0`` stays float32)."""

@@ -1,8 +1,9 @@
-"""Reductions: sum, mean and max over some axes.
+"""Reductions: sum, mean, max and min over some axes; argmax and argmin over one.
 
 A reduction's gradient *undoes the reduction's shape change*: the output cotangent is given back
 the reduced axes (as size 1) and broadcast over them. `sum` spreads it evenly, `mean` spreads it
-divided by the count, `max` sends it to the positions that held the maximum.
+divided by the count, `max` and `min` send it to the positions that held the extreme value.
+`argmax` and `argmin` answer with a position, an integer: nothing to differentiate.
 
 The `axis` parameter is always normalised to a sorted tuple of non-negative axes (or None for
 all axes), so two equal reductions look equal to the compiler's passes.
@@ -65,6 +66,31 @@ def _reduction_rule(name: str, needs_elements: bool = False):
     return rule
 
 
+def normalize_one_axis(op: str, axis: Any, shape: tuple) -> int | None:
+    """``axis`` for argmax/argmin: None (all axes, as if flattened) or one axis, made
+    non-negative."""
+    axes = normalize_axes(op, axis, shape)
+    if axes is not None and not isinstance(axis, int | np.integer):
+        raise DTypeError(f"axis must be an int or None, not {axis!r}", op=op,
+                         hint=f"{op} finds one position: along one axis, or in the flattened "
+                              "tensor (axis=None)")
+    return None if axes is None else axes[0]
+
+
+def _position_rule(name: str):
+    """argmax/argmin: the reduced shape (NumPy's, also with keepdims and axis=None), int64."""
+    def rule(x: TensorSpec, *, axis: int | None, keepdims: bool) -> TensorSpec:
+        if axis is not None and axis >= x.ndim:
+            raise RuleError(f"axis {axis} is out of range for a tensor of {x.ndim} dimensions")
+        if 0 in [x.shape[a] for a in (range(x.ndim) if axis is None else (axis,))]:
+            raise RuleError(f"{name} of an empty axis has no position",
+                            hint="look along a non-empty axis")
+        axes = None if axis is None else (axis,)
+        return TensorSpec(reduced_shape(x.shape, axes, keepdims), np.dtype(np.int64))
+
+    return rule
+
+
 def expand_reduced(g: Any, x: TensorSpec, axis: tuple | None, keepdims: bool) -> Any:
     """Give a reduced cotangent its reduced axes back (size 1) and broadcast it to x's shape."""
     if not keepdims:
@@ -76,8 +102,8 @@ def _count(x: TensorSpec, axis: tuple | None) -> int:
     return int(np.prod([x.shape[a] for a in (axis if axis is not None else range(x.ndim))]))
 
 
-def _max_grad(g: Any, x: Any, out: Any, *, axis: tuple | None, keepdims: bool) -> Any:
-    # The gradient goes to where the maximum was; ties share it evenly.
+def _extreme_grad(g: Any, x: Any, out: Any, *, axis: tuple | None, keepdims: bool) -> Any:
+    # The gradient goes to where the maximum (or minimum) was; ties share it evenly.
     spec = x.spec
     winners = bind(astype, x == expand_reduced(out, spec, axis, keepdims), dtype=g.dtype)
     share = winners / winners.sum(axis=axis, keepdims=True)
@@ -95,4 +121,12 @@ mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keep
           grads=(lambda g, x_spec, *, axis, keepdims: expand_reduced(g, x_spec, axis, keepdims)
                  / _count(x_spec, axis),))
 max = Op("max", lambda xp: lambda x, *, axis, keepdims: x.max(axis=axis, keepdims=keepdims),
-         _reduction_rule("max", needs_elements=True), grads=(_max_grad,))
+         _reduction_rule("max", needs_elements=True), grads=(_extreme_grad,))
+min = Op("min", lambda xp: lambda x, *, axis, keepdims: x.min(axis=axis, keepdims=keepdims),
+         _reduction_rule("min", needs_elements=True), grads=(_extreme_grad,))
+argmax = Op("argmax",
+            lambda xp: lambda x, *, axis, keepdims: x.argmax(axis=axis, keepdims=keepdims),
+            _position_rule("argmax"))
+argmin = Op("argmin",
+            lambda xp: lambda x, *, axis, keepdims: x.argmin(axis=axis, keepdims=keepdims),
+            _position_rule("argmin"))

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from teachflow.dispatch import bind
-from teachflow.errors import IndexingError
+from teachflow.errors import DTypeError, IndexingError, ShapeError
 from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes
 
 
@@ -45,6 +45,37 @@ def _transpose_rule(x: TensorSpec, *, axes: tuple) -> TensorSpec:
     if sorted(axes) != list(range(x.ndim)):
         raise RuleError(f"axes {axes} are not a permutation of the {x.ndim} axes of {x}")
     return TensorSpec(tuple(x.shape[a] for a in axes), x.dtype)
+
+
+def permutation(axes: tuple, shape: tuple) -> tuple[int, ...]:
+    """The axes of ``x.transpose(*axes)``, checked against x's `shape` and made non-negative.
+
+    Checked *before* normalising: ``axis % ndim`` would quietly turn axis 3 of a 2-d tensor into
+    axis 1.
+    """
+    ndim = len(shape)
+    if not all(isinstance(a, int | np.integer) for a in axes):
+        raise DTypeError(f"axes must be integers, got {axes!r}", op="transpose")
+    axes = tuple(int(a) for a in axes)
+    outside = [a for a in axes if not -ndim <= a < ndim]
+    if outside:
+        raise ShapeError(
+            f"axes {axes} do not fit a tensor of shape {shape}: axis {outside[0]} is out of range",
+            op="transpose", hint=f"use axes from {-ndim} to {ndim - 1}" if ndim
+            else "a 0-d tensor has no axes to permute")
+    normalized = tuple(a % ndim for a in axes)
+    repeated = [a for a in axes if normalized.count(a % ndim) > 1]
+    if repeated:
+        raise ShapeError(f"axes {axes} name the same axis twice ({repeated[0]} and "
+                         f"{repeated[1]}), for a tensor of shape {shape}", op="transpose",
+                         hint="name each axis once, in its new order")
+    if len(axes) != ndim:
+        raise ShapeError(
+            f"axes {axes} name {len(axes)} of the {ndim} axes of a tensor of shape {shape}",
+            op="transpose", hint="list every axis once, in its new order, e.g. "
+                                 f"x.transpose({', '.join(map(str, reversed(range(ndim))))}); to "
+                                 "swap two axes (PyTorch's transpose(0, 1)) use x.swapaxes(0, 1)")
+    return normalized
 
 
 def _broadcast_to_rule(x: TensorSpec, *, shape: tuple) -> TensorSpec:
