@@ -1,16 +1,21 @@
 # teachflow: two commands do all their own set-up.
 #   make lab    creates .venv, installs teachflow with JupyterLab, opens the lessons
-#   make test   creates .venv, installs teachflow with its test extras, runs the whole suite
+#   make test   creates .venv, installs teachflow with its test extras and (where it can)
+#               Debian's Chromium for the browser tests, runs the whole suite
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 # Run apt-get through sudo only when we are not root already.
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+SUDO_N := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+# JupyterLab serves the whole repository (the lessons ask you to read teachflow/passes/*.py)
+# and opens on the lessons' folder.
+LAB_ARGS := --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons
 
-.PHONY: lab test lint bench clean
+.PHONY: lab test chromium lint bench clean
 
 $(PY):
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -25,11 +30,27 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 	@touch $@
 
 lab: $(VENV)/.installed-lab
-	$(VENV)/bin/jupyter lab $(LAB_FLAGS) lessons/
+	$(VENV)/bin/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
 
-test: $(VENV)/.installed-test
+test: $(VENV)/.installed-test chromium
 	$(PY) -m ruff check teachflow tests bench
-	$(PY) -m pytest
+	$(PY) -m pytest -rfEXs
+
+# The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
+# Installed where we can: as root, or through sudo that asks for no password. Otherwise one
+# line says why not, and the browser tests skip, saying the same.
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "Chromium is missing and this is not Debian (no apt-get): the browser tests will be skipped"; \
+	elif [ "$$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then \
+	  echo "Chromium is missing and installing it needs root (sudo asks for a password): the browser tests will be skipped; run 'sudo apt-get install chromium' to have them"; \
+	else \
+	  echo "Installing Debian's chromium for the browser tests (apt-get install chromium)"; \
+	  { $(SUDO_N) apt-get update -qq && \
+	    $(SUDO_N) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	    echo "Installing chromium failed: the browser tests will be skipped"; \
+	fi
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/eager_overhead.py

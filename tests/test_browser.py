@@ -3,17 +3,25 @@
 (a) The static page `Compilation.to_html` writes: step by click and by key, check which nodes
     carry which change mark, open a node's details, read the narration.
 (b) JupyterLab 4 and Notebook 7 for real: start each on a loopback port with a notebook that
-    uses ``%%compile``, run it, find the widget, step it. Screenshots go to ``test-artifacts/``.
+    uses ``%%compile``, run it, find the widget, step it; and JupyterLab as ``make lab`` starts
+    it. Screenshots go to ``test-artifacts/``.
 
-These tests need Chromium (``apt-get install chromium``; `.ci/run` installs it) and skip with a
-plain message where it is missing. Playwright never downloads a browser here: it is pointed at
-``/usr/bin/chromium``.
+Every Jupyter server here runs in a home of its own, with private config, data, runtime,
+workspace and settings directories: a learner's ``~/.jupyter`` (a workspace saved by ``make lab``
+with the lessons open, their settings) cannot change what the tests see, and the tests leave
+nothing in it. To prove it, that home is planted with such a workspace and settings first.
+
+These tests need Chromium: ``make test`` installs Debian's ``chromium`` where it can (as root, or
+with sudo that asks for no password); elsewhere they skip, saying why. Playwright never
+downloads a browser here: it is pointed at ``/usr/bin/chromium``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -26,13 +34,34 @@ import pytest
 import teachflow as tfl
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTIFACTS = Path(__file__).parent.parent / "test-artifacts"
+ROOT = Path(__file__).parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="browser tests skipped: Chromium not found (install Debian's chromium package)")
+
+def why_no_chromium() -> str:
+    """Why Chromium is missing: the reasons `make chromium` gives when it cannot install it."""
+    if shutil.which("apt-get") is None:
+        why = "this is not Debian (no apt-get), so `make test` cannot install it"
+    elif not _can_be_root():
+        why = ("installing it needs root, and sudo asks for a password (or is missing), so "
+               "`make test` could not; run `sudo apt-get install chromium`")
+    else:
+        why = "`apt-get install chromium` did not install it (see the output of `make test`)"
+    return f"browser tests skipped: Chromium is not installed: {why}"
+
+
+def _can_be_root() -> bool:
+    if os.geteuid() == 0:
+        return True
+    sudo = shutil.which("sudo")
+    return sudo is not None and subprocess.run([sudo, "-n", "true"], capture_output=True,
+                                               check=False).returncode == 0
+
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None,
+                                reason=why_no_chromium() if CHROMIUM is None else "")
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +302,7 @@ def test_a_big_compilation_opens_and_steps_without_freezing(page, tmp_path) -> N
     assert not page.errors, page.errors
 
 
-# --- JupyterLab -----------------------------------------------------------------------------
+# --- JupyterLab and Notebook 7 ------------------------------------------------------------------
 
 
 def _free_port() -> int:
@@ -295,28 +324,98 @@ def _notebook_dir(root: Path) -> None:
     nbformat.write(notebook, root / "stepper.ipynb")
 
 
-@pytest.fixture(scope="module", params=["lab", "notebook"], ids=["JupyterLab 4", "Notebook 7"])
-def jupyter(request, tmp_path_factory):
-    """A Jupyter server on a loopback port, serving a notebook that uses %%compile."""
-    app = request.param
-    pytest.importorskip("jupyterlab" if app == "lab" else "notebook",
-                        reason=f"jupyter {app} is not installed")
-    root = tmp_path_factory.mktemp(app)
-    _notebook_dir(root)
+#: Where Jupyter keeps what a user's runs leave behind, each moved into the test's own folder.
+PRIVATE_DIRS = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_DATA_DIR": "data",
+                "JUPYTER_RUNTIME_DIR": "runtime", "JUPYTERLAB_WORKSPACES_DIR": "workspaces",
+                "JUPYTERLAB_SETTINGS_DIR": "settings", "IPYTHONDIR": "ipython",
+                "npm_config_cache": "npm"}  # (JupyterLab asks npm for its prefix: npm logs)
+
+
+def private_jupyter_env(base: Path, home: Path) -> dict[str, str]:
+    """The environment of a test's Jupyter server: `home` as its home, and private Jupyter and
+    IPython directories under `base`, so that what the user's (here: `home`'s) ~/.jupyter holds
+    is not read, and nothing is written there."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("JUPYTER", "IPYTHON"))}  # (also JUPYTER_PATH and the like)
+    env["HOME"] = str(home)
+    for variable, folder in PRIVATE_DIRS.items():
+        (base / folder).mkdir(parents=True, exist_ok=True)
+        env[variable] = str(base / folder)
+    return env
+
+
+def plant_a_learners_home(home: Path) -> None:
+    """What `make lab` leaves in a learner's home: a saved JupyterLab workspace with a lesson
+    open (from a folder the tests' servers do not have), and a setting (the dark theme)."""
+    workspaces = pytest.importorskip("jupyterlab_server.workspaces_handler")
+    jupyter = home / ".jupyter"
+    lesson = "notebook:lessons/01_tensors_and_the_tape.ipynb"
+    workspace = {
+        "data": {
+            "layout-restorer:data": {
+                "main": {"dock": {"type": "tab-area", "currentIndex": 0, "widgets": [lesson]},
+                         "current": lesson},
+                "left": {"collapsed": False, "visible": True, "current": "filebrowser",
+                         "widgets": ["filebrowser"]},
+                "right": {"collapsed": True, "visible": True, "widgets": []},
+                "relativeSizes": [0.2, 0.8, 0]},
+            lesson: {"data": {"path": lesson.split(":", 1)[1], "factory": "Notebook"}},
+            "file-browser-filebrowser:cwd": {"path": "lessons"}},
+        "metadata": {"id": "default"},
+    }
+    (jupyter / "lab" / "workspaces").mkdir(parents=True)
+    workspaces.WorkspacesManager(jupyter / "lab" / "workspaces").save(
+        "default", json.dumps(workspace))
+    theme = jupyter / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    theme.mkdir(parents=True)
+    (theme / "themes.jupyterlab-settings").write_text('{"theme": "JupyterLab Dark"}')
+
+
+def files_under(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in folder.rglob("*")}
+
+
+@pytest.fixture(scope="module")
+def learners_home(tmp_path_factory):
+    """A home as a learner's looks after `make lab`; the tests must leave it as it was."""
+    home = tmp_path_factory.mktemp("home")
+    plant_a_learners_home(home)
+    planted = files_under(home)
+    yield home
+    assert files_under(home) == planted, "a test's Jupyter server wrote into the user's home"
+
+
+def start_jupyter(args: list[str], env: dict[str, str]) -> tuple[subprocess.Popen, str]:
+    """A Jupyter server (``jupyter lab`` or ``jupyter notebook`` and `args`) on a loopback port,
+    with a token; returns it and its base URL."""
     port, token = _free_port(), "teachflow-test"
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", app, "--no-browser", f"--port={port}",
+        [sys.executable, "-m", "jupyter", *args, "--no-browser", f"--port={port}",
          "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", "--allow-root",
-         f"--ServerApp.root_dir={root}", "--expose-app-in-browser"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+         "--expose-app-in-browser"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
     for _ in range(120):
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 break
         except OSError:
             time.sleep(0.5)
+    return server, f"http://127.0.0.1:{port}/?token={token}"
+
+
+@pytest.fixture(scope="module", params=["lab", "notebook"], ids=["JupyterLab 4", "Notebook 7"])
+def jupyter(request, tmp_path_factory, learners_home):
+    """A Jupyter server on a loopback port, serving a notebook that uses %%compile."""
+    app = request.param
+    pytest.importorskip("jupyterlab" if app == "lab" else "notebook",
+                        reason=f"jupyter {app} is not installed")
+    root = tmp_path_factory.mktemp(app)
+    _notebook_dir(root)
+    env = private_jupyter_env(tmp_path_factory.mktemp(f"{app}-jupyter"), learners_home)
+    server, url = start_jupyter([app, f"--ServerApp.root_dir={root}"], env)
     path = "lab/tree" if app == "lab" else "notebooks"
-    yield app, f"http://127.0.0.1:{port}/{path}/stepper.ipynb?token={token}"
+    yield app, url.replace("/?", f"/{path}/stepper.ipynb?")
     server.terminate()
     server.wait(timeout=30)
 
@@ -333,6 +432,12 @@ def test_the_stepper_works_in_jupyter(page, jupyter) -> None:
         "window.jupyterapp.shell.currentWidget && "
         "window.jupyterapp.shell.currentWidget.sessionContext && "
         "window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus === 'idle'")
+    # Nothing of the learner's home came in: not their theme, not their saved workspace.
+    assert page.evaluate("document.body.dataset.jpThemeLight") == "true"
+    if app == "lab":
+        assert page.evaluate("window.jupyterapp.shell.currentWidget.context.path") == \
+            "stepper.ipynb"
+        assert page.locator(".lm-TabBar-tab", has_text="01_tensors").count() == 0
     stepper = None
     for _ in range(3):  # a command sent while the notebook is still settling can be dropped
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
@@ -364,3 +469,54 @@ def test_the_stepper_works_in_jupyter(page, jupyter) -> None:
     errors = [e for e in page.errors
               if "favicon" not in e and "/static/notebook/" not in e and "/static/lab/" not in e]
     assert not errors, json.dumps(errors)
+
+
+def test_private_jupyter_dirs_keep_the_users_home_out(tmp_path) -> None:
+    home = tmp_path / "home"
+    plant_a_learners_home(home)
+    env = private_jupyter_env(tmp_path / "jupyter", home)
+    found = subprocess.run([sys.executable, "-m", "jupyter", "--paths", "--json"], env=env,
+                           capture_output=True, text=True, check=True)
+    paths = json.loads(found.stdout)
+    assert env["JUPYTER_CONFIG_DIR"] in paths["config"]
+    assert env["JUPYTER_DATA_DIR"] in paths["data"]
+    assert paths["runtime"] == [env["JUPYTER_RUNTIME_DIR"]]
+    every = [p for kind in paths.values() for p in kind]
+    assert not [p for p in every if p.startswith(str(home))], every
+    pytest.importorskip("jupyterlab")
+    lab = subprocess.run([sys.executable, "-m", "jupyter", "lab", "path"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert f"User Settings directory: {env['JUPYTERLAB_SETTINGS_DIR']}" in lab
+    assert f"Workspaces directory: {env['JUPYTERLAB_WORKSPACES_DIR']}" in lab
+
+
+def test_make_lab_serves_the_repository_and_opens_on_the_lessons(page, tmp_path,
+                                                                 learners_home) -> None:
+    """`make lab`'s own command line: lesson 3 asks the learner to open
+    teachflow/passes/cse.py, so the server's root is the repository, not lessons/."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    pytest.importorskip("jupyterlab")
+    planned = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout
+    command = shlex.split(next(line for line in planned.splitlines() if "jupyter lab" in line))
+    args = command[command.index("lab"):]
+    env = private_jupyter_env(tmp_path / "jupyter", learners_home)
+    server, url = start_jupyter(args, env)
+    try:
+        page.set_default_timeout(90_000)
+        page.goto(url)
+        page.wait_for_url(re.compile(r"/lab/tree/lessons"), timeout=30_000)
+        assert page.evaluate("document.body.dataset.jpThemeLight") == "true"  # not the home's
+        listing = page.locator(".jp-DirListing-content")
+        listing.locator(".jp-DirListing-item", has_text="03_passes_purity_and_fusion").wait_for()
+        assert "lessons" in page.locator(".jp-FileBrowser-crumbs").inner_text()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "make-lab.png"))
+        base, token = url.split("/?")
+        for path in ("teachflow/passes/cse.py", "lessons/03_passes_purity_and_fusion.ipynb"):
+            response = page.request.get(f"{base}/api/contents/{path}?content=0&{token}")
+            assert response.status == 200, path
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
