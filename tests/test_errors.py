@@ -473,6 +473,16 @@ MISTAKES = [
     pytest.param(lambda: tfl.full((2,), "x"), id="string-fill"),
     pytest.param(lambda: tfl.randn(2, dtype="int32"), id="integer-random"),
     pytest.param(lambda: tfl.tensor([2]) ** -1, id="integer-negative-power"),
+    pytest.param(lambda: tfl.zeros((2, 3)).transpose(0, 3), id="transpose-axis-out-of-range"),
+    pytest.param(lambda: tfl.zeros(0).argmax(), id="argmax-empty"),
+    pytest.param(lambda: tfl.ones(2, 3).argmin(axis=(0, 1)), id="argmin-two-axes"),
+    pytest.param(lambda: tfl.ones(2).clip(), id="clip-no-bound"),
+    pytest.param(lambda: tfl.ones(2, 3).unsqueeze(5), id="unsqueeze-axis"),
+    pytest.param(lambda: tfl.ones(2, 3).size(2), id="size-axis"),
+    pytest.param(lambda: tfl.arange(0, 1, 0), id="arange-step-0"),
+    pytest.param(lambda: tfl.softmax(tfl.tensor(1.0), axis=1), id="softmax-0d-axis"),
+    pytest.param(lambda: np.sin(tfl.ones(2)), id="ufunc-without-op"),
+    pytest.param(lambda: np.add(tfl.ones(2), 1, out=np.empty(2)), id="ufunc-out"),
 ]
 
 

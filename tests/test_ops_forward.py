@@ -41,6 +41,10 @@ def test_forward_matches_numpy(case: OpCase, data: st.DataObject) -> None:
 FUNCTION_FORMS = {
     "exp": {}, "log": {}, "sqrt": {}, "tanh": {}, "relu": {}, "sigmoid": {}, "abs": {},
     "sum": {"axis": -1, "keepdims": True}, "mean": {"axis": (0, 2)}, "max": {"axis": 1},
+    "min": {"axis": (0, 1)}, "argmax": {"axis": -1}, "argmin": {"keepdims": True},
+    "var": {"axis": 2, "correction": 0}, "clip": {"min": 0.8, "max": 1.5},
+    "softmax": {"axis": 1}, "log_softmax": {}, "unsqueeze": {"dim": -1}, "squeeze": {},
+    "flatten": {"start_dim": 1}, "clone": {}, "swapaxes": {"axis1": 0, "axis2": 2},
 }
 
 

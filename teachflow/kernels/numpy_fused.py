@@ -10,8 +10,9 @@ GPU kernel of `cuda_fused.py`, where one thread computes the whole chain for one
 
 The generated function keeps NumPy's exact semantics because it calls the very ufuncs the eager
 kernels call (or NumPy functions that take ``out=`` as ufuncs do, such as ``np.clip``), in the
-same order, with the same operands (Python literals stay weak scalars), and only adds ``out=``: each scratch buffer has the dtype the node's spec records, which is the dtype
-the ufunc would have chosen itself. Three ops need more than one call: `sigmoid` repeats its eager
+same order, with the same operands (Python literals stay weak scalars), and only adds ``out=``:
+each scratch buffer has the dtype the node's spec records, which is the dtype the ufunc would
+have chosen itself. Three ops need more than one call: `sigmoid` repeats its eager
 formula step by step in its buffer, `where` (which has no ``out=``) becomes two `np.copyto`, and
 `astype` is a `np.copyto` with unsafe casting, as ``x.astype`` does.
 
