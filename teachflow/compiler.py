@@ -9,7 +9,10 @@ networkx (every node marked with what happened to it), the changes the pass made
 
 With verification on (``verify=True``, and always in teachflow's own tests), the compiler runs the
 traced graph on random inputs and then every stage's graph, and stops at the first pass that
-changes a result, naming the pass and the first node whose value differs.
+changes a result, naming the pass and the first node whose value differs. Random inputs may leave
+an op's domain where the program itself is fine (an integer to a negative power): then the
+example inputs the function was traced with are used instead, and verification never rejects a
+valid program.
 """
 
 from __future__ import annotations
@@ -138,22 +141,26 @@ class Compilation:
         return f"<Compilation {self.graph.name}: {stages}>"
 
 
-def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None) -> list[Snapshot]:
-    """Run `passes` on `graph`; return the snapshots, "trace" first."""
+def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None,
+                 examples: list[Tensor] | None = None) -> list[Snapshot]:
+    """Run `passes` on `graph`; return the snapshots, "trace" first. `examples` are inputs the
+    graph is known to run on (those it was traced with), for verification."""
     # Passes allocate many objects that live for the whole compilation; the cyclic garbage
     # collector would keep rescanning them as the graphs grow, making compile time superlinear.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _run_pipeline(graph, passes, verify)
+        return _run_pipeline(graph, passes, verify, examples)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _run_pipeline(graph: Graph, passes: Any, verify: bool | None) -> list[Snapshot]:
+def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
+                  examples: list[Tensor] | None) -> list[Snapshot]:
     snapshots = [Snapshot("trace", graph)]
-    checker = _Verifier(graph) if (VERIFY_BY_DEFAULT if verify is None else verify) else None
+    on = VERIFY_BY_DEFAULT if verify is None else verify
+    checker = _Verifier(graph, examples) if on else None
     for p in resolve(passes):
         before = snapshots[-1].graph
         after, changes = p.run(before)
@@ -173,6 +180,9 @@ def compile(f: Any, *example_args: Any, passes: Any = "default", backend: str | 
     staged = Function(f, passes=passes, backend=backend, verify=verify)
     concrete, tensors = staged._concrete_for(example_args, example_kwargs)
     concrete.compilation.example_inputs = list(tensors)  # for the stepper's values
+    concrete.mismatch_hint = ("a Compilation runs the signature it was compiled for: compile "
+                              "again for these arguments (tfl.compile(f, *new_args)), or stage f "
+                              "with tfl.function, which traces once per signature")
     return concrete.compilation
 
 
@@ -218,22 +228,38 @@ def graph_stats(graph: Graph) -> dict[str, int]:
 class _Verifier:
     """Runs the traced graph once on random inputs, then each stage, and compares."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, examples: list[Tensor] | None) -> None:
         self.skip = any(n.op.random for n in graph.nodes)  # random ops draw differently per run
         if self.skip:
             return
         rng = np.random.default_rng(0)
-        self.inputs = [Tensor._make(get_backend(v.spec.device).asarray(_random_array(v, rng)),
-                                    get_backend(v.spec.device), None) for v in graph.inputs]
         self.reference: dict[int, np.ndarray] = {}
-        self.outputs = self._run(graph, self.reference)
+        for inputs in (self._random(graph.inputs, rng), examples):
+            if inputs is None:
+                continue
+            self.inputs = inputs
+            # State the graph reads: its current values, except gradients of arguments (which
+            # exist only at a call), drawn at random.
+            self.state = {v.data: _random_tensor(v, rng) if isinstance(v.data.owner, int)
+                          else v.data.read() for v in graph.captures}
+            try:
+                self.outputs = self._run(graph, self.reference)
+                return
+            except Exception:  # outside some op's domain (an integer to a negative power)
+                self.reference.clear()
+        self.skip = True  # no inputs this program runs on: nothing to compare
+
+    @staticmethod
+    def _random(values: list[Value], rng: np.random.Generator) -> list[Tensor]:
+        return [_random_tensor(v, rng) for v in values]
 
     def _run(self, graph: Graph, values: dict[int, np.ndarray]) -> list[np.ndarray]:
         def keep(node: Node, result: Tensor) -> None:
             values[node.id] = result.numpy()
 
         with np.errstate(all="ignore"):  # random inputs may leave an op's domain (log(-1))
-            return [t.numpy() for t in interpret(graph, self.inputs, on_node=keep)]
+            return [t.numpy() for t in interpret(graph, self.inputs, on_node=keep,
+                                                 state=self.state)]
 
     def check(self, pass_name: str, graph: Graph) -> None:
         if self.skip:
@@ -250,6 +276,11 @@ class _Verifier:
                                     op="compile", location=culprit.source if culprit else None,
                                     hint="a pass must compute exactly what the graph computed "
                                          "before it; check the rule or pass named above")
+
+
+def _random_tensor(v: Value, rng: np.random.Generator) -> Tensor:
+    backend = get_backend(v.spec.device)
+    return Tensor._make(backend.asarray(_random_array(v, rng)), backend, None)
 
 
 def _random_array(v: Value, rng: np.random.Generator) -> np.ndarray:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from teachflow import dispatch
 from teachflow.backends import get_backend
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError
@@ -25,8 +26,14 @@ __all__ = ["arange", "eye", "full", "full_like", "manual_seed", "ones", "ones_li
 
 def tensor(data: Any, dtype: Any = None, device: str = "cpu",
            requires_grad: bool = False) -> Tensor:
-    """A new tensor holding a copy of `data` (nested lists, a scalar or a NumPy array)."""
-    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+    """A new tensor holding a copy of `data` (nested lists, a scalar or a NumPy array).
+
+    Inside a traced function it is a constant of the graph, made anew at every call as eagerly.
+    """
+    t = dispatch.current_interpreter().lift(Tensor(data, dtype=dtype, device=device))
+    if requires_grad:
+        t.requires_grad = True
+    return t
 
 
 def _filled(shape: tuple, value: Any, dtype: Any, device: str, requires_grad: bool) -> Tensor:

@@ -11,6 +11,12 @@ up here as ``bind(op, *args, **params)``. `bind` hands the op to the *current in
 Both use the same ops and the same kernels; they differ only in what `bind` does. That is the
 central idea of the TensorFlow Eager paper and of JAX's Autodidax, and nothing else in teachflow
 asks which mode it is in.
+
+Programs also *change state*: ``p -= lr * g`` updates a tensor in place, ``loss.backward()``
+fills ``.grad``, and ``tfl.tensor([...])`` makes a tensor from data. Those go to the current
+interpreter too (`assign`, `read_grad`, `write_grad`, `lift`): eagerly they happen at once; while
+tracing, the graph builder records them, so that the graph can compute the new state and the call
+can write it back (see `teachflow.staging`).
 """
 
 from __future__ import annotations
@@ -21,9 +27,22 @@ from typing import Any, Protocol
 
 
 class Interpreter(Protocol):
-    """What `bind` needs from an execution mode."""
+    """What an execution mode decides: how ops apply, and how state changes."""
 
-    def apply(self, op: Any, args: tuple, params: dict) -> Any: ...
+    def apply(self, op: Any, args: tuple, params: dict) -> Any:
+        """Apply `op` (what `bind` does)."""
+
+    def assign(self, tensor: Any, value: Any) -> None:
+        """Make `tensor` hold `value`'s values from now on (an in-place update)."""
+
+    def read_grad(self, tensor: Any) -> Any:
+        """``tensor.grad``."""
+
+    def write_grad(self, tensor: Any, grad: Any) -> None:
+        """``tensor.grad = grad``."""
+
+    def lift(self, tensor: Any) -> Any:
+        """A tensor just made from data (`tfl.tensor`), as this mode holds one."""
 
 
 _interpreter: Interpreter | None = None
@@ -34,7 +53,7 @@ def bind(op: Any, *args: Any, **params: Any) -> Any:
     return _interpreter.apply(op, args, params)
 
 
-def current_interpreter() -> Interpreter | None:
+def current_interpreter() -> Interpreter:
     return _interpreter
 
 

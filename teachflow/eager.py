@@ -40,7 +40,7 @@ class EagerInterpreter:
                 if x._node is not None:
                     tracked = True
                 x = x._data
-            elif not isinstance(x, bool | int | float):  # Python scalars stay weak
+            elif type(x) not in _PYTHON_SCALARS:  # Python scalars stay weak
                 x = as_constant(x)
             arrays.append(x)
         if op.placed:  # creation and transfer ops run on the device they are asked for
@@ -57,8 +57,25 @@ class EagerInterpreter:
         result._data = out
         result._backend = backend
         result._node = autodiff.record(op, args, params, out, backend) if tracked else None
-        result.grad = None
+        result._grad = None
         return result
+
+    # State changes happen at once.
+
+    def assign(self, tensor: Tensor, value: Tensor) -> None:
+        tensor._take(value)
+
+    def read_grad(self, tensor: Tensor) -> Tensor | None:
+        return tensor._grad
+
+    def write_grad(self, tensor: Tensor, grad: Tensor | None) -> None:
+        tensor._grad = grad
+
+    def lift(self, tensor: Tensor) -> Tensor:
+        return tensor
+
+
+_PYTHON_SCALARS = frozenset({bool, int, float})
 
 
 def _mixed_devices(op: Any, args: tuple) -> DeviceError:

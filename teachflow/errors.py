@@ -18,6 +18,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -51,13 +52,26 @@ def _notebook_cell(filename: str) -> int | None:
     return filename_map.get(filename) if isinstance(filename_map, dict) else None
 
 
-# Frames in teachflow, and in the array libraries it calls, are not the learner's code.
-_NOT_USER_CODE = (_PACKAGE_DIR, "<frozen ")
+# Frames in teachflow (its files, and the code it generates: executors and fused kernels, named
+# "<teachflow ...>"), and in the array libraries it calls, are not the learner's code.
+_NOT_USER_CODE = (_PACKAGE_DIR, "<frozen ", "<teachflow ")
 
 
 def _is_internal(filename: str) -> bool:
     return filename.startswith(_NOT_USER_CODE) or any(
         f"{os.sep}{lib}{os.sep}" in filename for lib in ("numpy", "cupy", "cupyx"))
+
+
+def user_frame() -> FrameType | None:
+    """The innermost frame of user code on the stack (None when there is none)."""
+    frame = sys._getframe(1)
+    while frame is not None and _is_internal(_path(frame.f_code.co_filename)):
+        frame = frame.f_back
+    return frame
+
+
+def _path(filename: str) -> str:
+    return filename if filename.startswith("<") else os.path.abspath(filename)
 
 
 #: While a gradient rule runs for an op the user wrote, the ops it applies belong to that line.
@@ -72,13 +86,10 @@ def user_location() -> SourceLocation | None:
     """
     if _on_behalf_of is not None:
         return _on_behalf_of
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not _is_internal(os.path.abspath(filename)):
-            return SourceLocation(filename, frame.f_lineno, frame.f_code.co_name)
-        frame = frame.f_back
-    return None
+    frame = user_frame()
+    if frame is None:
+        return None
+    return SourceLocation(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
 
 
 @contextmanager
@@ -95,7 +106,7 @@ def on_behalf_of(location: SourceLocation | None) -> Iterator[None]:
 def user_stacklevel() -> int:
     """The `stacklevel` for `warnings.warn` that points at the learner's line."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and _is_internal(os.path.abspath(frame.f_code.co_filename)):
+    while frame is not None and _is_internal(_path(frame.f_code.co_filename)):
         frame, level = frame.f_back, level + 1
     return level
 

@@ -16,7 +16,13 @@ Only nodes that the requested outputs depend on are emitted: like ``Session.run`
 a graph computes what is fetched and nothing else.
 
 `interpret` is the other way to run a graph: node by node through `bind`, so every op is a normal
-eager op (values can be inspected one at a time; a tape can record them for autodiff).
+eager op (values can be inspected one at a time; a tape can record them for autodiff). When the
+generated function fails at run time, `explain_failure` runs the graph that way to find the op
+that failed, and lets it explain itself at the user's line, as eagerly.
+
+The generated source calls kernels and names values by names of its own (``tanh``, ``v3``,
+``slice(0, 2, None)``); an argument of the user's function is renamed where its name would hide
+one of them, so whatever the user calls their arguments, the executor calls what it means to.
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from teachflow.autodiff import no_grad
 from teachflow.backends import Backend, get_backend
 from teachflow.dispatch import bind
-from teachflow.errors import on_behalf_of
+from teachflow.errors import TeachflowError, on_behalf_of
 from teachflow.graph import Graph, Node, Value
 from teachflow.ops import OPS
 from teachflow.tensor import Tensor
@@ -42,7 +49,8 @@ _LITERAL = (bool, int, float, str, type(None), type(Ellipsis), slice)
 class Executor:
     """A compiled graph: ``executor(*input_arrays, *capture_arrays)`` returns output arrays.
 
-    ``captures`` are the captured tensors' values it reads, in argument order after the inputs.
+    ``captures`` are the values it reads from state outside the graph (see `Slot`), in argument
+    order after the inputs.
     """
 
     def __init__(self, source: str, fn: Callable, captures: list[Value]) -> None:
@@ -76,8 +84,17 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     captures = [v for v in graph.captures if id(v) in used]
 
     namespace: dict[str, Any] = {"dtype": np.dtype, "inf": float("inf"), "nan": float("nan")}
+    kernels: dict[str, Any] = {}  # name in the source -> the op it calls
+    kernel_of: dict[int, str] = {}
+    for node in nodes:
+        kernel = node.op.name
+        while kernels.setdefault(kernel, node.op) is not node.op:  # two ops, one name
+            kernel += "_"
+        namespace.setdefault(kernel, backend.kernels[node.op])
+        kernel_of[id(node)] = kernel
     names: dict[int, str] = {}
-    taken: set[str] = set()
+    # Names the source uses for its own ends: an argument must not hide them.
+    taken = {*namespace, *_BUILTINS_IN_SOURCE}
     for v in inputs:
         names[id(v)] = _input_name(v, taken)
     for v in captures:
@@ -90,7 +107,8 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
         return names[id(o)] if isinstance(o, Value) else repr(o)
 
     def param(value: Any) -> str:
-        if isinstance(value, _LITERAL) or _is_literal_tuple(value):
+        if ((isinstance(value, _LITERAL) and not isinstance(value, np.generic))
+                or _is_literal_tuple(value)):
             return repr(value)
         if isinstance(value, np.dtype):
             return f"dtype('{value.name}')"
@@ -99,12 +117,8 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
         return name
 
     lines = []
-    kernels: dict[str, Any] = {}  # name in the source -> the op it calls
     for node in nodes:
-        kernel = node.op.name
-        while kernels.setdefault(kernel, node.op) is not node.op:  # two ops, one name
-            kernel += "_"
-        namespace.setdefault(kernel, backend.kernels[node.op])
+        kernel = kernel_of[id(node)]
         names[id(node.output)] = f"v{node.id}"
         args = [operand(o) for o in node.inputs]
         args += [f"{k}={param(v)}" for k, v in node.params.items()]
@@ -125,11 +139,15 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     return Executor(source, namespace[fn_name], captures)
 
 
+# Builtins that parameter values print as (``slice(0, 2, None)``, ``Ellipsis``).
+_BUILTINS_IN_SOURCE = ("slice", "Ellipsis")
+
+
 def _input_name(v: Value, taken: set[str]) -> str:
-    """The argument's own name, unless it could clash with a kernel or a generated name."""
+    """The argument's own name, unless it could clash with a kernel or a name of the source."""
     name = v.name if v.name and v.name.isidentifier() else f"v{v.id}"
-    if (keyword.iskeyword(name) or name in OPS or name in ("dtype", "inf", "nan")
-            or (re.fullmatch(r"[vckp]\d+", name) and name != f"v{v.id}")) or name in taken:
+    if (keyword.iskeyword(name) or name in OPS or name in taken
+            or (re.fullmatch(r"[vckp]\d+", name) and name != f"v{v.id}")):
         name = f"{name}_{v.id}"
     taken.add(name)
     return name
@@ -137,7 +155,8 @@ def _input_name(v: Value, taken: set[str]) -> str:
 
 def _is_literal_tuple(value: Any) -> bool:
     return isinstance(value, tuple) and all(
-        isinstance(v, _LITERAL) or _is_literal_tuple(v) for v in value)
+        (isinstance(v, _LITERAL) and not isinstance(v, np.generic)) or _is_literal_tuple(v)
+        for v in value)
 
 
 def _function_name(name: str) -> str:
@@ -147,15 +166,17 @@ def _function_name(name: str) -> str:
 
 def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] | None = None,
               on_node: Callable[[Node, Tensor], None] | None = None,
-              input_values: Sequence[Value] | None = None) -> list[Tensor]:
+              input_values: Sequence[Value] | None = None,
+              state: dict | None = None) -> list[Tensor]:
     """Run the graph one node at a time, each through `bind` (so eagerly, on the tape if an
     input is tracked). `on_node(node, result)` sees every intermediate result. An op that fails
-    reports the line that created its node."""
+    reports the line that created its node. The state the graph reads is read now, unless
+    `state` gives it (by `Slot`)."""
     outputs = list(graph.outputs if outputs is None else outputs)
     input_values = graph.inputs if input_values is None else input_values
     env: dict[int, Any] = {id(v): t for v, t in zip(input_values, inputs, strict=True)}
     for v in graph.captures:
-        env[id(v)] = v.data
+        env[id(v)] = state[v.data] if state is not None else v.data.read(inputs)
     for v in graph.constants:
         backend = get_backend(v.spec.device)
         env[id(v)] = Tensor._make(backend.asarray(v.data), backend, None)
@@ -166,3 +187,16 @@ def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] |
         if on_node is not None:
             on_node(node, result)
     return [env[id(v)] for v in outputs]
+
+
+def explain_failure(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] | None = None,
+                    input_values: Sequence[Value] | None = None) -> Exception:
+    """The generated function failed: run the graph op by op, eagerly, so that the op that fails
+    explains itself as it would have eagerly (op, operands, the line that created its node)."""
+    try:
+        with no_grad():
+            interpret(graph, inputs, outputs, input_values=input_values)
+    except TeachflowError as err:
+        return err
+    return TeachflowError("the graph failed to run, although every op of it runs on its own",
+                          op=graph.name, hint="the original error is attached as __cause__")

@@ -31,8 +31,8 @@ from teachflow import autodiff
 from teachflow.backends import get_backend
 from teachflow.compiler import Compilation, run_pipeline
 from teachflow.errors import DeviceError, TeachflowError, TraceError, user_stacklevel
-from teachflow.executor import generate, interpret
-from teachflow.graph import Value
+from teachflow.executor import explain_failure, generate, interpret
+from teachflow.graph import Graph, Value
 from teachflow.spec import TensorSpec
 from teachflow.staging import (
     Traced,
@@ -66,18 +66,32 @@ class Signature:
 
 
 class ConcreteFunction:
-    """One trace of a `Function`: its graph and the executor generated from it."""
+    """One trace of a `Function`: its graph and the executor generated from it.
 
-    def __init__(self, traced: Traced, signature: Signature, passes: Any = "default",
-                 backend: str | None = None, verify: bool | None = None) -> None:
+    Calling it runs the executor on the tensor arguments and the state it reads (captured
+    tensors, and ``.grad``s), then writes back the state the traced code updated (see
+    `teachflow.staging`): the new values of tensors updated in place, and new ``.grad``s.
+    """
+
+    #: What to do when called with arguments of another signature (a Compilation says its own).
+    mismatch_hint = ("call the tfl.function itself: it traces a new concrete function for a new "
+                     "signature")
+
+    def __init__(self, traced: Traced, signature: Signature, call_signature: Any = None,
+                 passes: Any = "default", backend: str | None = None,
+                 verify: bool | None = None, examples: list[Tensor] | None = None) -> None:
         self.signature = signature
+        self.guards = traced.guards
         self._traced = traced
-        self.compilation = Compilation(run_pipeline(traced.graph, passes, verify), self)
+        self._call_signature = call_signature  # the Python function's, to read calls alike
+        self.compilation = Compilation(run_pipeline(traced.graph, passes, verify, examples),
+                                       self)
         self.graph = self.compilation.graph  # the optimized graph
         inputs = traced.graph.inputs
         self._backend = get_backend(backend or (inputs[0].spec.device if inputs else "cpu"))
         self._executor = generate(self.graph, self._backend)
-        self._out_backends = [get_backend(v.spec.device) for v in traced.graph.outputs]
+        self._out_backends = [get_backend(v.spec.device) for v in self.graph.outputs]
+        self._results = len(traced.graph.results)
         self._single_output = traced.out_tree is None and isinstance(traced.out_leaves[0], Value)
 
     @property
@@ -86,17 +100,35 @@ class ConcreteFunction:
         return self._executor.source
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        leaves, treedef = tree_flatten((args, _sorted(kwargs)))
-        keys, tensors = _leaf_keys(leaves)
+        try:
+            args, kwargs = canonical_call(self._call_signature, args, kwargs)
+            leaves, treedef = tree_flatten((args, kwargs))
+            keys, tensors = _leaf_keys(_as_inputs(leaves))
+        except (TeachflowError, _Unhashable) as err:
+            why = err.message if isinstance(err, TeachflowError) else "an argument is unhashable"
+            keys, treedef = None, None
         if keys != self.signature.keys or treedef != self._traced.in_tree:
-            raise TraceError(f"this concrete function was traced for ({self.signature}); "
-                             "these arguments do not match it", op="function",
-                             hint="call the tfl.function itself: it traces a new concrete "
-                                  "function for a new signature")
+            if treedef == self._traced.in_tree:
+                new = Signature(self.signature.arguments, self.signature.names, keys)
+                why = retrace_reason(self.signature, new)
+            elif keys is not None:
+                why = "the arguments are structured differently"
+            raise TraceError(f"this concrete function was traced for ({self.signature}); these "
+                             f"arguments do not fit it: {why}", op="function",
+                             hint=self.mismatch_hint)
+        if not self.guards_hold(tensors):
+            why = "; ".join(g.reason(tensors) for g in self.guards if not g.holds(tensors))
+            raise TraceError(f"this concrete function was traced assuming that {why}",
+                             op="function", hint=self.mismatch_hint)
         return self._call_flat(tensors)
 
+    def guards_hold(self, tensors: list[Tensor] | tuple) -> bool:
+        """Does the state outside the graph still look as the trace assumed?"""
+        return all(guard.holds(tensors) for guard in self.guards)
+
     def _call_flat(self, tensors: list[Tensor] | tuple) -> Any:
-        """Run on the flat tensor arguments; give back results in the function's structure."""
+        """Run on the flat tensor arguments; write back updated state; give back results in
+        the function's structure."""
         backend, arrays, tracked = self._backend, [], False
         for t in tensors:
             if t._backend is not backend:
@@ -105,16 +137,24 @@ class ConcreteFunction:
             tracked = tracked or t._node is not None
             arrays.append(t._data)
         for capture in self._executor.captures:  # read by reference: current values
-            tracked = tracked or capture.data._node is not None
-            arrays.append(capture.data._data)
+            state = capture.data.read(tensors)
+            tracked = tracked or state._node is not None
+            arrays.append(state._data)
+        if self.graph.updates:
+            _refuse_aliases(self.graph, tensors)
         if tracked and autodiff.is_grad_enabled():
             # Someone differentiates through this call: run the traced graph op by op, on the
             # tape (the optimized graph's fused kernels have no gradient rules).
             results = interpret(self._traced.graph, tensors)
         else:
+            try:
+                outputs = self._executor.fn(*arrays)
+            except Exception as exc:
+                raise explain_failure(self._traced.graph, tensors) from exc
             results = [Tensor._make(a if type(a) is b.array_type else b.xp.asarray(a), b, None)
-                       for a, b in zip(self._executor.fn(*arrays), self._out_backends,
-                                       strict=True)]
+                       for a, b in zip(outputs, self._out_backends, strict=True)]
+        write_back(self.graph, tensors, results)
+        results = results[:self._results]
         if self._single_output:
             return results[0]
         it = iter(results)
@@ -125,18 +165,49 @@ class ConcreteFunction:
         return f"<ConcreteFunction {self.graph.name}({self.signature}): {len(self.graph)} nodes>"
 
 
+def write_back(graph: Graph, arguments: list[Tensor] | tuple, outputs: list[Tensor]) -> None:
+    """After a run: each piece of state the traced code updated takes its new value, as eagerly
+    (a tensor updated in place holds the new values; a .grad is the new gradient, or None)."""
+    for update in graph.updates:
+        tensor = update.slot.tensor(arguments)
+        new = None if update.output is None else outputs[update.output]
+        if update.slot.attr == "data":
+            tensor._take(new)
+        else:  # a gradient is a plain value, off the tape, as backward() leaves it
+            tensor._grad = None if new is None else Tensor._make(new._data, new._backend, None)
+
+
+def _refuse_aliases(graph: Graph, arguments: list[Tensor] | tuple) -> None:
+    """One tensor under two names that the function updates (f(w, w), or an argument that it
+    also captures) would get two separate updates: eagerly there is one tensor. Refuse."""
+    seen: dict[int, str] = {}
+    updated = {id(u.slot.tensor(arguments)) for u in graph.updates if u.slot.attr == "data"}
+    names = [(t, v.name) for t, v in zip(arguments, graph.inputs, strict=True)]
+    names += [(v.data.owner, v.name) for v in graph.captures if v.data.attr == "data"]
+    for tensor, name in names:
+        if id(tensor) in seen and id(tensor) in updated:
+            raise TraceError(
+                f"the same tensor is both {seen[id(tensor)]} and {name}, and the function "
+                "updates it in place: the staged function would compute the two updates "
+                "separately, where eagerly one tensor changes", op="function",
+                hint="pass the tensor once (or pass a copy, t.detach(), as the other argument)")
+        seen[id(tensor)] = name
+
+
 class Function:
     """A polymorphic function: ``@tfl.function`` on a Python function (or method)."""
 
     def __init__(self, fn: Callable, passes: Any = "default", backend: str | None = None,
-                 verify: bool | None = None) -> None:
+                 verify: bool | None = None,
+                 input_signature: list[TensorSpec] | None = None) -> None:
         functools.update_wrapper(self, fn)
         self.python_function = fn
         self.passes = passes
         self.backend = backend
         self.verify = verify
+        self.input_signature = _check_input_signature(input_signature)
         self.retrace_reasons: list[str] = []
-        self._concrete: dict[Any, ConcreteFunction] = {}
+        self._concrete: dict[Any, list[ConcreteFunction]] = {}
         # Calls with tensors only, by position, find their concrete function here directly.
         self._by_tensor_specs: dict[tuple, ConcreteFunction] = {}
         try:
@@ -146,11 +217,11 @@ class Function:
 
     @property
     def trace_count(self) -> int:
-        return len(self._concrete)
+        return sum(len(found) for found in self._concrete.values())
 
     @property
     def concrete_functions(self) -> list[ConcreteFunction]:
-        return list(self._concrete.values())
+        return [c for found in self._concrete.values() for c in found]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if is_tracing():  # called from code being traced: trace through it (inline)
@@ -163,7 +234,7 @@ class Function:
                 key.append((a._data.shape, a._data.dtype, a._backend.name))
             else:
                 concrete = self._by_tensor_specs.get(tuple(key))
-                if concrete is not None:
+                if concrete is not None and (not concrete.guards or concrete.guards_hold(args)):
                     return concrete._call_flat(args)
         concrete, tensors = self._concrete_for(args, kwargs)
         return concrete._call_flat(tensors)
@@ -172,23 +243,10 @@ class Function:
         """The concrete function for these arguments (tracing it if it is new)."""
         return self._concrete_for(args, kwargs)[0]
 
-    def _canonical(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        """One form for one call: ``f(x, 3)``, ``f(x, n=3)`` and, if 3 is the default, ``f(x)``
-        all become ``(x, 3)``, so they share a trace."""
-        if self._signature is None:
-            return args, _sorted(kwargs)
-        try:
-            bound = self._signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise TeachflowError(f"{self.__name__}(): {exc}", op="function") from None
-        bound.apply_defaults()
-        return bound.args, _sorted(bound.kwargs)
-
     def _concrete_for(self, args: tuple, kwargs: dict) -> tuple[ConcreteFunction, list]:
-        c_args, c_kwargs = self._canonical(args, kwargs)
+        c_args, c_kwargs = canonical_call(self._signature, args, kwargs, self.__name__)
         leaves, treedef = tree_flatten((c_args, c_kwargs))
-        # A NumPy array is data: a tensor input, copied as `tfl.tensor` copies it.
-        leaves = [Tensor(x) if isinstance(x, np.ndarray) else x for x in leaves]
+        leaves = _as_inputs(leaves)
         try:
             keys, tensors = _leaf_keys(leaves)
         except _Unhashable as err:
@@ -197,32 +255,87 @@ class Function:
                 f"argument {name} is a {type(leaves[err.index]).__name__}, neither a tensor nor "
                 "hashable, so it cannot be part of a trace signature", op="function",
                 hint="pass tensors, or Python values that can be dict keys") from None
-        concrete = self._concrete.get((treedef, keys))
+        if self.input_signature is not None:
+            keys = self._fit_input_signature(keys, tensors, c_args, c_kwargs)
+        candidates = self._concrete.setdefault((treedef, keys), [])
+        concrete = next((c for c in candidates if c.guards_hold(tensors)), None)
         if concrete is None:
             c_args, c_kwargs = tree_unflatten(treedef, leaves)
-            concrete = self._trace(treedef, keys, c_args, c_kwargs)
-        if not kwargs and all(type(a) is Tensor for a in args):
-            self._by_tensor_specs[tuple(k[1:] for k in keys[:len(args)])] = concrete
+            concrete = self._trace(treedef, keys, c_args, c_kwargs, tensors, candidates)
+        if (not kwargs and self.input_signature is None and len(tensors) == len(args)
+                and all(type(a) is Tensor for a in args)):
+            self._by_tensor_specs[tuple(k[1:] for k in keys)] = concrete
         return concrete, tensors
 
-    def _trace(self, treedef: Any, keys: tuple, args: tuple, kwargs: dict) -> ConcreteFunction:
+    def _trace(self, treedef: Any, keys: tuple, args: tuple, kwargs: dict,
+               tensors: list[Tensor], candidates: list[ConcreteFunction]) -> ConcreteFunction:
         fn = self.python_function
         signature = Signature(
             tuple((name, _structure(v)) for name, v in named_arguments(fn, args, kwargs)),
             tuple(argument_names(fn, args, kwargs)), keys)
-        traced = trace_function(self.python_function, args, kwargs, name=self.__name__)
-        concrete = ConcreteFunction(traced, signature, self.passes, self.backend, self.verify)
-        if self._concrete:
-            previous = list(self._concrete.values())[-1].signature
+        specs = None if self.input_signature is None else [TensorSpec(k[1], k[2], k[3])
+                                                           for k in keys if k[0] == "tensor"]
+        traced = trace_function(fn, args, kwargs, name=self.__name__, specs=specs)
+        concrete = ConcreteFunction(traced, signature, self._signature, self.passes,
+                                    self.backend, self.verify, examples=tensors)
+        if candidates:  # same signature, but the state it read is not as assumed any more
+            failed = [g for g in candidates[-1].guards if not g.holds(tensors)]
+            self.retrace_reasons.append("; ".join(g.reason(tensors) for g in failed))
+        elif self.trace_count:
+            previous = self.concrete_functions[-1].signature
             self.retrace_reasons.append(retrace_reason(previous, signature))
-        self._concrete[(treedef, keys)] = concrete
+        candidates.append(concrete)
         if self.trace_count > RETRACE_WARNING_AFTER:
             recent = "; ".join(self.retrace_reasons[-3:])
             warnings.warn(f"{self.__name__} has been traced {self.trace_count} times; each trace "
-                          f"runs the Python function again. Recent reasons: {recent}. Pass "
-                          "values that change often as tensors, not Python numbers.",
-                          RetracingWarning, stacklevel=user_stacklevel())
+                          f"runs the Python function again. Recent reasons: {recent}. "
+                          f"{self._retrace_advice()}", RetracingWarning,
+                          stacklevel=user_stacklevel())
         return concrete
+
+    def _retrace_advice(self) -> str:
+        """What to do about retracing, for the cause seen most recently."""
+        recent = [c.signature for c in self.concrete_functions[-RETRACE_WARNING_AFTER:]]
+        varying = _varying_dimensions(recent)
+        if varying:
+            name, spec = varying
+            return (f"The shape of argument {name} keeps changing: trace once for every size "
+                    f"with tfl.function(f, input_signature=[tfl.TensorSpec({spec.shape}, "
+                    f"{spec.dtype.name!r}), ...]) (None marks a dimension that varies).")
+        if any("Python value" in r for r in self.retrace_reasons[-3:]):
+            return ("Python numbers are part of the signature: pass values that change often "
+                    "as tensors (tfl.tensor(lr)), not as Python numbers.")
+        if any(".grad was" in r for r in self.retrace_reasons[-3:]):
+            return ("The .grad the function reads is None on some calls and not on others: "
+                    "clear gradients the same way before every call (opt.zero_grad()).")
+        return "Call it with arguments of one signature (the same shapes, dtypes and devices)."
+
+    def _fit_input_signature(self, keys: tuple, tensors: list[Tensor], args: tuple,
+                             kwargs: dict) -> tuple:
+        """With an input_signature, every tensor argument must fit its spec; the keys become
+        the specs' (so every fitting call shares one trace)."""
+        specs = self.input_signature
+        names = [n for n, k in zip(argument_names(self.python_function, args, kwargs), keys,
+                                   strict=True) if k[0] == "tensor"]
+        if len(tensors) != len(specs):
+            raise TeachflowError(f"{self.__name__} was given an input_signature of {len(specs)} "
+                                 f"spec(s) but called with {len(tensors)} tensor(s)",
+                                 op="function", hint="pass one tensor per TensorSpec")
+        fitted = iter(zip(specs, tensors, names, strict=True))
+        new_keys = []
+        for key in keys:
+            if key[0] != "tensor":
+                new_keys.append(key)
+                continue
+            spec, t, name = next(fitted)
+            if not _fits(t.spec, spec):
+                raise TeachflowError(
+                    f"argument {name}: {t.spec} on {t.device} does not fit the input_signature's "
+                    f"{spec}", op="function", operands=(f"{name}: {t.dtype.name}{list(t.shape)}",),
+                    hint="a None dimension accepts any size; the others, the dtype and the "
+                         "number of dimensions must match")
+            new_keys.append(("tensor", spec.shape, spec.dtype, t.device))
+        return tuple(new_keys)
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """``@tfl.function`` on a method: each instance gets its own Function (its own traces),
@@ -237,14 +350,26 @@ class Function:
                                  op="function") from None
         # Cached on the instance under the method's name, like functools.cached_property (the
         # lookup here also serves special methods such as __call__, which skip the instance).
-        staged = cache.get(self.__name__)
+        # A method the instance's class overrides (reached through super()) is cached under its
+        # qualified name instead, so it never takes the place of the override.
+        key = self.__name__ if _resolves_to(type(instance), self.__name__, self) \
+            else f"{self.__qualname__} (staged)"
+        staged = cache.get(key)
         if not (isinstance(staged, Function) and staged.python_function.method is self):
-            staged = cache[self.__name__] = Function(_WeakMethod(self, instance), self.passes,
-                                                     self.backend, self.verify)
+            staged = cache[key] = Function(_WeakMethod(self, instance), self.passes,
+                                           self.backend, self.verify, self.input_signature)
         return staged
 
     def __repr__(self) -> str:
         return f"<tfl.function {self.__name__}: {self.trace_count} concrete function(s)>"
+
+
+def _resolves_to(cls: type, name: str, attribute: Any) -> bool:
+    """Is `attribute` what ``cls.name`` finds (the most derived definition)?"""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return vars(klass)[name] is attribute
+    return False
 
 
 class _WeakMethod:
@@ -263,15 +388,21 @@ class _WeakMethod:
 
 
 def function(fn: Callable | None = None, *, passes: Any = "default",
-             backend: str | None = None, verify: bool | None = None) -> Any:
+             backend: str | None = None, verify: bool | None = None,
+             input_signature: list[TensorSpec] | None = None) -> Any:
     """Stage a Python function: ``@tfl.function`` or ``tfl.function(f, passes=...)``.
 
     Python side effects (``print``, appending to a list) happen while tracing only, not on later
-    calls: the graph records tensor operations and nothing else.
+    calls: the graph records tensor operations and nothing else. Updates of tensors (``p -= g``,
+    ``t[i] = v``, ``.grad`` from ``backward()``) are the exception: they take effect at every
+    call, as eagerly. With ``input_signature=[tfl.TensorSpec((None, 3), "float32"), ...]`` it
+    traces once for every argument that fits (None: any size there).
     """
-    if fn is None:
-        return lambda f: Function(f, passes=passes, backend=backend, verify=verify)
-    return Function(fn, passes=passes, backend=backend, verify=verify)
+    def stage(f: Callable) -> Function:
+        return Function(f, passes=passes, backend=backend, verify=verify,
+                        input_signature=input_signature)
+
+    return stage if fn is None else stage(fn)
 
 
 # --- Signatures ---------------------------------------------------------------------------------
@@ -282,8 +413,47 @@ class _Unhashable(Exception):
         self.index = index
 
 
+def canonical_call(signature: inspect.Signature | None, args: tuple, kwargs: dict,
+                   name: str = "function") -> tuple[tuple, dict]:
+    """One form for one call: ``f(x, 3)``, ``f(x, n=3)`` and, if 3 is the default, ``f(x)``
+    all become ``(x, 3)``, so they share a trace."""
+    if signature is None:
+        return args, _sorted(kwargs)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise TeachflowError(f"{name}(): {exc}", op="function") from None
+    bound.apply_defaults()
+    return bound.args, _sorted(bound.kwargs)
+
+
 def _sorted(kwargs: dict) -> dict:
     return dict(sorted(kwargs.items()))
+
+
+def _as_inputs(leaves: list) -> list:
+    """A NumPy array argument is data: a tensor input, copied as `tfl.tensor` copies it."""
+    return [Tensor(x) if isinstance(x, np.ndarray) else x for x in leaves]
+
+
+class _Exact:
+    """A static float (or complex) as a signature key: equal only to the same program text.
+    ``0.0 == -0.0`` and ``nan != nan`` in Python, but ``1 / (x * -0.0)`` is not
+    ``1 / (x * 0.0)``, and ``x * nan`` is one program, however often it is called."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Exact) and repr(self.value) == repr(other.value)
+
+    def __hash__(self) -> int:
+        return hash(repr(self.value))
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 def _leaf_keys(leaves: list) -> tuple[tuple, list[Tensor]]:
@@ -298,8 +468,41 @@ def _leaf_keys(leaves: list) -> tuple[tuple, list[Tensor]]:
                 hash(leaf)
             except TypeError:
                 raise _Unhashable(i) from None
-            keys.append(("static", type(leaf), leaf))
+            exact = _Exact(leaf) if isinstance(leaf, float | complex | np.inexact) else leaf
+            keys.append(("static", type(leaf), exact))
     return tuple(keys), tensors
+
+
+def _check_input_signature(specs: Any) -> list[TensorSpec] | None:
+    if specs is None:
+        return None
+    if not isinstance(specs, list | tuple) or not all(isinstance(s, TensorSpec) for s in specs):
+        raise TeachflowError("input_signature must be a list of tfl.TensorSpec, one per tensor "
+                             f"argument, not {specs!r}", op="function",
+                             hint='e.g. input_signature=[tfl.TensorSpec((None, 3), "float32")]')
+    return list(specs)
+
+
+def _fits(spec: TensorSpec, pattern: TensorSpec) -> bool:
+    """Does a tensor of `spec` fit `pattern` (None in the pattern: any size)?"""
+    return (spec.dtype == pattern.dtype and len(spec.shape) == len(pattern.shape)
+            and all(p is None or p == d for d, p in zip(spec.shape, pattern.shape, strict=True)))
+
+
+def _varying_dimensions(signatures: list[Signature]) -> tuple[str, TensorSpec] | None:
+    """A tensor argument whose rank and dtype stay while some sizes change across `signatures`:
+    its name and a spec with None where sizes changed."""
+    if len(signatures) < 2 or len({s.names for s in signatures}) != 1:
+        return None
+    for i, name in enumerate(signatures[0].names):
+        keys = [s.keys[i] for s in signatures]
+        if any(k[0] != "tensor" for k in keys) or len({(len(k[1]), k[2]) for k in keys}) != 1:
+            continue
+        shapes = [k[1] for k in keys]
+        if len(set(shapes)) > 1:
+            merged = tuple(d[0] if len(set(d)) == 1 else None for d in zip(*shapes, strict=True))
+            return name, TensorSpec(merged, keys[0][2])
+    return None
 
 
 def _structure(value: Any) -> str:

@@ -6,9 +6,16 @@ device). A value is one of:
 
 - an ``input`` of the graph (a function argument, or a placeholder),
 - the output of a ``node`` (one op applied to values and Python-scalar literals),
-- a ``capture``: an eager tensor the traced code used, read *by reference* when the graph runs
-  (so a model's weights can change between calls without retracing),
+- a ``capture``: state outside the graph, read *by reference* when the graph runs: the values of
+  an eager tensor the traced code used (so a model's weights can change between calls without
+  retracing), or the gradient accumulated in a tensor's ``.grad`` (see `Slot`),
 - a ``const``: an array that was part of the program text (a NumPy array operand).
+
+A graph is pure: it computes values from values. A traced function that *updates* state
+(``p -= lr * g``, ``t[i] = v``, ``loss.backward()`` filling ``.grad``) is *functionalised*, as
+``torch.compile`` does: the graph computes the new values as extra outputs, and its `updates` say
+where each goes; whoever runs the graph writes them back afterwards. The text form shows them as
+``%w <- %9`` after the ``return`` line.
 
 Each node remembers the op, its parameters, the user's source line that created it, and a stable
 id (``%7``) that later passes keep as lineage, so a node can be followed from trace to kernel.
@@ -18,7 +25,8 @@ graph to networkx for drawing and analysis; `verify()` checks it is well formed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +38,41 @@ from teachflow.spec import TensorSpec
 
 class GraphError(TeachflowError):
     """A graph that is not well formed (found by `Graph.verify`)."""
+
+
+class Slot:
+    """State outside the graph: the values (``attr="data"``) or the gradient (``attr="grad"``) of
+    a tensor that the traced code captured (`owner` is that tensor), or of its argument number
+    `owner` (an int: which tensor that is, is known only at each call). A capture reads a slot;
+    an `Update` writes one."""
+
+    __slots__ = ("attr", "name", "owner")
+
+    def __init__(self, owner: Any, attr: str, name: str) -> None:
+        self.owner = owner
+        self.attr = attr
+        self.name = name  # as the text form prints it: "w", "w.grad", "x.grad"
+
+    def tensor(self, arguments: Sequence[Any] = ()) -> Any:
+        """The tensor whose state this is (an argument is looked up among `arguments`)."""
+        return arguments[self.owner] if isinstance(self.owner, int) else self.owner
+
+    def read(self, arguments: Sequence[Any] = ()) -> Any:
+        """The state now: the tensor itself, or its ``.grad`` (a tensor, or None)."""
+        tensor = self.tensor(arguments)
+        return tensor if self.attr == "data" else tensor.grad
+
+    def __repr__(self) -> str:
+        return f"<Slot {self.name}>"
+
+
+@dataclass(frozen=True)
+class Update:
+    """A write-back: after the graph runs, the state `slot` takes the value of the graph's output
+    number `output`, or becomes None (``p.grad = None``) when `output` is None."""
+
+    slot: Slot
+    output: int | None
 
 
 class Value:
@@ -45,7 +88,7 @@ class Value:
         self.kind = kind  # "input", "node", "capture" or "const"
         self.name = name
         self.producer = producer
-        self.data = data  # the captured Tensor, or the constant array
+        self.data = data  # the Slot a capture reads, or the constant array
 
     @property
     def shape(self) -> tuple:
@@ -132,9 +175,10 @@ class Graph:
         self.inputs: list[Value] = []
         self.nodes: list[Node] = []
         self.outputs: list[Value] = []
+        self.updates: list[Update] = []  # state written back after a run, from `outputs`
         self.captures: list[Value] = []
         self.constants: list[Value] = []
-        self._captured: dict[int, Value] = {}  # id(tensor) -> its capture value
+        self._captured: dict[tuple[int, str], Value] = {}  # (id(owner), attr) -> its capture
         self._owned: set[int] = set()  # id() of every value made here
         self._next_id = 0
         self._builder: Any = None
@@ -165,14 +209,21 @@ class Graph:
         self.nodes.append(node)
         return node
 
-    def capture(self, tensor: Any) -> Value:
-        """The value standing for an eager tensor used by the traced code (one per tensor)."""
-        value = self._captured.get(id(tensor))
+    def capture(self, slot: Slot, spec: TensorSpec) -> Value:
+        """The value standing for state outside the graph (one per slot), read at every run."""
+        key = (id(slot.owner), slot.attr)
+        value = self._captured.get(key)
         if value is None:
-            value = self._own(Value(self._new_id(), tensor.spec, "capture", data=tensor))
-            self._captured[id(tensor)] = value
+            value = self._own(Value(self._new_id(), spec, "capture", name=slot.name, data=slot))
+            self._captured[key] = value
             self.captures.append(value)
         return value
+
+    @property
+    def results(self) -> list[Value]:
+        """The outputs the function returns (the rest are new values of updated state)."""
+        written = {u.output for u in self.updates}
+        return [v for i, v in enumerate(self.outputs) if i not in written]
 
     def constant(self, array: np.ndarray) -> Value:
         value = self._own(Value(self._new_id(), TensorSpec(array.shape, array.dtype, "cpu"),
@@ -210,7 +261,7 @@ class Graph:
             copy(v, g.inputs)
         for v in self.captures:
             copy(v, g.captures)
-            g._captured[id(v.data)] = new[id(v)]
+            g._captured[(id(v.data.owner), v.data.attr)] = new[id(v)]
         for v in self.constants:
             copy(v, g.constants)
         for node in self.nodes:
@@ -221,6 +272,7 @@ class Graph:
             new[id(node.output)] = clone.output
             g.nodes.append(clone)
         g.outputs = [new[id(v)] for v in self.outputs]
+        g.updates = list(self.updates)
         return g
 
     def new_node(self, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
@@ -271,18 +323,29 @@ class Graph:
         width = max((len(text) for text, _ in body), default=0)
         for text, source in body:
             lines.append(f"  {text:<{width}}   # {source}" if source else f"  {text}")
-        if self.outputs:
-            lines.append(f"  return {', '.join(str(v) for v in self.outputs)}")
+        if self.results or not self.updates:
+            lines.append(f"  return {', '.join(str(v) for v in self.results)}")
+        for u in self.updates:  # functionalised state: written back after each run
+            new = "None" if u.output is None else str(self.outputs[u.output])
+            lines.append(f"  %{u.slot.name} <- {new}")
         lines.append("}")
         return "\n".join(lines)
 
     def to_networkx(self) -> Any:
         """An ``nx.DiGraph``: one node per value source (input, capture, const, op node), with
-        ``op``, ``shape``, ``dtype``, ``device``, ``source``, ``lineage`` and a ``label``; edges
-        carry the operand position as ``index``."""
+        ``op``, ``shape``, ``dtype``, ``device``, ``source``, ``lineage``, a ``label``,
+        ``is_output`` (returned by the function) and ``updates`` (the names of the state the value
+        is written back into); edges carry the operand position as ``index``. The graph
+        attribute ``updates`` lists every write-back as (state name, value id or None)."""
         import networkx as nx
 
         g = nx.DiGraph(name=self.name)
+        updated = {}  # value id -> the names of the state it is written back into
+        for u in self.updates:
+            if u.output is not None:
+                updated.setdefault(self.outputs[u.output].id, []).append(u.slot.name)
+        g.graph["updates"] = [(u.slot.name, None if u.output is None else self.outputs[u.output].id)
+                              for u in self.updates]
         for v in self.values():
             node = v.producer
             g.add_node(
@@ -293,7 +356,8 @@ class Graph:
                 lineage=node.lineage if node else (v.id,),
                 params=_format_params(node.params) if node else "",
                 label=f"{v} = {node.op.name}" if node else f"{v} ({v.kind})",
-                is_output=any(v is out for out in self.outputs),
+                is_output=any(v is out for out in self.results),
+                updates=updated.get(v.id, []),
             )
         for node in self.nodes:
             for index, operand in enumerate(node.inputs):
@@ -337,6 +401,10 @@ class Graph:
         for v in self.outputs:
             if id(v) not in defined:
                 raise GraphError(f"output {v} is not defined in the graph", op="verify")
+        for u in self.updates:
+            if u.output is not None and not 0 <= u.output < len(self.outputs):
+                raise GraphError(f"the update of {u.slot.name} names output {u.output}, but the "
+                                 f"graph has {len(self.outputs)}", op="verify")
 
     def _define(self, value: Value, defined: set[int]) -> None:
         if id(value) in defined:

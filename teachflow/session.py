@@ -14,7 +14,7 @@ import numpy as np
 
 from teachflow.backends import get_backend
 from teachflow.errors import DTypeError, ShapeError, TeachflowError
-from teachflow.executor import Executor, generate, interpret, live_nodes
+from teachflow.executor import Executor, explain_failure, generate, live_nodes
 from teachflow.graph import Graph, Value
 from teachflow.tensor import Tensor
 from teachflow.tree import tree_flatten, tree_unflatten
@@ -42,22 +42,12 @@ class Session:
             self._executors[key] = executor
         try:
             arrays = executor(*[values[id(v)] for v in needed],
-                              *[c.data._data for c in executor.captures])
+                              *[c.data.read()._data for c in executor.captures])
         except Exception as exc:  # sizes left open (None) may still disagree when fed
-            raise self._explain_failure(outputs, needed, values) from exc
+            fed = [Tensor._make(values[id(v)], get_backend(v.spec.device), None) for v in needed]
+            raise explain_failure(self.graph, fed, outputs, input_values=needed) from exc
         backend = get_backend(needed[0].spec.device if needed else "cpu")
         return tree_unflatten(treedef, [backend.to_numpy(a) for a in arrays])
-
-    def _explain_failure(self, outputs: list[Value], needed: list[Value],
-                         values: dict[int, Any]) -> Exception:
-        """Re-run the graph op by op, eagerly, so the failing op explains itself (naming the
-        line of the graph-building code that created it)."""
-        fed = [Tensor._make(values[id(v)], get_backend(v.spec.device), None) for v in needed]
-        try:
-            interpret(self.graph, fed, outputs, input_values=needed)
-        except TeachflowError as err:
-            return err
-        return TeachflowError("the graph failed to run", op="Session.run")
 
     def _fetch_value(self, fetch: Any) -> Value:
         data = fetch._data if isinstance(fetch, Tensor) else None

@@ -12,32 +12,95 @@ charge:
   raises `TraceError` (see `Value.__bool__`);
 - Python side effects such as ``print`` happen once, while tracing, and not when the graph runs
   (as in ``tf.function``): the graph records tensor ops, nothing else.
+
+State is the exception that proves the rule. A traced function may *change* tensors that outlive
+the call: ``p -= lr * g`` on an argument or on a captured weight, ``t[i] = v``, ``loss.backward()``
+filling the ``.grad`` of parameters, ``opt.zero_grad()`` clearing them. The builder does not let
+those happen to the real tensors (they would end up holding symbolic values). It *functionalises*
+them, as ``torch.compile`` does: each outside tensor the trace reads gets a symbolic stand-in, an
+update rebinds the stand-in to the new value (exactly as `Tensor._take` does eagerly), and when the
+trace ends, every stand-in that changed becomes a graph output plus an `Update` saying where its
+value goes. The staged call writes them back after the graph runs, so the program means what it
+means eagerly. The ``.grad`` a trace reads is state too: whether it was None is part of what the
+trace assumed, recorded as a `Guard` that each call checks (a different answer retraces).
 """
 
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from teachflow import autodiff, dispatch
 from teachflow.backends import get_backend
-from teachflow.errors import TraceError, user_location
-from teachflow.graph import Graph, Value
+from teachflow.errors import TraceError, user_frame, user_location
+from teachflow.graph import Graph, Slot, Update, Value
 from teachflow.spec import TensorSpec
 from teachflow.tensor import Tensor, as_constant, as_dtype
 from teachflow.tree import tree_flatten, tree_paths, tree_unflatten
 
+_PYTHON_SCALARS = (bool, int, float)
+
+
+@dataclass
+class _GradState:
+    """The ``.grad`` of an outside tensor as the trace sees it, from its first use on."""
+
+    slot: Slot
+    current: Tensor | None  # symbolic, or None
+    written: bool = False
+
+
+@dataclass(frozen=True)
+class Guard:
+    """Something about state outside the graph that a trace assumed, checked at every call:
+    whether a ``.grad`` was None (`what` = "grad", `expected` its spec or None), or whether a
+    tensor required grad (`what` = "requires_grad", which decides what backward() writes)."""
+
+    slot: Slot
+    what: str
+    expected: Any
+
+    def observe(self, arguments: Any) -> Any:
+        tensor = self.slot.tensor(arguments)
+        if self.what == "requires_grad":
+            return tensor.requires_grad
+        grad = tensor.grad
+        return None if grad is None else grad.spec
+
+    def holds(self, arguments: Any) -> bool:
+        return self.observe(arguments) == self.expected
+
+    def reason(self, arguments: Any) -> str:
+        """Why it does not hold, in words."""
+        now = self.observe(arguments)
+        if self.what == "requires_grad":
+            return (f"{self.slot.name}.requires_grad was {self.expected} when traced, now {now} "
+                    "(backward() fills the .grad of tensors that require grad)")
+        def show(spec: TensorSpec | None) -> str:
+            return "None" if spec is None else f"a {spec} gradient"
+        return (f"{self.slot.name}.grad was {show(self.expected)} when traced, now {show(now)} "
+                "(backward() adds to a .grad that holds a gradient)")
+
 
 class GraphBuilder:
-    """The staging interpreter: record each op as a node of `graph`."""
+    """The staging interpreter: record each op as a node of `graph`, and every change of state."""
 
     def __init__(self, graph: Graph, direct: bool = False) -> None:
         self.graph = graph
         self.direct = direct  # building by hand (placeholders allowed), not tracing a function
         self._context: Any = None
+        # State outside the graph, as this trace sees it:
+        self.arguments: dict[Tensor, int] = {}  # symbolic argument -> its position
+        self.examples: list[Tensor] = []  # the caller's tensors, by position
+        self.standins: dict[Tensor, Tensor] = {}  # an outside eager tensor -> its stand-in
+        self.grads: dict[Tensor, _GradState] = {}  # an outside tensor -> its .grad so far
+        self.guards: list[Guard] = []
+        self._names: dict[Tensor, str] = {}  # an outside tensor -> its name in the graph
 
     def __enter__(self) -> GraphBuilder:
         self._context = dispatch.interpreting(self)
@@ -47,23 +110,32 @@ class GraphBuilder:
     def __exit__(self, *exc: object) -> None:
         self._context.__exit__(*exc)
 
+    # --- Ops --------------------------------------------------------------------------------
+
+    def symbolic(self, x: Any) -> Any:
+        """An op argument as the graph sees it: an outside eager tensor becomes its stand-in."""
+        if isinstance(x, Tensor) and not isinstance(x._data, Value):
+            return self.standin(x)
+        return x
+
     def value_of(self, x: Any) -> Any:
         """The graph operand for an op argument: a Value, or a Python-scalar literal."""
         if isinstance(x, Tensor):
-            data = x._data
-            if isinstance(data, Value):
-                if not self.graph.owns(data):
-                    raise TraceError(f"tensor {data} belongs to another graph", op="trace",
-                                     hint="a traced tensor cannot leave its own trace; return it "
-                                          "from the function instead")
-                return data
-            return self.graph.capture(x)  # an eager tensor: read by reference at run time
-        if isinstance(x, bool | int | float):
+            data = self.symbolic(x)._data
+            if not self.graph.owns(data):
+                raise TraceError(f"tensor {data} belongs to another graph", op="trace",
+                                 hint="a traced tensor cannot leave its own trace; return it "
+                                      "from the function instead")
+            return data
+        if type(x) not in _PYTHON_SCALARS:
+            x = as_constant(x)  # a NumPy scalar becomes the Python scalar it holds
+        if isinstance(x, _PYTHON_SCALARS):
             return x
         # A copy: the graph must not change when the user later edits their array.
-        return self.graph.constant(np.array(as_constant(x)))
+        return self.graph.constant(np.array(x))
 
     def apply(self, op: Any, args: tuple, params: dict) -> Tensor:
+        args = tuple(self.symbolic(x) for x in args)
         operands = tuple(self.value_of(x) for x in args)
         source = user_location()
         spec = op.abstract_eval(*(o.spec if isinstance(o, Value) else o for o in operands),
@@ -75,6 +147,149 @@ class GraphBuilder:
         if tape is not None:
             tape.source = source  # so the gradient's nodes can name this line too
         return Tensor._make(node.output, backend, tape)
+
+    def lift(self, tensor: Tensor) -> Tensor:
+        """A tensor made from data inside the traced code is a constant of the program (a fresh
+        one at every call, as eagerly), not state captured from outside."""
+        array = tensor._backend.to_numpy(tensor._data)
+        value = self.graph.constant(np.array(array))
+        value.spec = tensor.spec  # keeps the device
+        return Tensor._make(value, tensor._backend, None)
+
+    # --- State outside the graph ----------------------------------------------------------
+
+    def standin(self, tensor: Tensor) -> Tensor:
+        """The symbolic tensor that stands for an outside eager tensor in this trace: it reads
+        the tensor's values when the graph runs (a capture, by reference), and takes its place
+        on the tape, so gradients reach the tensor itself."""
+        standin = self.standins.get(tensor)
+        if standin is None:
+            slot = Slot(tensor, "data", self._name_for(tensor))
+            value = self.graph.capture(slot, tensor.spec)
+            standin = self.standins[tensor] = Tensor._make(value, tensor._backend, tensor._node)
+        return standin
+
+    def assign(self, tensor: Tensor, value: Tensor) -> None:
+        if isinstance(tensor._data, Value):  # an argument, or a value of this trace: as eagerly
+            if not self.graph.owns(tensor._data):
+                raise TraceError(f"cannot update tensor {tensor._data} of another graph",
+                                 op="assign", hint="return the new value instead")
+            tensor._take(value)
+            return
+        if self.direct:
+            raise TraceError(
+                "an in-place update of an eager tensor while building a graph by hand cannot be "
+                "honoured: the graph only computes what a Session fetches, and nothing would "
+                "write the new values back", op="assign",
+                hint="compute the new value as a tensor of the graph (w_new = w - lr * g), fetch "
+                     "it with Session.run, and update w eagerly afterwards")
+        self.standin(tensor)._take(value)  # written back after the call
+
+    def read_grad(self, tensor: Tensor) -> Tensor | None:
+        state = self._grad_state(tensor, reading=True)
+        return tensor._grad if state is None else state.current
+
+    def write_grad(self, tensor: Tensor, grad: Tensor | None) -> None:
+        state = self._grad_state(tensor, reading=False)
+        if state is None:
+            tensor._grad = grad
+            return
+        if self.direct:
+            raise TraceError(
+                "writing the .grad of an eager tensor while building a graph by hand cannot be "
+                "honoured (nothing would write it back)", op="grad",
+                hint="compute gradients as tensors of the graph with tfl.grad, and fetch them")
+        state.current = None if grad is None else self.symbolic(grad)
+        state.written = True
+
+    def _grad_state(self, tensor: Tensor, reading: bool) -> _GradState | None:
+        """The `.grad` of an outside tensor (an argument, or a tensor from before the trace) as
+        this trace sees it; None for a tensor of the trace itself (its .grad is its own)."""
+        state = self.grads.get(tensor)
+        if state is not None:
+            return state
+        if isinstance(tensor._data, Value):
+            position = self.arguments.get(tensor)
+            if position is None:
+                return None
+            outside, slot = self.examples[position], Slot(position, "grad", "")
+            slot.name = f"{self.graph.inputs[position].name}.grad"
+        else:
+            outside, slot = tensor, Slot(tensor, "grad", f"{self._name_for(tensor)}.grad")
+        state = self.grads[tensor] = _GradState(slot, None)
+        if reading:  # the trace depends on what .grad holds when it starts
+            entry = outside._grad
+            self.guards.append(Guard(slot, "grad", None if entry is None else entry.spec))
+            if entry is not None:
+                value = self.graph.capture(slot, entry.spec)
+                state.current = Tensor._make(value, entry._backend, None)
+        return state
+
+    def _name_for(self, tensor: Tensor) -> str:
+        """A readable name for an outside tensor: the name the user's code knows it by (``w``,
+        ``self.w``), unique in the graph; a number where none is found."""
+        name = self._names.get(tensor)
+        if name is None:
+            taken = {*(v.name for v in self.graph.inputs), *self._names.values()}
+            base = _python_name(tensor) or f"{self.graph._next_id}"
+            name, i = base, 1
+            while name in taken:
+                name, i = f"{base}_{i}", i + 1
+            self._names[tensor] = name
+        return name
+
+    def updates(self) -> list[tuple[Slot, Value | None]]:
+        """Every piece of outside state the trace changed, with its new value."""
+        changed: list[tuple[Slot, Value | None]] = []
+        for standin, position in self.arguments.items():
+            if standin._data is not self.graph.inputs[position]:
+                changed.append((Slot(position, "data", self.graph.inputs[position].name),
+                                standin._data))
+        for tensor, standin in self.standins.items():
+            first = self.graph._captured[(id(tensor), "data")]
+            if standin._data is not first:
+                changed.append((first.data, standin._data))
+        for state in self.grads.values():
+            if state.written:
+                changed.append((state.slot,
+                                None if state.current is None else state.current._data))
+        return changed
+
+    def finish_guards(self) -> list[Guard]:
+        """The guards of this trace. When it wrote a .grad (backward() ran), what backward
+        wrote depended on which tensors required grad: that is assumed too."""
+        guards = list(self.guards)
+        if any(state.written for state in self.grads.values()):
+            for position, example in enumerate(self.examples):
+                slot = Slot(position, "data", self.graph.inputs[position].name)
+                guards.append(Guard(slot, "requires_grad", example.requires_grad))
+            for tensor in self.standins:
+                slot = self.graph._captured[(id(tensor), "data")].data
+                guards.append(Guard(slot, "requires_grad", tensor.requires_grad))
+        return guards
+
+
+def _python_name(tensor: Tensor) -> str | None:
+    """The name the user's code holds `tensor` by, looked up in the innermost user frame: an
+    attribute of one of its objects (``self.w``, ``model.w``) first, as that name lasts, then a
+    global, then a local variable (a loop variable may hold it only for now); None if none."""
+    frame = user_frame()
+    if frame is None:
+        return None
+    scopes = [frame.f_locals, frame.f_globals]
+    for scope in scopes:
+        for name, value in scope.items():
+            attributes = getattr(value, "__dict__", None)
+            if not isinstance(attributes, dict) or isinstance(value, type | types.ModuleType):
+                continue
+            for attribute, held in attributes.items():
+                if held is tensor:
+                    return f"{name}.{attribute}"
+    for scope in reversed(scopes):
+        for name, value in scope.items():
+            if value is tensor:
+                return name
+    return None
 
 
 def is_tracing() -> bool:
@@ -103,13 +318,16 @@ def placeholder(shape: tuple, dtype: Any = "float32", name: str | None = None) -
 
 
 class Traced:
-    """A traced function: its graph, plus how its arguments and results were structured."""
+    """A traced function: its graph, how its arguments and results were structured, and what it
+    assumed about state outside the graph (`guards`)."""
 
-    def __init__(self, graph: Graph, in_tree: Any, out_tree: Any, out_leaves: list) -> None:
+    def __init__(self, graph: Graph, in_tree: Any, out_tree: Any, out_leaves: list,
+                 guards: list[Guard]) -> None:
         self.graph = graph
         self.in_tree = in_tree  # treedef of (args, kwargs)
         self.out_tree = out_tree
         self.out_leaves = out_leaves  # per flat result: a Value, or a static Python value
+        self.guards = guards
 
 
 def named_arguments(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -134,25 +352,42 @@ def argument_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
             for name, value in named_arguments(fn, args, kwargs) for path in tree_paths(value)]
 
 
-def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = None) -> Traced:
-    """Run `fn` once with symbolic tensors in place of its tensor arguments; record the graph."""
+def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = None,
+                   specs: list[TensorSpec] | None = None) -> Traced:
+    """Run `fn` once with symbolic tensors in place of its tensor arguments; record the graph.
+
+    `specs`, one per tensor argument, trace for those specs instead of the arguments' own (a
+    ``None`` dimension stays unknown: one trace serves every size there).
+    """
     graph = Graph(name or getattr(fn, "__name__", "f"))
     leaves, in_tree = tree_flatten((args, kwargs))
+    specs_left = iter(specs or ())
+    builder = GraphBuilder(graph)
     symbolic = []
     for leaf, arg_name in zip(leaves, argument_names(fn, args, kwargs), strict=True):
         if isinstance(leaf, Tensor):  # dynamic: becomes a graph input
-            value = graph.add_input(leaf.spec, name=_identifier(arg_name, graph))
-            symbolic.append(Tensor._make(value, leaf._backend, None))
+            spec = next(specs_left, leaf.spec)
+            value = graph.add_input(spec, name=_identifier(arg_name, graph))
+            standin = Tensor._make(value, leaf._backend, None)
+            if leaf.requires_grad:  # as eagerly: backward() inside fills its .grad
+                standin._node = autodiff.Leaf(standin)
+            builder.arguments[standin] = len(builder.examples)
+            builder.examples.append(leaf)
+            symbolic.append(standin)
         else:  # static: its value is part of the trace
             symbolic.append(leaf)
     sym_args, sym_kwargs = tree_unflatten(in_tree, symbolic)
-    with GraphBuilder(graph) as builder:
+    with builder:
         result = fn(*sym_args, **sym_kwargs)
         out_leaves, out_tree = tree_flatten(result)
         outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
     graph.outputs = [v for v in outputs if isinstance(v, Value)]
+    for slot, value in builder.updates():  # functionalised state: extra outputs, written back
+        graph.updates.append(Update(slot, None if value is None else len(graph.outputs)))
+        if value is not None:
+            graph.outputs.append(value)
     graph.verify()
-    return Traced(graph, in_tree, out_tree, outputs)
+    return Traced(graph, in_tree, out_tree, outputs, builder.finish_guards())
 
 
 def _identifier(name: str, graph: Graph) -> str:

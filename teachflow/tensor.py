@@ -7,6 +7,10 @@ A Tensor holds four things:
 - ``_node``: its place on the autodiff tape (None if no gradient flows to it);
 - ``grad``: for a leaf created with ``requires_grad=True``, the gradient accumulated by backward.
 
+Changing a tensor's state (``p -= lr * g``, ``t[i] = v``, ``p.grad = ...``) also goes through the
+current interpreter: eagerly it happens at once; while tracing, the graph records it and the
+staged call writes it back afterwards.
+
 Every operator and method is a call to `bind` with one of the ops in `teachflow.ops`, so a Tensor
 method never computes anything itself: it says *which* op to apply, and the current execution mode
 decides *how*.
@@ -21,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from teachflow import autodiff
+from teachflow import autodiff, dispatch
 from teachflow.backends import Backend, backend_of_array, get_backend
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError, TeachflowError, TraceError
@@ -41,7 +45,7 @@ class Tensor:
     Create one with `tfl.tensor`, `tfl.zeros`, `tfl.randn`, ... rather than with this class.
     """
 
-    __slots__ = ("__weakref__", "_backend", "_data", "_node", "grad")
+    __slots__ = ("__weakref__", "_backend", "_data", "_grad", "_node")
     # `==` is elementwise, so hashing is by identity (tensors can be dict keys, as in feeds).
     __hash__ = object.__hash__
 
@@ -51,7 +55,7 @@ class Tensor:
         self._data = _to_array(data, dtype, backend, copy=True)
         self._backend = backend
         self._node = None
-        self.grad = None
+        self._grad = None
         if requires_grad:
             self.requires_grad = True
 
@@ -59,7 +63,7 @@ class Tensor:
     def _make(cls, data: Any, backend: Backend, node: Any) -> Tensor:
         """Wrap an array without copying or checking it (for teachflow's internals)."""
         t = _new(cls)
-        t._data, t._backend, t._node, t.grad = data, backend, node, None
+        t._data, t._backend, t._node, t._grad = data, backend, node, None
         return t
 
     # --- What it is ---------------------------------------------------------------------------
@@ -111,6 +115,20 @@ class Tensor:
                     "requires_grad can only be switched off on a leaf tensor", op="requires_grad",
                     hint="use y = x.detach() for a copy that is cut off from the tape")
             self._node = None
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient that backward() accumulated here (None until then, or once cleared)."""
+        return dispatch.current_interpreter().read_grad(self)
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None and (not isinstance(value, Tensor) or value.shape != self.shape):
+            what = f"shape {value.shape}" if isinstance(value, Tensor) else type(value).__name__
+            raise ShapeError(f"a gradient of {what} cannot be the .grad of a tensor of shape "
+                             f"{self.shape}", op="grad",
+                             hint="assign None, or a tensor of the same shape")
+        dispatch.current_interpreter().write_grad(self, value)
 
     @property
     def is_leaf(self) -> bool:
@@ -191,6 +209,23 @@ class Tensor:
         elif self.requires_grad:
             extras.append("requires_grad=True")
         return f"tensor({body}, {', '.join(extras)})"
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        """A copy with values of its own (``copy.deepcopy(model)``): a leaf that requires grad
+        stays one, with a copy of its ``.grad``; anything else becomes a plain tensor."""
+        if isinstance(self._data, Value):
+            raise TraceError("a traced tensor has no values to copy", op="deepcopy")
+        t = Tensor._make(self._data.copy(), self._backend, None)
+        memo[id(self)] = t
+        if isinstance(self._node, autodiff.Leaf):
+            t.requires_grad = True
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        return t
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its values, device and whether it requires grad (as ``torch.save``)."""
+        return _rebuild, (self.numpy(), self.device, self.requires_grad and self.is_leaf)
 
     # --- Autodiff and devices -----------------------------------------------------------------
 
@@ -291,7 +326,8 @@ class Tensor:
     # ``p -= lr * p.grad`` computes ``p - lr * p.grad`` as usual and then makes *this* tensor
     # object hold the result. Arrays the tape saved earlier are never overwritten, so an update
     # cannot corrupt a pending backward pass; and every holder of `p` (a model, an optimizer)
-    # sees the new values.
+    # sees the new values. ``t[i] = v`` is the same: an op computes the new values, and `t`
+    # takes them. While tracing, the graph builder records the update instead (see `_take`).
 
     def _assign(self, result: Tensor, op: str) -> Tensor:
         if autodiff.is_grad_enabled() and isinstance(self._node, autodiff.Leaf):
@@ -301,11 +337,14 @@ class Tensor:
         if result.shape != self.shape:
             raise ShapeError(f"an in-place update cannot change the shape {self.shape} to "
                              f"{result.shape}", op=op, hint="write x = x + y to rebind instead")
-        result = result.astype(self.dtype)
-        self._data = result._data
-        if not isinstance(self._node, autodiff.Leaf):
-            self._node = result._node
+        dispatch.current_interpreter().assign(self, result.astype(self.dtype))
         return self
+
+    def _take(self, value: Tensor) -> None:
+        """Hold `value`'s values (and its place on the tape, unless this is a leaf) from now on."""
+        self._data = value._data
+        if not isinstance(self._node, autodiff.Leaf):
+            self._node = value._node
 
     def __iadd__(self, other: Any) -> Tensor:
         return self._assign(bind(ew.add, self, other), "+=")
@@ -320,18 +359,10 @@ class Tensor:
         return self._assign(bind(ew.div, self, other), "/=")
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """``t[index] = value`` (outside autodiff): a copy of the values with the index set."""
-        if autodiff.is_grad_enabled() and self._node is not None:
-            raise autodiff.AutodiffError(
-                "cannot assign into a tensor that requires grad", op="setitem",
-                hint="build the new values with tfl.where or tfl.concatenate, or assign "
-                     "inside `with tfl.no_grad():`")
-        if not hasattr(self._data, "copy"):  # a traced tensor has no values to edit
-            raise TraceError("assigning into a traced tensor is not recorded in the graph",
-                             op="setitem", hint="build the new values with tfl.where")
-        data = self._data.copy()
-        data[normalize_index(index)] = value._data if isinstance(value, Tensor) else value
-        self._data = data
+        """``t[index] = value``: new values with the index set (differentiable, except into a
+        leaf that requires grad, which only `no_grad` may change)."""
+        self._assign(bind(shape_ops.setitem, self, value, index=normalize_index(index)),
+                     "setitem")
 
     # --- Elementwise functions ----------------------------------------------------------------
 
@@ -667,13 +698,17 @@ def as_dtype(dtype: Any, op: str) -> np.dtype:
 
 
 def as_constant(x: Any) -> Any:
-    """A non-tensor operand as an array: lists follow `tfl.tensor`'s rules (floats -> float32),
-    NumPy arrays and scalars keep their dtype."""
+    """A non-tensor operand as an op takes it. A NumPy scalar (``np.float64(2.0)``,
+    ``np.sqrt(64)``, ``np.int64(3)``, ``np.bool_(True)``) becomes the Python scalar it holds, so it
+    acts exactly as that Python scalar would (weak, taking the tensor's dtype) in every mode;
+    NumPy arrays keep their dtype; lists follow `tfl.tensor`'s rules (floats -> float32)."""
     if x is None:
         raise DTypeError("None is not a tensor", op="operand",
                          hint="a .grad is None until backward() has run; check the value you "
                               "passed")
-    if isinstance(x, np.ndarray | np.generic):
+    if isinstance(x, np.generic):
+        return x.item()
+    if isinstance(x, np.ndarray):
         return x
     return _to_array(x, None, backend_of_array(x), copy=False)
 
@@ -684,7 +719,8 @@ def as_tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor
         t = data if device is None else data.to(device)
         return t if dtype is None else t.astype(dtype)
     backend = get_backend(device) if device is not None else backend_of_array(data)
-    return Tensor._make(_to_array(data, dtype, backend, copy=False), backend, None)
+    t = Tensor._make(_to_array(data, dtype, backend, copy=False), backend, None)
+    return dispatch.current_interpreter().lift(t)
 
 
 def _shape_arg(shape: tuple, op: str, unknown_ok: bool = False) -> tuple[int, ...]:
@@ -708,19 +744,24 @@ def normalize_index(index: Any) -> tuple:
     normalized = []
     for item in items:
         if isinstance(item, Tensor):
-            if isinstance(item._data, Value):
+            if isinstance(item._data, Value) and item._data.kind == "const":
+                item = item._data.data  # a constant of the program: its values are known
+            elif isinstance(item._data, Value):
                 raise TraceError(
                     f"indexing with the traced tensor {item._data} (a mask or an index array): "
                     "the result's shape would depend on values that tracing does not know",
                     op="getitem", hint="keep the shape with tfl.where(mask, x, 0), or index "
                                        "with a NumPy array (a constant)")
-            item = item.numpy()
+            else:
+                item = item.numpy()
         elif isinstance(item, list):
             item = np.asarray(item) if item else np.zeros(0, dtype=np.intp)
+        elif isinstance(item, np.generic):  # np.int64(1) indexes as 1 does
+            item = item.item()
         if isinstance(item, np.ndarray) and item.dtype.kind not in "iub":
             raise DTypeError(f"index arrays must hold integers or booleans, not {item.dtype}",
                              op="getitem")
-        if not (isinstance(item, int | np.integer | slice | np.ndarray) or item is None
+        if not (isinstance(item, int | slice | np.ndarray) or item is None
                 or item is Ellipsis):
             raise DTypeError(f"cannot index a tensor with {type(item).__name__} {item!r}",
                              op="getitem", hint="use ints, slices, None, ... or integer arrays")

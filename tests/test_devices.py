@@ -137,6 +137,11 @@ def inputs(device: str) -> dict[str, tfl.Tensor]:
     return {name: tfl.tensor(array, device=device) for name, array in DATA.items()}
 
 
+def _setitem(x: tfl.Tensor, index: tuple, value: tfl.Tensor) -> tfl.Tensor:
+    x[index] = value
+    return x
+
+
 # Every op, applied on the inputs' device. Each case is named after what it exercises.
 FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
     "add": lambda t: t["x"] + t["y"],
@@ -185,6 +190,7 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
                                                  index=(slice(1, 4),), shape=(5, 4)),
     "scatter_add_repeated": lambda t: dispatch.bind(shape_ops.scatter_add, t["x"],
                                                     index=(DATA["i"],), shape=(4, 4)),
+    "setitem": lambda t: _setitem(t["x"] * 1.0, (slice(1, None), 0), t["y"][1:, 1]),
     "reshape": lambda t: t["x"].reshape(2, 6),
     "reshape_infer": lambda t: t["b"].reshape(-1, 4),
     "transpose": lambda t: t["b"].transpose(2, 0, 1),
@@ -308,6 +314,9 @@ def test_every_op_is_in_the_device_tables() -> None:
         def apply(self, op, args, params):
             self.seen.add(op.name)
             return self.inner.apply(op, args, params)
+
+        def __getattr__(self, name):  # state changes: as the inner interpreter does them
+            return getattr(self.inner, name)
 
     declared = {v.name for module in (elementwise, reduction, shape_ops, linalg, creation)
                 for v in vars(module).values() if isinstance(v, Op)}

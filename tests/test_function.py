@@ -367,7 +367,7 @@ def test_a_method_captures_the_instance_tensors() -> None:
     assert cf is model.forward.concrete_functions[-1]
     graph = cf.graph
     assert [v.name for v in graph.inputs] == ["x"]  # self is static, not an input
-    assert {id(c.data) for c in graph.captures} == {id(model.w), id(model.b)}
+    assert {id(c.data.owner) for c in graph.captures} == {id(model.w), id(model.b)}
     model.forward(tfl.tensor([[1.0, 1.0]]))
     assert model.forward.trace_count == traces + 1
 

@@ -56,9 +56,9 @@ def test_the_text_form_prints_one_node_per_line() -> None:
     line = _layer.__code__.co_firstlineno
     assert [squeeze_spaces(s) for s in str(traced_layer()).splitlines()] == [
         "graph _layer(%x: f32[4,3]) {",
-        "%1 = capture f32[3,3]",
+        "%WEIGHT = capture f32[3,3]",  # named as the code that used it names it
         "%3 = const f32[3]",
-        f"%2 = matmul %x, %1 : f32[4,3] # {HERE}:{line + 1}",
+        f"%2 = matmul %x, %WEIGHT : f32[4,3] # {HERE}:{line + 1}",
         f"%4 = add %2, %3 : f32[4,3] # {HERE}:{line + 1}",
         f"%5 = relu %4 : f32[4,3] # {HERE}:{line + 1}",
         f"%6 = sum %5 {{axis=(1,), keepdims=True}} : f32[4,1] # {HERE}:{line + 2}",

@@ -144,6 +144,30 @@ def _scatter_add_kernel(xp: Any):
     return scatter_add
 
 
+def _setitem_kernel(xp: Any):
+    def setitem(x: Any, value: Any, *, index: tuple) -> Any:
+        out = x.copy()
+        out[_on_device(xp, index)] = value
+        return out
+
+    return setitem
+
+
+def _setitem_rule(x: TensorSpec, value: Any, *, index: tuple) -> TensorSpec:
+    target = _getitem_rule(x, index=index).shape  # the part of x that is written
+    shape = value.shape if isinstance(value, TensorSpec) else ()
+    try:
+        fits = broadcast_shapes(shape, target) == target
+    except RuleError:
+        fits = False
+    if not fits:
+        raise RuleError(f"cannot assign values of shape {shape} to {_show_index(index)} of {x}, "
+                        f"which has shape {target}",
+                        hint="the values must have the shape of the indexed part, or broadcast "
+                             "to it")
+    return TensorSpec(x.shape, x.dtype)
+
+
 def _concatenate_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
     first = xs[0]
     for i, x in enumerate(xs[1:], start=1):
@@ -182,6 +206,12 @@ broadcast_to = Op("broadcast_to", lambda xp: xp.broadcast_to, _broadcast_to_rule
 getitem = Op("getitem", lambda xp: lambda x, *, index: x[_on_device(xp, index)], _getitem_rule,
              grads=(lambda g, x_spec, *, index:
                     bind(scatter_add, g, index=index, shape=x_spec.shape),))
+# ``x[index] = value``, as an op: new values (x with the index set), never a change of x itself.
+# The gradient goes to `value` where it was written and to `x` everywhere else.
+setitem = Op("setitem", _setitem_kernel, _setitem_rule,
+             grads=(lambda g, *, index: bind(setitem, g, 0, index=index),
+                    lambda g, *, index: bind(getitem, g, index=index)),
+             arg_names=("x", "value"))
 # The gradient of indexing: zeros of the indexed tensor's shape, with g added where it was read.
 scatter_add = Op("scatter_add", _scatter_add_kernel,
                  lambda x, *, index, shape: TensorSpec(shape, x.dtype),

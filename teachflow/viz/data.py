@@ -19,6 +19,7 @@ from teachflow.compiler import Compilation, Snapshot
 from teachflow.executor import interpret
 from teachflow.graph import Graph, Node, format_node
 from teachflow.spec import short_dtype
+from teachflow.tensor import as_tensor
 from teachflow.viz.layout import Layout, layout_stages
 
 #: Values with more elements than this are summarised (shape, min, max, mean, a few numbers).
@@ -119,12 +120,19 @@ def _values(graph: Graph, inputs: list, known: dict[int, dict]) -> dict[int, dic
         if value_id not in known:
             known[value_id] = summarize(np.asarray(array))
 
+    # The state the graph reads, as it is now (a .grad that is None now reads as zeros).
+    state = {v.data: v.data.read(inputs) for v in graph.captures}
+    state = {slot: as_tensor(np.zeros(v.shape, v.dtype)) if t is None else t
+             for (slot, t), v in zip(state.items(), graph.captures, strict=True)}
     for v, t in zip(graph.inputs, inputs, strict=True):
         keep(v.id, t.numpy())
-    for v in [*graph.captures, *graph.constants]:
-        keep(v.id, v.data.numpy() if hasattr(v.data, "numpy") else v.data)
+    for v in graph.captures:
+        keep(v.id, state[v.data].numpy())
+    for v in graph.constants:
+        keep(v.id, v.data)
     with np.errstate(all="ignore"):
-        interpret(graph, inputs, on_node=lambda node, result: keep(node.id, result.numpy()))
+        interpret(graph, inputs, on_node=lambda node, result: keep(node.id, result.numpy()),
+                  state=state)
     return {v.id: known[v.id] for v in graph.values() if v.id in known}
 
 

@@ -1,0 +1,363 @@
+"""Staged functions that change state mean what they mean eagerly.
+
+A traced function may update tensors that outlive the call (``p -= lr * g`` on an argument or a
+captured weight, ``t[i] = v``), fill ``.grad`` with ``backward()``, or clear it. The graph computes
+the new values as extra outputs and the call writes them back (functionalisation, as in
+``torch.compile``). Every test runs the same Python eagerly and staged and compares the state
+afterwards, step for step.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+
+import numpy as np
+import pytest
+
+import teachflow as tfl
+
+HERE = os.path.basename(__file__)
+
+
+def values(*tensors: tfl.Tensor | None) -> list:
+    return [None if t is None else t.numpy().copy() for t in tensors]
+
+
+def assert_same_state(eager: list, staged: list) -> None:
+    assert len(eager) == len(staged)
+    for e, s in zip(eager, staged, strict=True):
+        assert (e is None) == (s is None), (e, s)
+        if e is not None:
+            np.testing.assert_allclose(s, e, rtol=1e-6, atol=1e-7)
+
+
+def twice(step, make_state, calls: int = 3, **options):
+    """Run `step` eagerly and staged on fresh copies of the same state, `calls` times each;
+    return the (eager, staged) outputs and states after every call, and the staged Function."""
+    staged = tfl.function(step, **options)
+    runs = []
+    for fn in (step, staged):
+        state = make_state()
+        history = []
+        for i in range(calls):
+            out = fn(*state, i * 1.0) if _takes_step(step) else fn(*state)
+            history.append((values(*_flat(out)), [values(t, t.grad) for t in state]))
+        runs.append(history)
+    return runs[0], runs[1], staged
+
+
+def _takes_step(fn) -> bool:
+    return "i" in inspect.signature(fn).parameters
+
+
+def _flat(out) -> list:
+    return list(out) if isinstance(out, tuple | list) else [out]
+
+
+def assert_runs_agree(eager, staged) -> None:
+    for (e_out, e_state), (s_out, s_state) in zip(eager, staged, strict=True):
+        assert_same_state(e_out, s_out)
+        for e, s in zip(e_state, s_state, strict=True):
+            assert_same_state(e, s)
+
+
+# --- In-place updates of arguments and captured tensors -----------------------------------------
+
+
+def test_an_in_place_update_of_an_argument_is_written_back() -> None:
+    def step(p, g):
+        p -= 0.1 * g
+        p *= 2.0
+        return p.sum()
+
+    eager, staged, f = twice(step, lambda: (tfl.tensor([1.0, 2.0, 3.0]), tfl.ones(3)))
+    assert_runs_agree(eager, staged)
+    assert f.trace_count == 1
+
+
+def test_an_in_place_update_of_a_captured_tensor_is_written_back_and_stays_usable() -> None:
+    w = tfl.tensor([1.0, 2.0, 3.0])
+
+    @tfl.function
+    def decay(g):
+        w.__isub__(0.5 * g)  # `w -= ...` on a global, as a model's weight is updated
+        return (w * w).sum()
+
+    out = decay(tfl.ones(3))
+    np.testing.assert_allclose(w.numpy(), [0.5, 1.5, 2.5])
+    np.testing.assert_allclose(out.numpy(), 0.25 + 2.25 + 6.25)
+    decay(tfl.ones(3))
+    np.testing.assert_allclose(w.numpy(), [0.0, 1.0, 2.0])
+    np.testing.assert_allclose((w + 1).numpy(), [1.0, 2.0, 3.0])  # still an eager tensor
+    assert "traced" not in repr(w)
+    assert decay.trace_count == 1
+
+
+def test_a_method_that_updates_self_w_updates_the_model() -> None:
+    class Model:
+        def __init__(self):
+            self.w = tfl.tensor([[1.0, 0.0], [0.0, 1.0]])
+
+        @tfl.function
+        def shrink(self, x):
+            y = x @ self.w
+            self.w *= 0.5
+            return y
+
+    eager_model, staged_model = Model(), Model()
+    x = tfl.tensor([[1.0, 2.0]])
+    for _ in range(3):
+        e = Model.shrink.python_function(eager_model, x)
+        s = staged_model.shrink(x)
+        np.testing.assert_allclose(s.numpy(), e.numpy())
+        np.testing.assert_allclose(staged_model.w.numpy(), eager_model.w.numpy())
+    assert staged_model.shrink.trace_count == 1
+
+
+def test_setitem_on_traced_arguments_captures_and_intermediates() -> None:
+    def make(buffer):
+        def fill(x):
+            h = x * 2
+            h[0] = -1.0  # an intermediate: only this trace sees it
+            x[1:3] = h[2:]  # an argument: written back
+            buffer[0] = x.sum()  # a captured tensor: written back
+            buffer[1:] += h[1:]
+            return h
+
+        return fill
+
+    eager_buffer, staged_buffer = tfl.zeros(4), tfl.zeros(4)
+    eager, staged = make(eager_buffer), tfl.function(make(staged_buffer))
+    eager_x, staged_x = tfl.tensor([1.0, 2.0, 3.0, 4.0]), tfl.tensor([1.0, 2.0, 3.0, 4.0])
+    for _ in range(3):
+        np.testing.assert_allclose(staged(staged_x).numpy(), eager(eager_x).numpy())
+        np.testing.assert_allclose(staged_x.numpy(), eager_x.numpy())
+        np.testing.assert_allclose(staged_buffer.numpy(), eager_buffer.numpy())
+    assert staged.trace_count == 1
+    assert eager_buffer.numpy()[0] != 0
+
+
+def test_setitem_is_differentiable_except_into_a_leaf() -> None:
+    def f(x, v):
+        h = x * 1.0
+        h[1:] = v * 3.0
+        return (h * h).sum()
+
+    x, v = tfl.tensor([1.0, 2.0, 3.0]), tfl.tensor([4.0, 5.0])
+    dx, dv = tfl.grad(f, argnums=(0, 1))(x, v)
+    np.testing.assert_allclose(dx.numpy(), [2.0, 0.0, 0.0])  # overwritten: no gradient
+    np.testing.assert_allclose(dv.numpy(), [72.0, 90.0])  # d/dv (3v)^2 = 18 v
+    sdx, sdv = tfl.function(tfl.grad(f, argnums=(0, 1)))(x, v)
+    np.testing.assert_allclose(sdx.numpy(), dx.numpy())
+    np.testing.assert_allclose(sdv.numpy(), dv.numpy())
+
+
+def test_the_text_form_shows_what_the_call_writes_back() -> None:
+    w = tfl.tensor([1.0, 2.0])
+
+    def step(p, g):
+        p -= 0.1 * g
+        w.__imul__(0.9)
+        return (p * w).sum()
+
+    graph = tfl.function(step).get_concrete_function(tfl.ones(2), tfl.ones(2)).graph
+    text = str(graph)
+    assert "%w = capture f32[2]" in text
+    lines = text.splitlines()
+    ret = next(i for i, line in enumerate(lines) if line.strip().startswith("return"))
+    written = [line.strip() for line in lines[ret + 1:-1]]
+    assert [line.split(" <- ")[0] for line in written] == ["%p", "%w"], text
+    assert graph.results == [graph.outputs[0]] and len(graph.outputs) == 3
+    nxg = graph.to_networkx()
+    assert sorted(name for name, _ in nxg.graph["updates"]) == ["p", "w"]
+    assert any(d["updates"] == ["w"] for _, d in nxg.nodes(data=True))
+
+
+def test_a_compilation_writes_back_too() -> None:
+    def step(p, g):
+        p -= g
+        return p * 1.0
+
+    p = tfl.tensor([5.0, 6.0])
+    compiled = tfl.compile(step, p, tfl.ones(2))
+    np.testing.assert_allclose(p.numpy(), [5.0, 6.0])  # compiling runs nothing
+    compiled(p, tfl.ones(2))
+    compiled(p, tfl.ones(2))
+    np.testing.assert_allclose(p.numpy(), [3.0, 4.0])
+
+
+def test_a_tensor_made_inside_is_fresh_at_every_call_as_eagerly() -> None:
+    def count(x):
+        acc = tfl.tensor([0.0, 0.0])  # made from data inside: a constant of the program
+        acc += x
+        return acc
+
+    staged = tfl.function(count)
+    for _ in range(3):
+        np.testing.assert_allclose(staged(tfl.ones(2)).numpy(), [1.0, 1.0])
+    assert not staged.concrete_functions[0].graph.updates
+
+
+def test_the_same_tensor_under_two_names_that_is_updated_is_refused() -> None:
+    @tfl.function
+    def both(a, b):
+        a += 1.0
+        return a + b
+
+    w = tfl.zeros(2)
+    both(tfl.zeros(2), tfl.zeros(2))
+    with pytest.raises(tfl.TraceError, match="same tensor") as err:
+        both(w, w)
+    assert err.value.location.filename.endswith(HERE)
+    np.testing.assert_allclose(w.numpy(), [0.0, 0.0])  # nothing was written
+
+
+def test_updating_an_eager_tensor_while_building_a_graph_by_hand_is_refused() -> None:
+    w = tfl.ones(2)
+    with pytest.raises(tfl.TraceError, match="cannot be honoured") as err, tfl.Graph():
+        x = tfl.placeholder((2,))
+        w -= x
+    assert err.value.location.lineno == inspect.currentframe().f_lineno - 1
+    np.testing.assert_allclose(w.numpy(), [1.0, 1.0])  # not corrupted
+    with tfl.Graph() as g:  # updating a tensor of the graph itself is fine: a new value
+        x = tfl.placeholder((2,))
+        y = x * 1.0
+        y += 1.0
+    np.testing.assert_allclose(tfl.Session(g).run(y, feed={x: np.ones(2)}), [2.0, 2.0])
+
+
+def test_gradients_inside_a_staged_function_read_the_captured_weight_at_each_call() -> None:
+    w = tfl.tensor([2.0, 3.0])
+    grad_x = tfl.function(tfl.grad(lambda x: (x * w * x).sum()))
+    x = tfl.ones(2)
+    np.testing.assert_allclose(grad_x(x).numpy(), [4.0, 6.0])
+    with tfl.no_grad():
+        w -= 1.0  # eagerly, between calls
+    np.testing.assert_allclose(grad_x(x).numpy(), [2.0, 4.0])  # the backward sees the new w
+
+
+# --- backward() inside a staged function ---------------------------------------------------------
+
+
+def test_backward_inside_writes_the_grad_of_captured_parameters_as_eagerly() -> None:
+    def make():
+        return (tfl.tensor([1.0, -2.0], requires_grad=True), tfl.tensor([0.5], requires_grad=True))
+
+    def loss_and_backward(w, b):
+        loss = ((w * 3.0 + b) ** 2).sum()
+        loss.backward()
+        return loss
+
+    # The .grad of arguments that require grad accumulates over the calls, as eagerly.
+    eager, staged, f = twice(loss_and_backward, make)
+    assert_runs_agree(eager, staged)
+    assert f.trace_count == 2  # the first call read .grad = None, the second a gradient
+    assert ".grad was None when traced" in f.retrace_reasons[0]
+
+
+def test_a_whole_training_step_staged_gives_eager_losses_and_parameters() -> None:
+    rng = np.random.default_rng(0)
+    data = tfl.tensor(rng.standard_normal((16, 3)))
+    target = data @ tfl.tensor([[1.0], [-2.0], [0.5]]) + 0.3
+
+    class Params:
+        def __init__(self):
+            self.w = tfl.zeros(3, 1, requires_grad=True)
+            self.b = tfl.zeros(1, requires_grad=True)
+
+    def run(staged: bool) -> tuple[list, Params]:
+        params = Params()
+
+        def step(x, y):
+            for p in (params.w, params.b):  # zero_grad
+                p.grad = None
+            loss = ((x @ params.w + params.b - y) ** 2).mean()
+            loss.backward()
+            with tfl.no_grad():
+                for p in (params.w, params.b):
+                    p -= 0.1 * p.grad
+            return loss
+
+        fn = tfl.function(step) if staged else step
+        losses = [fn(data, target).item() for _ in range(30)]
+        if staged:
+            assert fn.trace_count == 1
+            text = str(fn.concrete_functions[0].graph)
+            assert "%params.w <- " in text and "%params.w.grad <- " in text
+        return losses, params
+
+    (eager_losses, eager_params), (staged_losses, staged_params) = run(False), run(True)
+    np.testing.assert_allclose(staged_losses, eager_losses, rtol=1e-5)
+    assert staged_losses[-1] < 0.05 * staged_losses[0]
+    for name in ("w", "b"):
+        e, s = getattr(eager_params, name), getattr(staged_params, name)
+        np.testing.assert_allclose(s.numpy(), e.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(s.grad.numpy(), e.grad.numpy(), rtol=1e-5)
+        assert s.is_leaf and s.requires_grad and s.grad.grad_fn is None
+
+
+def test_backward_inside_accumulates_into_a_grad_that_holds_a_gradient() -> None:
+    w = tfl.tensor([1.0, 2.0], requires_grad=True)
+
+    @tfl.function
+    def accumulate(x):
+        loss = (w * x).sum()
+        loss.backward()
+        return loss
+
+    for i in range(1, 4):
+        accumulate(tfl.ones(2))
+        np.testing.assert_allclose(w.grad.numpy(), [float(i), float(i)])
+    assert accumulate.trace_count == 2  # .grad None, then a gradient: two concrete functions
+    w.grad = None
+    accumulate(tfl.ones(2))
+    np.testing.assert_allclose(w.grad.numpy(), [1.0, 1.0])
+    assert accumulate.trace_count == 2
+
+
+def test_which_tensors_require_grad_is_part_of_what_a_backward_trace_assumes() -> None:
+    @tfl.function
+    def f(x):
+        loss = (x * x).sum()
+        loss.backward()
+        return loss
+
+    with pytest.raises(tfl.AutodiffError):
+        f(tfl.ones(2))  # nothing requires grad: as eagerly
+    x = tfl.ones(2, requires_grad=True)
+    f(x)
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_clearing_grad_inside_a_staged_function_is_written_back() -> None:
+    w = tfl.tensor([1.0], requires_grad=True)
+    w.grad = tfl.tensor([5.0])
+
+    @tfl.function
+    def clear(x):
+        w.grad = None
+        return x + 1.0
+
+    clear(tfl.ones(1))
+    assert w.grad is None
+    w.grad = tfl.tensor([7.0])
+    clear(tfl.ones(1))
+    assert w.grad is None
+    assert clear.trace_count == 1
+
+
+def test_a_staged_step_on_a_deep_copy_matches_the_original() -> None:
+    # Write-backs go to the tensors the call was given, never to the ones it was traced with.
+    def step(p):
+        p -= 1.0
+        return p
+
+    staged = tfl.function(step)
+    a = tfl.tensor([10.0])
+    staged(a)
+    b = copy.deepcopy(a)
+    staged(b)
+    np.testing.assert_allclose(a.numpy(), [9.0])
+    np.testing.assert_allclose(b.numpy(), [8.0])
