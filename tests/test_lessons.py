@@ -1,7 +1,11 @@
-"""Every lesson runs from top to bottom in a fresh kernel, and is committed without outputs."""
+"""Every lesson runs from top to bottom in a fresh kernel, and is committed without outputs; a
+lesson shows nothing before the lesson that teaches it; the lessons' README tells what they hold."""
 
 from __future__ import annotations
 
+import json
+import re
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -9,7 +13,36 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 
-LESSONS = sorted((Path(__file__).parent.parent / "lessons").glob("*.ipynb"))
+FOLDER = Path(__file__).parent.parent / "lessons"
+LESSONS = sorted(FOLDER.glob("*.ipynb"))
+
+#: Cells run after a lesson, to look at what it built (their output is read by the tests below).
+PROBES = {
+    # The timing experiment of lesson 2 stages many small ops, with staging alone (no passes).
+    "02_tracing_and_staged_execution": """
+import json as _json
+_graph = staged_chain.concrete_functions[0].graph
+print(_json.dumps({"ops": [n.op.name for n in _graph.nodes],
+                   "elements": max(int(np.prod(v.shape)) for v in _graph.values())}))
+""",
+}
+
+
+@cache
+def executed(path: Path) -> nbformat.NotebookNode:
+    """The lesson run top to bottom in a fresh kernel (once per test session), then its probe."""
+    nb = nbformat.read(path, as_version=4)
+    if path.stem in PROBES:
+        nb.cells.append(nbformat.v4.new_code_cell(PROBES[path.stem], metadata={"probe": True}))
+    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                                     resources={"metadata": {"path": str(path.parent)}})
+    client.execute()
+    return nb
+
+
+def printed(cell: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+                   for o in cell.get("outputs", []))
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
@@ -23,14 +56,49 @@ def test_lesson_is_committed_clean(path: Path) -> None:
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
 def test_lesson_runs(path: Path) -> None:
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
-    client.execute()
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]
+    nb = executed(path)
+    errors = [o for c in nb.cells if c.cell_type == "code" and "probe" not in c.metadata
+              for o in c.outputs if o.output_type == "error"]
     assert not errors
     for cell in nb.cells:  # a lesson that shows an error shows where in the notebook it came from
         if cell.cell_type == "code" and "except tfl." in cell.source:
-            printed = "".join(o.get("text", "") for o in cell.outputs)
-            assert "cell In[" in printed, printed
+            assert "cell In[" in printed(cell), printed(cell)
+
+
+def _first_lesson_teaching(word: str) -> int:
+    for i, path in enumerate(LESSONS):
+        nb = nbformat.read(path, as_version=4)
+        if any(re.search(rf"^#+ .*\b{word}", c.source, re.M | re.I)
+               for c in nb.cells if c.cell_type == "markdown"):
+            return i
+    raise AssertionError(f"no lesson has a section on {word}")
+
+
+def test_no_lesson_shows_a_fused_kernel_before_the_lesson_on_fusion() -> None:
+    fusion = _first_lesson_teaching("fusion")
+    assert fusion > 0
+    for path in LESSONS[:fusion]:
+        for cell in executed(path).cells:
+            assert "fused_" not in printed(cell), f"{path.name}: {cell.source}"
+
+
+def test_lesson_2_times_staging_on_many_small_ops() -> None:
+    path = FOLDER / "02_tracing_and_staged_execution.ipynb"
+    probe = json.loads(printed(executed(path).cells[-1]))
+    assert len(probe["ops"]) >= 40  # the per-op saving, many times over
+    assert probe["elements"] <= 16  # small tensors: the dispatch, not the arithmetic, dominates
+    assert not [op for op in probe["ops"] if op.startswith("fused")]  # staging alone, no passes
+
+
+def test_the_lessons_readme_tells_what_each_lesson_holds() -> None:
+    readme = (FOLDER / "README.md").read_text(encoding="utf-8")
+    entries = re.split(r"\n(?=\d+\. `)", readme)
+    to_come = re.search(r"More follow[^.]*\.", readme)
+    for path in LESSONS:
+        entry = next((e for e in entries if e.split("\n")[0].find(f"`{path.name}`") >= 0), None)
+        assert entry is not None, f"{path.name} is not listed"
+        code = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells
+                         if c.cell_type == "code")
+        if "%%compile" in code:  # a lesson with the stepper says so, and it is not "to come"
+            assert "%%compile" in entry and "stepper" in entry, entry
+            assert to_come is None or "stepper" not in to_come.group(0), to_come.group(0)
