@@ -579,6 +579,8 @@ class Tensor:
     def __getattr__(self, name: str) -> Any:
         """Reached only for a name Tensor does not have: a PyTorch or NumPy habit gets an
         AttributeError that says how teachflow spells it."""
+        if hasattr(type(self), name):  # a property that raised AttributeError: let it say why
+            return object.__getattribute__(self, name)
         spelling = None if name.startswith("__") else FOREIGN_NAMES.get(name)
         if spelling is None:
             raise AttributeError(f"'Tensor' object has no attribute '{name}'", name=name,

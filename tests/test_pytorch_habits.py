@@ -388,6 +388,17 @@ def test_an_unknown_name_is_the_usual_attribute_error() -> None:
     assert not hasattr(t, "clamp") and getattr(t, "__array_interface__", None) is None
 
 
+def test_a_property_that_fails_keeps_its_own_attribute_error(monkeypatch) -> None:
+    """`__getattr__` also runs when a property raises AttributeError: the property's own error
+    must come through, not a claim that the tensor has no such attribute."""
+    def broken(self):
+        raise AttributeError("'Backend' object has no attribute 'name'")
+
+    monkeypatch.setattr(Tensor, "device", property(broken))
+    with pytest.raises(AttributeError, match="'Backend' object has no attribute 'name'"):
+        tfl.ones(2).device
+
+
 # --- NumPy's ufuncs on tensors ------------------------------------------------------------------
 
 
