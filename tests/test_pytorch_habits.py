@@ -9,9 +9,12 @@ eagerly and staged); and every result eagerly, staged with `tfl.function` and co
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import re
+import shutil
+import subprocess
 import warnings
 
 import numpy as np
@@ -211,6 +214,37 @@ def test_clip_fuses_into_one_kernel_calling_np_clip() -> None:
     assert re.search(r"np\.clip\(in0_blk, -1\.0, 0\.5, out=", source), source
     assert "clip" in fused.op.cuda_source
     np.testing.assert_array_equal(compiled(x).numpy(), fn(x).numpy())
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_clips_c_expression_computes_numpys_clip(tmp_path) -> None:
+    """The fusion template (what each GPU thread runs) against np.clip, NaN, infinities and
+    min > max included, compiled as plain C on the CPU. (Signed zeros may differ, as they do for
+    maximum and minimum.)"""
+    values = [-2.0, -0.0, 1.0, 3.0, math.nan, math.inf, -math.inf]
+    literals = ", ".join({"nan": "NAN", "inf": "INFINITY", "-inf": "-INFINITY"}.get(
+        repr(v), repr(v)) for v in values)
+    expression = OPS["clip"].fusion.format("x", "lo", "hi")
+    (tmp_path / "clip.c").write_text(f"""#include <math.h>
+#include <stdio.h>
+int main(void) {{
+    double v[] = {{{literals}}};
+    for (int i = 0; i < {len(values)}; i++)
+        for (int j = 0; j < {len(values)}; j++)
+            for (int k = 0; k < {len(values)}; k++) {{
+                double x = v[i], lo = v[j], hi = v[k];
+                printf("%.17g\\n", {expression});
+            }}
+    return 0;
+}}
+""")
+    subprocess.run(["cc", str(tmp_path / "clip.c"), "-o", str(tmp_path / "clip"), "-lm"],
+                   check=True)
+    printed = subprocess.run([str(tmp_path / "clip")], capture_output=True, text=True,
+                             check=True).stdout.split()
+    got = np.array([float(p) for p in printed])
+    want = np.array([np.clip(x, lo, hi) for x, lo, hi in itertools.product(values, repeat=3)])
+    np.testing.assert_array_equal(got, want)
 
 
 # --- var ----------------------------------------------------------------------------------------

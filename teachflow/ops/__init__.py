@@ -1,12 +1,14 @@
 """teachflow's primitive ops, one declaration each (see `op.py` for what a declaration holds).
 
-- `elementwise`: arithmetic, transcendental functions, activations, comparisons, casts
-- `reduction`: sum, mean, max
+- `elementwise`: arithmetic, transcendental functions, activations, comparisons, clip, casts,
+  copies
+- `reduction`: sum, mean, max, min; argmax, argmin
 - `shape`: reshape, transpose, broadcast_to, indexing, concatenate, stack
 - `linalg`: matmul
-- `creation`: constants, random numbers, device transfer
+- `creation`: constants, ranges, identity matrices, random numbers, device transfer
 
-Everything else (softmax, log_softmax, ...) is composed from these in `teachflow.functions`.
+Everything else (softmax, log_softmax, var, squeeze, ...) is composed from these, as Tensor
+methods (`teachflow.tensor`) and functions (`teachflow.functions`).
 """
 
 from teachflow.ops import creation, elementwise, linalg, reduction, shape
