@@ -433,6 +433,7 @@ def test_the_stepper_works_in_jupyter(page, jupyter) -> None:
         "window.jupyterapp.shell.currentWidget.sessionContext && "
         "window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus === 'idle'")
     # Nothing of the learner's home came in: not their theme, not their saved workspace.
+    page.wait_for_function("document.body.dataset.jpThemeLight !== undefined")
     assert page.evaluate("document.body.dataset.jpThemeLight") == "true"
     if app == "lab":
         assert page.evaluate("window.jupyterapp.shell.currentWidget.context.path") == \
@@ -507,9 +508,10 @@ def test_make_lab_serves_the_repository_and_opens_on_the_lessons(page, tmp_path,
         page.set_default_timeout(90_000)
         page.goto(url)
         page.wait_for_url(re.compile(r"/lab/tree/lessons"), timeout=30_000)
-        assert page.evaluate("document.body.dataset.jpThemeLight") == "true"  # not the home's
         listing = page.locator(".jp-DirListing-content")
         listing.locator(".jp-DirListing-item", has_text="03_passes_purity_and_fusion").wait_for()
+        page.wait_for_function("document.body.dataset.jpThemeLight !== undefined")
+        assert page.evaluate("document.body.dataset.jpThemeLight") == "true"  # not the home's
         assert "lessons" in page.locator(".jp-FileBrowser-crumbs").inner_text()
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "make-lab.png"))
