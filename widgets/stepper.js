@@ -218,12 +218,28 @@ function greedyDiff(a, b) {
  * no box and no edge bend takes, so both boxes and both badges stay readable. Returns node id ->
  * [x, y] in layout units, for the removed nodes that move. */
 export function ghostPlaces(stage) {
-  const rows = new Map(); // y -> the x of everything drawn in that row
-  const take = (x, y) => {
-    if (!rows.has(y)) rows.set(y, []);
-    rows.get(y).push(x);
+  const rows = new Map(); // y -> the x of everything drawn in that row, sorted
+  const row = (y) => rows.get(y) ?? rows.set(y, []).get(y);
+  /** Where x goes in a sorted row: the index of the first entry not less than x. */
+  const at = (xs, x) => {
+    let lo = 0;
+    let hi = xs.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (xs[mid] < x) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
   };
-  const free = (x, y) => (rows.get(y) ?? []).every((other) => Math.abs(other - x) >= 1);
+  const take = (x, y) => {
+    const xs = row(y);
+    xs.splice(at(xs, x), 0, x);
+  };
+  const free = (x, y) => {
+    const xs = row(y);
+    const i = at(xs, x);
+    return (i === xs.length || xs[i] - x >= 1) && (i === 0 || x - xs[i - 1] >= 1);
+  };
   for (const n of stage.nodes) take(n.x, n.y);
   for (const e of stage.edges) for (const [x, y] of e.route.slice(1, -1)) take(x, y);
   const hidden = stage.removed.filter((n) => !free(n.x, n.y));
