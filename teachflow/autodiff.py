@@ -192,8 +192,14 @@ def topological_order(root: TapeNode | Leaf) -> list:
 def sum_to_shape(x: Any, shape: tuple) -> Any:
     """Sum a broadcast cotangent back to the shape of the operand that was broadcast."""
     lead = x.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
+    ones = tuple(lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
+    if None in shape:  # sizes known only at run time: no reshape, so sum the two kinds apart
+        if lead:
+            x = bind(reduction.sum, x, axis=tuple(range(lead)), keepdims=False)
+        if ones:
+            x = bind(reduction.sum, x, axis=tuple(a - lead for a in ones), keepdims=True)
+        return x
+    axes = tuple(range(lead)) + ones
     if axes:
         x = bind(reduction.sum, x, axis=axes, keepdims=True)
     if x.shape != tuple(shape):

@@ -36,7 +36,8 @@ from teachflow.tensor import Tensor
 VERIFY_BY_DEFAULT = False
 
 # Ops that only change how an array is viewed: no kernel runs, no data moves.
-VIEWS = frozenset({"reshape", "transpose", "broadcast_to", "stop_gradient", "identity"})
+VIEWS = frozenset({"reshape", "transpose", "broadcast_to", "stop_gradient", "identity",
+                   "broadcast_like", "reshape_like"})
 
 
 class PassVerificationError(TeachflowError):

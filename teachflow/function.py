@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -339,7 +338,9 @@ class Function:
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """``@tfl.function`` on a method: each instance gets its own Function (its own traces),
-        which holds the instance weakly, so staging a model never keeps it alive."""
+        cached on the instance. The two refer to each other, a cycle the garbage collector
+        frees with the instance (``Model(...).forward(x)`` needs the instance during the call,
+        so the Function cannot hold it weakly)."""
         if instance is None:
             return self
         try:
@@ -356,7 +357,7 @@ class Function:
             else f"{self.__qualname__} (staged)"
         staged = cache.get(key)
         if not (isinstance(staged, Function) and staged.python_function.method is self):
-            staged = cache[key] = Function(_WeakMethod(self, instance), self.passes,
+            staged = cache[key] = Function(_BoundMethod(self, instance), self.passes,
                                            self.backend, self.verify, self.input_signature)
         return staged
 
@@ -372,19 +373,19 @@ def _resolves_to(cls: type, name: str, attribute: Any) -> bool:
     return False
 
 
-class _WeakMethod:
-    """A staged method bound to its instance by a weak reference."""
+class _BoundMethod:
+    """A staged method bound to its instance."""
 
     def __init__(self, method: Function, instance: Any) -> None:
         fn = method.python_function
         functools.update_wrapper(self, fn)
         self.method = method
-        self._instance = weakref.ref(instance)
+        self.instance = instance
         signature = inspect.signature(fn)
         self.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.method.python_function(self._instance(), *args, **kwargs)
+        return self.method.python_function(self.instance, *args, **kwargs)
 
 
 def function(fn: Callable | None = None, *, passes: Any = "default",

@@ -109,21 +109,26 @@ class Value:
         return f"<Value {self}: {self.spec}>"
 
     # A traced value has no numbers yet: anything that needs them cannot be decided by tracing.
-    def _needs_value(self, what: str) -> TraceError:
+    def _needs_value(self, what: str, control_flow: bool = False) -> TraceError:
         where = f" (made at {self.producer.source})" if self.producer and self.producer.source \
             else ""
-        return TraceError(
-            f"{what} needs the value of traced tensor {self}{where}, but while tracing a tensor "
-            "has only a shape and a dtype. Tracing records one path through the Python code; "
-            "it cannot choose between paths by a value that is known only when the graph runs.",
-            op="trace",
-            hint="use tfl.cond / tfl.while_loop for control flow on tensor values, capture the "
-                 "function with @tfl.script (which turns if/while into graph nodes), or pass the "
-                 "deciding value as a Python argument (a static argument: one trace per value)",
-        )
+        message = (f"{what} needs the value of traced tensor {self}{where}, but while tracing a "
+                   "tensor has only a shape and a dtype: its values exist only when the graph "
+                   "runs.")
+        if control_flow:
+            return TraceError(
+                f"{message} Tracing records one path through the Python code; it cannot choose "
+                "between paths by a value that is known only when the graph runs.", op="trace",
+                hint="compute both paths and choose with tfl.where(cond, a, b) (see lesson 2, "
+                     "'Python control flow while tracing'), or pass the deciding value as a "
+                     "Python argument (a static argument: one trace per value)")
+        return TraceError(message, op="trace",
+                          hint="keep computing with tensor ops inside the traced function, "
+                               "return the tensor, and call .numpy() or .item() on the result")
 
     def __bool__(self) -> bool:
-        raise self._needs_value("Python control flow (if/while/and/or) or bool()")
+        raise self._needs_value("Python control flow (if/while/and/or) or bool()",
+                                control_flow=True)
 
     def __float__(self) -> float:
         raise self._needs_value("float()")

@@ -192,6 +192,13 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
                                                     index=(DATA["i"],), shape=(4, 4)),
     "setitem": lambda t: _setitem(t["x"] * 1.0, (slice(1, None), 0), t["y"][1:, 1]),
     "reshape": lambda t: t["x"].reshape(2, 6),
+    # Gradient helpers for sizes known only at run time (a placeholder's None), run directly.
+    "broadcast_like": lambda t: dispatch.bind(shape_ops.broadcast_like, t["v"], t["x"]),
+    "reshape_like": lambda t: dispatch.bind(shape_ops.reshape_like, t["x"].T, t["x"]),
+    "scatter_add_like": lambda t: dispatch.bind(shape_ops.scatter_add_like, t["x"][1:3], t["x"],
+                                                index=(slice(1, 3),)),
+    "count_of": lambda t: dispatch.bind(reduction.count_of, t["b"], axis=(0, 2),
+                                        dtype=np.dtype("float32")),
     "reshape_infer": lambda t: t["b"].reshape(-1, 4),
     "transpose": lambda t: t["b"].transpose(2, 0, 1),
     "T": lambda t: t["x"].T,

@@ -396,7 +396,7 @@ def test_each_instance_gets_its_own_trace() -> None:
     a(x)
     a(x)
     b(x)
-    # Each instance has its own polymorphic function (holding the instance weakly); the one
+    # Each instance has its own polymorphic function (bound to the instance); the one
     # on the class is the template, and never traces itself.
     assert a.__call__.trace_count == 1 and b.__call__.trace_count == 1
     assert a.__call__ is not b.__call__ and a.__call__ is a.__call__
@@ -408,7 +408,7 @@ def test_a_staged_method_does_not_keep_its_instance_alive() -> None:
     model.forward(tfl.ones(1, 1))
     ref = weakref.ref(model)
     del model
-    gc.collect()
+    gc.collect()  # the instance and its staged method refer to each other: a cycle
     assert ref() is None
 
 

@@ -82,7 +82,7 @@ def group_of(graph: Graph, name: str = "fused_k0") -> FusedGroup:
             if isinstance(o, Value) and id(o) not in made and all(o is not v for v in inputs):
                 inputs.append(o)
     output = (reduction or nodes[-1]).output
-    return FusedGroup(name, tuple(nodes), reduction, tuple(inputs), output)
+    return FusedGroup(name, tuple(nodes), reduction, tuple(inputs), output, returned=True)
 
 
 def traced_group(fn, *arrays: np.ndarray) -> tuple[FusedGroup, list[np.ndarray]]:
@@ -617,3 +617,25 @@ def test_a_result_nobody_holds_is_reused_and_one_still_held_is_not() -> None:
     view = third[:10]
     fourth = kernel(*inputs)  # a view keeps `third` alive: not reused
     assert fourth is not third and np.shares_memory(view, third)
+
+
+def test_a_compiled_function_holds_no_intermediate_between_calls() -> None:
+    """Only a result the graph returns is kept for reuse; intermediates die with the call."""
+    def two_kernels(x):
+        h = (x * 2.0 + 1.0).tanh()  # used twice: its own kernel, an intermediate of the graph
+        return (h - h.sum(axis=1, keepdims=True)).exp() * 3.0
+
+    x = tfl.rand(250_000, 4)  # 4 MB per array
+    compiled = tfl.compile(two_kernels, x, verify=False)
+    fused = [n.op.group for n in compiled.graph.nodes if hasattr(n.op, "group")]
+    assert [g.returned for g in fused] == [False, True]
+    assert "results.empty" not in compiled.kernels[fused[0].name]["numpy"]
+    nbytes = x.numpy().nbytes
+    tracemalloc.start()
+    try:
+        compiled(x)  # the result is dropped at once
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert held < 1.5 * nbytes  # the returned result's memory, kept for the next call; no more
+    np.testing.assert_allclose(compiled(x).numpy(), two_kernels(x).numpy(), rtol=1e-5)

@@ -328,3 +328,42 @@ def test_using_a_graph_tensor_after_its_block_says_to_build_inside_it() -> None:
         y.sum()
     assert info.value.location.filename == __file__
     assert re.search(r"with .*Graph", str(info.value))
+
+
+# --- Gradients over sizes known only when the graph runs -----------------------------------------
+
+
+@pytest.mark.parametrize("loss", [
+    lambda x: (x * x).sum(),
+    lambda x: (x * x).mean(),
+    lambda x: (x * x).max(),
+    lambda x: (x * x).sum(axis=0).sum(),
+    lambda x: x.mean(axis=0, keepdims=True).sum() + x.mean(axis=1).sum(),
+    lambda x: tfl.softmax(x, axis=0).max(axis=0).sum() + tfl.log_softmax(x).mean(),
+    lambda x: (x @ tfl.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])).tanh().sum(),
+    lambda x: (x + tfl.tensor([1.0, 2.0, 3.0])).sum(),
+    lambda x: (x.reshape(-1) ** 2).sum(),
+    lambda x: x[:, 1].sum() + x.T.sum(),
+], ids=["sum", "mean", "max", "sum-axis", "mean-axes", "softmax", "matmul", "broadcast",
+        "reshape", "index"])
+def test_gradients_through_a_none_dimension_in_direct_construction(loss) -> None:
+    rng = np.random.default_rng(1)
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), name="x")
+        dx = tfl.grad(loss)(x)
+    assert dx.shape == (None, 3)
+    session = tfl.Session(g)
+    for rows in (2, 5):  # one graph, any batch size
+        data = rng.standard_normal((rows, 3)).astype(np.float32)
+        want = tfl.grad(loss)(tfl.tensor(data)).numpy()
+        np.testing.assert_allclose(session.run(dx, feed={x: data}), want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_gradient_into_a_known_operand_sums_over_the_unknown_batch() -> None:
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), name="x")
+        b = tfl.placeholder((3,), name="b")
+        db = tfl.grad(lambda b: ((x + b) ** 2).sum())(b)
+    data, bias = np.ones((4, 3), np.float32), np.array([1.0, 2.0, 3.0], np.float32)
+    np.testing.assert_allclose(tfl.Session(g).run(db, feed={x: data, b: bias}),
+                               2 * (data + bias).sum(axis=0))

@@ -24,6 +24,9 @@ class FusedGroup:
     - ``inputs``: the values read from outside the group, in the kernel's argument order.
     - ``output``: the group's result (the reduction's output if there is one, else the last
       node's output); its spec is the kernel's result spec.
+    - ``returned``: the result is an output of the graph, handed to the caller. Only then may a
+      kernel keep its memory for the next call (see `kernels.runtime.Recycler`): the memory of
+      an intermediate is freed when the call ends, not held until the next one.
     """
 
     name: str
@@ -31,6 +34,7 @@ class FusedGroup:
     reduction: Node | None
     inputs: tuple[Value, ...]
     output: Value
+    returned: bool = False
 
     @property
     def spec(self) -> TensorSpec:

@@ -30,8 +30,9 @@ Three more ideas make the blocks cheap:
   each block to a partial result and combines it into an accumulator that starts at the
   reduction's identity (0 for a sum, the smallest value for a max).
 
-Independent blocks are shared between the CPU's cores, and the memory of a result nobody holds
-any more is handed back for the next one (`runtime.py` says why both matter).
+Independent blocks are shared between the CPU's cores, and the memory of a result the caller
+dropped is handed back for the next call (`runtime.py` says why both matter). Only a result
+the graph returns is kept for that: an intermediate of the graph is freed when the call ends.
 
 When the group's shapes are only known at run time (a placeholder's ``None`` dimension), the
 kernel runs the eager kernels in sequence, in one block. `numpy_source` returns the generated
@@ -196,8 +197,12 @@ class _KernelWriter:
         loop += self.body + per_block_reduce
 
         spec = group.spec
-        lines = ["if out is None:  # last call's result, if nobody holds it any more; else new",
-                 f"    out = results.empty({spec.shape!r}, {_dtype(spec.dtype)})"]
+        if group.returned:  # handed to the caller, who may drop it before the next call
+            lines = ["if out is None:  # last call's result, if nobody holds it any more; else new",
+                     f"    out = results.empty({spec.shape!r}, {_dtype(spec.dtype)})"]
+        else:  # an intermediate of the graph: freed when the call ends
+            lines = ["if out is None:",
+                     f"    out = np.empty({spec.shape!r}, dtype={_dtype(spec.dtype)})"]
         scratch = [f"{name} = np.empty({shape!r}, dtype={_dtype(dtype)})"
                    for name, shape, dtype in self.buffers]
         if self.blocking and not before:

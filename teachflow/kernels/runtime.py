@@ -23,6 +23,10 @@ class Recycler:
     than the kernel itself. A kernel called in a loop usually finds its last result already
     dropped by the caller: then that memory is reused. While anything still holds the array (a
     Tensor, a view of it), ``sys.getrefcount`` sees it and a new array is made instead.
+
+    The price is that one result's memory stays held between calls. Only kernels whose result
+    the graph returns use a recycler; an intermediate result is freed when the call ends (see
+    `FusedGroup.returned`), so a compiled function never holds memory no caller can see.
     """
 
     def __init__(self, xp: ModuleType) -> None:

@@ -131,6 +131,12 @@ class Op:
         except RuleError as err:
             raise err.kind(err.message, op=self.name, operands=self.describe(args),
                            hint=err.hint) from None
+        except (OverflowError, TypeError, ValueError) as exc:  # NumPy refused, deciding a dtype
+            kind = ShapeError if isinstance(exc, ValueError) else DTypeError
+            raise kind(f"these operands do not go together: {exc}", op=self.name,
+                       operands=self.describe(args),
+                       hint="a Python int must fit the tensor's integer dtype; check the "
+                            "operands' dtypes and values") from exc
         return TensorSpec(result.shape, result.dtype, device or "cpu")
 
     def describe(self, args: tuple) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ all axes), so two equal reductions look equal to the compiler's passes.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -20,7 +21,7 @@ from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError
 from teachflow.ops.elementwise import astype
 from teachflow.ops.op import Op, RuleError, TensorSpec, normalize_axis
-from teachflow.ops.shape import broadcast_to, reshape
+from teachflow.ops.shape import broadcast_as, getitem, reshape
 
 
 def normalize_axes(op: str, axis: Any, shape: tuple) -> tuple[int, ...] | None:
@@ -92,22 +93,34 @@ def _position_rule(name: str):
 
 
 def expand_reduced(g: Any, x: TensorSpec, axis: tuple | None, keepdims: bool) -> Any:
-    """Give a reduced cotangent its reduced axes back (size 1) and broadcast it to x's shape."""
+    """Give a reduced cotangent its reduced axes back (size 1) and broadcast it to x's shape.
+
+    `x` is x's spec, or, where a size is known only when the graph runs, the symbolic tensor:
+    then the axes come back by indexing with None, and the sizes from x itself.
+    """
     if not keepdims:
-        g = bind(reshape, g, shape=reduced_shape(x.shape, axis, keepdims=True))
-    return bind(broadcast_to, g, shape=x.shape)
+        if None in x.shape:
+            axes = range(x.ndim) if axis is None else axis
+            g = bind(getitem, g, index=tuple(None if a in axes else slice(None)
+                                             for a in range(x.ndim)))
+        else:
+            g = bind(reshape, g, shape=reduced_shape(x.shape, axis, keepdims=True))
+    return broadcast_as(g, x)
 
 
-def _count(x: TensorSpec, axis: tuple | None) -> int:
-    return int(np.prod([x.shape[a] for a in (axis if axis is not None else range(x.ndim))]))
+def _mean_grad(g: Any, x_spec: Any, *, axis: tuple | None, keepdims: bool) -> Any:
+    axes = axis if axis is not None else range(x_spec.ndim)
+    sizes = [x_spec.shape[a] for a in axes]
+    count = (bind(count_of, x_spec, axis=axis, dtype=g.dtype) if None in sizes
+             else int(np.prod(sizes)))
+    return expand_reduced(g, x_spec, axis, keepdims) / count
 
 
 def _extreme_grad(g: Any, x: Any, out: Any, *, axis: tuple | None, keepdims: bool) -> Any:
     # The gradient goes to where the maximum (or minimum) was; ties share it evenly.
-    spec = x.spec
-    winners = bind(astype, x == expand_reduced(out, spec, axis, keepdims), dtype=g.dtype)
+    winners = bind(astype, x == expand_reduced(out, x, axis, keepdims), dtype=g.dtype)
     share = winners / winners.sum(axis=axis, keepdims=True)
-    return expand_reduced(g, spec, axis, keepdims) * share
+    return expand_reduced(g, x, axis, keepdims) * share
 
 
 # Reductions call the array's own method: NumPy's xp.sum(x) is a Python wrapper around it, and
@@ -118,8 +131,7 @@ sum = Op("sum", lambda xp: lambda x, *, axis, keepdims: x.sum(axis=axis, keepdim
 # The mean of no elements is nan (0 / 0), as in NumPy; the max of none has no value at all.
 mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keepdims=keepdims),
           _reduction_rule("mean"),
-          grads=(lambda g, x_spec, *, axis, keepdims: expand_reduced(g, x_spec, axis, keepdims)
-                 / _count(x_spec, axis),))
+          grads=(_mean_grad,))
 max = Op("max", lambda xp: lambda x, *, axis, keepdims: x.max(axis=axis, keepdims=keepdims),
          _reduction_rule("max", needs_elements=True), grads=(_extreme_grad,))
 min = Op("min", lambda xp: lambda x, *, axis, keepdims: x.min(axis=axis, keepdims=keepdims),
@@ -130,3 +142,8 @@ argmax = Op("argmax",
 argmin = Op("argmin",
             lambda xp: lambda x, *, axis, keepdims: x.argmin(axis=axis, keepdims=keepdims),
             _position_rule("argmin"))
+# How many elements a reduction over `axis` combines: the mean's gradient divides by it. Only a
+# graph with a size unknown until it runs (a placeholder's None) needs it as an op.
+count_of = Op("count_of", lambda xp: lambda x, *, axis, dtype: xp.asarray(
+    math.prod(x.shape[a] for a in (range(x.ndim) if axis is None else axis)), dtype=dtype),
+    lambda x, *, axis, dtype: TensorSpec((), dtype, x.device))

@@ -198,14 +198,13 @@ def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
 
 
 reshape = Op("reshape", lambda xp: lambda x, *, shape: x.reshape(shape), _reshape_rule,
-             grads=(lambda g, x_spec: bind(reshape, g, shape=x_spec.shape),))
+             grads=(lambda g, x_spec: reshape_to(g, x_spec),))
 transpose = Op("transpose", lambda xp: lambda x, *, axes: x.transpose(axes), _transpose_rule,
                grads=(lambda g, *, axes: bind(transpose, g, axes=tuple(np.argsort(axes))),))
 broadcast_to = Op("broadcast_to", lambda xp: xp.broadcast_to, _broadcast_to_rule,
                   grads=(lambda g: g,))
 getitem = Op("getitem", lambda xp: lambda x, *, index: x[_on_device(xp, index)], _getitem_rule,
-             grads=(lambda g, x_spec, *, index:
-                    bind(scatter_add, g, index=index, shape=x_spec.shape),))
+             grads=(lambda g, x_spec, *, index: scatter_into(g, index, x_spec),))
 # ``x[index] = value``, as an op: new values (x with the index set), never a change of x itself.
 # The gradient goes to `value` where it was written and to `x` everywhere else.
 setitem = Op("setitem", _setitem_kernel, _setitem_rule,
@@ -222,3 +221,59 @@ concatenate = Op("concatenate",
 stack = Op("stack", lambda xp: lambda *xs, axis: xp.stack(xs, axis=axis), _stack_rule,
            grads=lambda g, i, *, axis: bind(getitem, g, index=(slice(None),) * axis + (i,)),
            arg_names=())
+
+
+# --- Sizes known only when the graph runs -------------------------------------------------------
+# A placeholder's None dimension has no size until the graph runs, so a gradient rule cannot
+# pass it as a parameter (shape=(None, 3) means nothing to NumPy). These ops take the size from
+# an operand, `like`, when they run (the job of tf.shape in TensorFlow). Rules use them only
+# when a size is unknown; the tape then keeps the symbolic tensor for its shape (free: it has no
+# values).
+
+
+def _like_rule(x: TensorSpec, like: TensorSpec) -> TensorSpec:
+    return TensorSpec(like.shape, x.dtype)
+
+
+def _broadcast_like_rule(x: TensorSpec, like: TensorSpec) -> TensorSpec:
+    if len(x.shape) > len(like.shape) or broadcast_shapes(x.shape, like.shape) != like.shape:
+        raise RuleError(f"cannot broadcast {x} to the shape of {like}")
+    return TensorSpec(like.shape, x.dtype)
+
+
+def _scatter_add_like_kernel(xp: Any):
+    scatter_add = _scatter_add_kernel(xp)
+    return lambda g, like, *, index: scatter_add(g, index=index, shape=like.shape)
+
+
+broadcast_like = Op("broadcast_like", lambda xp: lambda x, like: xp.broadcast_to(x, like.shape),
+                    _broadcast_like_rule, grads=(lambda g: g, None), arg_names=("x", "like"))
+reshape_like = Op("reshape_like", lambda xp: lambda x, like: x.reshape(like.shape), _like_rule,
+                  grads=(lambda g, x: bind(reshape_like, g, x), None), arg_names=("x", "like"))
+scatter_add_like = Op("scatter_add_like", _scatter_add_like_kernel,
+                      lambda x, like, *, index: TensorSpec(like.shape, x.dtype),
+                      grads=(lambda g, *, index: bind(getitem, g, index=index), None),
+                      arg_names=("x", "like"))
+
+
+def _unknown(x: Any) -> bool:
+    return None in x.shape
+
+
+def broadcast_as(g: Any, x: Any) -> Any:
+    """`g` broadcast to the shape of `x` (a spec, or a symbolic tensor whose size is unknown)."""
+    if _unknown(x):
+        return bind(broadcast_like, g, x)
+    return bind(broadcast_to, g, shape=x.shape)
+
+
+def reshape_to(g: Any, x: Any) -> Any:
+    """`g` reshaped to the shape of `x` (as `broadcast_as`)."""
+    return bind(reshape_like, g, x) if _unknown(x) else bind(reshape, g, shape=x.shape)
+
+
+def scatter_into(g: Any, index: tuple, x: Any) -> Any:
+    """Zeros of the shape of `x`, with `g` added where ``x[index]`` read (as `broadcast_as`)."""
+    if _unknown(x):
+        return bind(scatter_add_like, g, x, index=index)
+    return bind(scatter_add, g, index=index, shape=x.shape)

@@ -86,7 +86,8 @@ class Fuse(BuiltinPass):
             if group is None:
                 kept.append(node)
             elif node is group[-1]:  # the fused node takes the place of the group's last node
-                fused, change = self._fuse(g, group, numbered + len(changes))
+                fused, change = self._fuse(g, group, numbered + len(changes),
+                                           returned=id(node.output) in outputs)
                 mapping[id(node.output)] = fused.output
                 kept.append(fused)
                 changes.append(change)
@@ -137,7 +138,8 @@ class Fuse(BuiltinPass):
                    if len(grp) > 1]
         return fusable
 
-    def _fuse(self, g: Graph, members: list[Node], index: int) -> tuple[Node, Change]:
+    def _fuse(self, g: Graph, members: list[Node], index: int,
+              returned: bool) -> tuple[Node, Change]:
         reduction = members[-1] if members[-1].op.name in REDUCTIONS else None
         elementwise = members[:-1] if reduction is not None else members
         inside = {id(n.output) for n in members}
@@ -148,7 +150,7 @@ class Fuse(BuiltinPass):
                     inputs.append(o)
         last = members[-1]
         group = FusedGroup(f"fused_k{index + 1}", tuple(elementwise), reduction, tuple(inputs),
-                           last.output)
+                           last.output, returned)
         lineage = tuple(sorted({i for n in members for i in n.lineage}))
         node = g.new_node(fused_op(group), tuple(inputs), {}, last.spec, last.source, lineage)
         names = ", ".join(f"%{n.id} {n.op.name}" for n in members)

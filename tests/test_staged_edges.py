@@ -1,0 +1,302 @@
+"""Staged functions where learners and adversaries found them wrong: polymorphism, NumPy scalars,
+names in generated code, run-time errors, hints, retracing advice, verification and
+`input_signature`.
+
+Each test states the eager meaning and checks the staged one against it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import teachflow as tfl
+from teachflow.function import RETRACE_WARNING_AFTER
+
+HERE = os.path.basename(__file__)
+
+
+# --- Polymorphic functions -----------------------------------------------------------------------
+
+
+class Base:
+    def __init__(self, scale: float) -> None:
+        self.w = tfl.tensor([scale, scale])
+
+    @tfl.function
+    def forward(self, x):
+        return x * self.w
+
+
+class Derived(Base):
+    @tfl.function
+    def forward(self, x):
+        return super().forward(x) + 100.0
+
+
+def test_an_override_that_calls_super_runs_its_own_method_on_every_call() -> None:
+    model = Derived(2.0)
+    x = tfl.ones(2)
+    for _ in range(3):
+        np.testing.assert_allclose(model.forward(x).numpy(), [102.0, 102.0])
+    np.testing.assert_allclose(Base(3.0).forward(x).numpy(), [3.0, 3.0])  # a temporary too
+    np.testing.assert_allclose(model.forward(x).numpy(), [102.0, 102.0])
+
+
+BIAS = tfl.tensor([1.0, 2.0])
+
+
+def test_a_tensor_default_argument_survives_the_fast_path() -> None:
+    @tfl.function
+    def shift(x, b=BIAS):
+        return x + b
+
+    for _ in range(3):  # the second call onwards takes the fast path for tensor-only calls
+        np.testing.assert_allclose(shift(tfl.zeros(2)).numpy(), [1.0, 2.0])
+    np.testing.assert_allclose(shift(tfl.zeros(2), tfl.ones(2)).numpy(), [1.0, 1.0])
+    assert shift.trace_count == 1
+
+
+@pytest.mark.parametrize("a, b", [(0.0, -0.0), (1, True), (1, 1.0), (0, False),
+                                  (np.float64(0.0), np.float64(-0.0))],
+                         ids=["signed zeros", "1 and True", "1 and 1.0", "0 and False",
+                              "NumPy signed zeros"])
+def test_static_values_that_compare_equal_but_compute_differently_never_share_a_trace(a, b):
+    def f(x, s):
+        return 1.0 / (x * s + 0.0 * s), (x[s] if isinstance(s, bool) else x * s)
+
+    staged = tfl.function(f)
+    x = tfl.tensor([1.0, 2.0])
+    with np.errstate(divide="ignore"):
+        for s in (a, b, a, b):
+            got, want = staged(x, s), f(x, s)
+            for g, w in zip(got, want, strict=True):
+                assert g.shape == w.shape and g.dtype == w.dtype
+                np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert staged.trace_count == 2
+
+
+def test_a_static_nan_is_one_program_not_a_retrace_per_call() -> None:
+    staged = tfl.function(lambda x, s: x + s)
+    for _ in range(3):
+        staged(tfl.ones(2), float("nan"))
+    assert staged.trace_count == 1
+
+
+def test_a_compilation_accepts_the_arguments_it_was_compiled_with() -> None:
+    def f(x, scale=2.0, *, shift=1.0):
+        return x * scale + shift
+
+    x = tfl.ones(3)
+    compiled = tfl.compile(f, x)
+    for call in (lambda: compiled(x), lambda: compiled(x, 2.0), lambda: compiled(x=x),
+                 lambda: compiled(x, shift=1.0), lambda: compiled(np.ones(3, np.float32))):
+        np.testing.assert_allclose(call().numpy(), [3.0, 3.0, 3.0])
+    with pytest.raises(tfl.TraceError, match="shape") as err:
+        compiled(tfl.ones(4))
+    assert "call the tfl.function" not in str(err.value)
+    assert "compile again" in err.value.hint
+    assert err.value.location.filename.endswith(HERE)
+    for wrong in (lambda: compiled(x, 3.0), lambda: compiled(x, nonsense=1),
+                  lambda: compiled(), lambda: compiled([1.0, 2.0])):
+        with pytest.raises(tfl.TraceError, match="traced for"):
+            wrong()
+
+
+# --- NumPy scalars work where Python scalars do --------------------------------------------------
+
+NUMPY_SCALARS = [np.float64(2.0), np.sqrt(64), np.float32(0.5), np.int64(3), np.bool_(True),
+                 np.int32(-2)]
+IDS = ["float64", "sqrt(64)", "float32", "int64", "bool_", "int32"]
+
+
+def _with_scalar(x, s):
+    y = (x * s + s) / (abs(s) + 1) - tfl.maximum(x, s) + tfl.where(x > s, x, s)
+    return (y ** 2).sum() + tfl.full((2,), s).sum() + x[np.int64(1)] * s
+
+
+@pytest.mark.parametrize("s", NUMPY_SCALARS, ids=IDS)
+def test_a_numpy_scalar_acts_as_the_python_scalar_it_holds(s) -> None:
+    x = tfl.tensor([1.0, -3.0, 4.5])
+    python = s.item()
+    want = _with_scalar(x, python)
+    got_eager = _with_scalar(x, s)
+    assert got_eager.dtype == want.dtype  # weak, as a Python scalar (never float64 by itself)
+    assert (x * s).dtype == np.float32
+    np.testing.assert_allclose(got_eager.numpy(), want.numpy(), rtol=1e-6)
+    staged = tfl.function(lambda x: _with_scalar(x, s))
+    compiled = tfl.compile(lambda x: _with_scalar(x, s), x)  # fused kernels, generated code
+    for got in (staged(x), compiled(x), tfl.function(_with_scalar)(x, s)):
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    with tfl.Graph() as g:
+        p = tfl.placeholder((3,), name="x")
+        out = _with_scalar(p, s)
+    np.testing.assert_allclose(tfl.Session(g).run(out, feed={p: x.numpy()}), want.numpy(),
+                               rtol=1e-6)
+    dx = tfl.grad(lambda x: _with_scalar(x, s))(x)
+    np.testing.assert_allclose(tfl.function(tfl.grad(lambda x: _with_scalar(x, s)))(x).numpy(),
+                               dx.numpy(), rtol=1e-6)
+
+
+# --- Generated code never collides with user names -----------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["slice", "np", "range", "tanh", "fused_k1", "dtype",
+                                  "Ellipsis", "inf", "nan", "v3", "k2", "c1", "p5", "getitem",
+                                  "results", "in_parallel", "mul", "exp"])
+def test_an_argument_named_like_something_the_executor_calls(name: str) -> None:
+    namespace: dict = {"tfl": tfl}
+    exec(f"def f({name}, other):\n"
+         f"    h = ({name}[0:2] * 2.0 + other[1:]).tanh()\n"
+         f"    return (h[..., None] * {name}[1:, None]).exp().sum() + {name}.max()\n",
+         namespace)
+    f = namespace["f"]
+    x, y = tfl.tensor([1.0, 2.0, 3.0]), tfl.tensor([0.5, -0.5, 1.0])
+    want = f(x, y).numpy()
+    for staged in (tfl.function(f), tfl.compile(f, x, y)):
+        np.testing.assert_allclose(staged(x, y).numpy(), want, rtol=1e-6)
+
+
+# --- Run-time failures are explained as eagerly --------------------------------------------------
+
+
+def _negative_power(x, n):
+    return (x + 1) ** n
+
+
+@pytest.mark.parametrize("how", ["function", "compile", "session"])
+def test_a_run_time_failure_names_the_op_the_operands_and_the_users_line(how: str) -> None:
+    x, n = tfl.tensor([1, 2]), tfl.tensor([1, 1])
+    bad = tfl.tensor([1, -1])
+    line = _negative_power.__code__.co_firstlineno + 1
+    if how == "function":
+        staged = tfl.function(_negative_power)
+        staged(x, n)
+        run = lambda: staged(x, bad)
+    elif how == "compile":
+        compiled = tfl.compile(_negative_power, x, n)
+        run = lambda: compiled(x, bad)
+    else:
+        with tfl.Graph() as g:
+            px, pn = tfl.placeholder((2,), "int64", "x"), tfl.placeholder((2,), "int64", "n")
+            out = _negative_power(px, pn)
+        run = lambda: tfl.Session(g).run(out, feed={px: x.numpy(), pn: bad.numpy()})
+    with pytest.raises(tfl.DTypeError) as err:
+        run()
+    assert err.value.op == "pow" and "negative integer powers" in str(err.value)
+    assert err.value.operands and "int64" in err.value.operands[0]
+    assert err.value.location.filename.endswith(HERE) and err.value.location.lineno == line
+    assert "<teachflow" not in str(err.value)
+
+
+def test_a_python_int_too_big_for_the_dtype_is_a_dtype_error_when_traced() -> None:
+    x = tfl.tensor([1, 2], dtype="int64")
+    for stage in (lambda f: f, tfl.function):
+        with pytest.raises(tfl.DTypeError) as err:
+            stage(lambda x: x + 2 ** 70)(x)
+        assert err.value.op == "add" and err.value.location.filename.endswith(HERE)
+        assert "int64" in str(err.value)
+
+
+def test_an_error_is_never_located_in_generated_code() -> None:
+    def f(x):
+        return x.reshape(2, 2)
+
+    staged = tfl.function(f, passes=None)
+    staged(tfl.ones(4))
+    with pytest.raises(tfl.TeachflowError) as err:
+        staged(tfl.ones(3))  # a new trace, which fails in the shape rule at the user's line
+    assert err.value.location.filename.endswith(HERE)
+
+
+# --- Hints name what exists and fits the cause ---------------------------------------------------
+
+
+def test_control_flow_on_a_traced_value_points_at_where_and_the_lesson() -> None:
+    def relu_if(x):
+        if x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(tfl.TraceError) as err:
+        tfl.trace(relu_if, tfl.ones(3))
+    assert "tfl.where" in err.value.hint and "lesson 2" in err.value.hint
+    for missing in ("tfl.cond", "while_loop", "tfl.script"):
+        assert missing not in str(err.value) or hasattr(tfl, missing.split(".")[-1])
+
+
+def test_reading_values_while_tracing_is_not_called_choosing_a_path() -> None:
+    with pytest.raises(tfl.TraceError) as err:
+        tfl.trace(lambda x: x * float(x.numpy().sum()), tfl.ones(3))
+    assert "path" not in str(err.value) and ".numpy()" in err.value.hint
+
+
+def test_retracing_advice_fits_the_cause() -> None:
+    @tfl.function
+    def by_shape(x):
+        return x * 2
+
+    with pytest.warns(tfl.RetracingWarning) as caught:
+        for n in range(1, RETRACE_WARNING_AFTER + 2):
+            by_shape(tfl.ones(n, 3))
+    message = str(caught[-1].message)
+    assert "input_signature=[tfl.TensorSpec((None, 3), 'float32')" in message
+
+    @tfl.function
+    def by_value(x, lr):
+        return x * lr
+
+    with pytest.warns(tfl.RetracingWarning) as caught:
+        for i in range(RETRACE_WARNING_AFTER + 1):
+            by_value(tfl.ones(2), 0.1 * (i + 1))
+    message = str(caught[-1].message)
+    assert "as tensors" in message and "input_signature" not in message
+    assert caught[-1].filename == __file__
+
+
+# --- input_signature: one trace for a dimension that varies --------------------------------------
+
+
+def test_input_signature_traces_once_for_every_size_that_fits() -> None:
+    @tfl.function(input_signature=[tfl.TensorSpec((None, 3), "float32")])
+    def f(x):
+        return (x * 2).sum(axis=1) + x.mean()
+
+    for rows in (1, 4, 7):
+        x = tfl.randn(rows, 3)
+        np.testing.assert_allclose(f(x).numpy(), ((x * 2).sum(axis=1) + x.mean()).numpy(),
+                                   rtol=1e-5)
+    assert f.trace_count == 1
+    assert f.concrete_functions[0].graph.inputs[0].spec.shape == (None, 3)
+    for wrong in (tfl.ones(4, 2), tfl.ones(4, 3, dtype="float64"), tfl.ones(3)):
+        with pytest.raises(tfl.TeachflowError, match="input_signature"):
+            f(wrong)
+
+
+def test_input_signature_with_a_gradient_inside() -> None:
+    w = tfl.tensor([[1.0], [2.0], [3.0]])
+    grad = tfl.function(tfl.grad(lambda x: ((x @ w).tanh() ** 2).mean()),
+                        input_signature=[tfl.TensorSpec((None, 3), "float32")])
+    for rows in (2, 5):
+        x = tfl.randn(rows, 3)
+        want = tfl.grad(lambda x: ((x @ w).tanh() ** 2).mean())(x)
+        np.testing.assert_allclose(grad(x).numpy(), want.numpy(), rtol=1e-5, atol=1e-7)
+    assert grad.trace_count == 1
+
+
+# --- Verification never rejects a valid program --------------------------------------------------
+
+
+def test_verification_samples_inputs_the_program_accepts() -> None:
+    # Random integers would include negative exponents, which integer powers refuse.
+    x, n = tfl.tensor([2, 3]), tfl.tensor([3, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        compiled = tfl.compile(lambda x, n: (x ** n) * 2 + 1, x, n, verify=True)
+    np.testing.assert_array_equal(compiled(x, n).numpy(), [17, 3])
+    staged = tfl.function(lambda x, n: x ** n, verify=True)
+    np.testing.assert_array_equal(staged(x, n).numpy(), [8, 1])
