@@ -240,6 +240,39 @@ def test_removed_nodes_stand_beside_what_replaced_them(page, tmp_path) -> None:
     assert not page.errors, page.errors
 
 
+def training_step():
+    """A staged SGD step: its graph computes new values of w and w.grad, written back."""
+    w = tfl.tensor([[0.5], [-0.5], [1.0]], requires_grad=True)
+
+    def step(x, y):
+        w.grad = None
+        loss = ((x @ w - y) ** 2).mean()
+        loss.backward()
+        with tfl.no_grad():
+            w.__isub__(0.1 * w.grad)
+        return loss
+
+    return tfl.compile(step, tfl.randn(8, 3), tfl.randn(8, 1))
+
+
+def test_the_stepper_shows_what_a_step_writes_back(page, tmp_path) -> None:
+    open_page(page, training_step(), tmp_path / "step.html")
+    card = page.locator(".tf-rule").inner_text()
+    assert "This function updates w, w.grad" in card
+    for stage in range(int(page.locator(".tf-stages button").count())):
+        go_to(page, stage)
+        writes = page.locator(".tf-nodes .tf-writes text")
+        assert sorted(writes.all_text_contents()) == ["→ w", "→ w.grad"], stage
+    pill = page.locator(".tf-nodes .tf-writes text", has_text=re.compile(r"^→ w$"))
+    pill.evaluate("e => e.closest('.tf-node').dispatchEvent(new MouseEvent('click', "
+                  "{bubbles: true}))")
+    details = page.locator(".tf-details").inner_text()
+    assert "after each call, w takes this value" in details
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "static-page-updates.png"))
+    assert not page.errors, page.errors
+
+
 def test_keys_step_the_static_page_without_a_click_first(page, tmp_path) -> None:
     open_page(page, example(), tmp_path / "stepper.html")
     assert page.evaluate("document.activeElement === document.body")

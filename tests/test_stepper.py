@@ -59,6 +59,25 @@ def test_show_sends_every_stage_with_values_on_the_example_inputs() -> None:
     json.dumps(widget.data)  # what the browser gets is plain JSON
 
 
+def test_the_data_says_which_values_a_call_writes_back() -> None:
+    w = tfl.tensor([1.0, 2.0], requires_grad=True)
+
+    def step(x):
+        w.grad = None
+        (w * x).sum().backward()
+        with tfl.no_grad():
+            w.__isub__(0.5 * w.grad)
+        return x.sum()
+
+    stages = tfl.compile(step, tfl.ones(2)).show().data["stages"]
+    for stage in stages:
+        assert sorted(u["state"] for u in stage["updates"]) == ["w", "w.grad"]
+        by_id = {n["id"]: n for n in stage["nodes"]}
+        for update in stage["updates"]:
+            assert update["state"] in by_id[update["value"]]["updates"]
+    json.dumps(stages)
+
+
 def test_compile_keeps_the_example_inputs_in_graph_order() -> None:
     x, y = tfl.randn(3, 4), tfl.randn(3, 4)
     compilation = tfl.compile(lambda x, scale, y: x * scale + y, x, 2.0, y=y)

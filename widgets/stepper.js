@@ -970,6 +970,10 @@ function render({ model, el }) {
       `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="${status === "fused" ? NODE_H / 2 : 4}"/>` +
       `<text class="tf-label" x="${NODE_W / 2}" y="${NODE_H / 2 + 4}">${esc(label)}</text>`;
     if (text) out += badgeSvg(text, 6, -9);
+    // A value the call writes back into state (p -= lr * g): "→ w" under the box.
+    if (n.updates?.length && status !== "removed") {
+      out += badgeSvg(`→ ${n.updates.join(", ")}`, 6, NODE_H - 5, "tf-writes");
+    }
     return `${out}</g>`;
   }
 
@@ -997,10 +1001,10 @@ function render({ model, el }) {
   }
 
   /** A small pill with a word in it, at the box's top right corner (shifted by dx, dy). */
-  function badgeSvg(text, dx, dy) {
+  function badgeSvg(text, dx, dy, extra = "") {
     const w = text.length * 6 + 8;
     return (
-      `<g class="tf-badge" transform="translate(${NODE_W - w + dx},${dy})">` +
+      `<g class="tf-badge ${extra}" transform="translate(${NODE_W - w + dx},${dy})">` +
       `<rect width="${w}" height="14" rx="7"/><text x="${w / 2}" y="10.5">${esc(text)}</text></g>`
     );
   }
@@ -1114,6 +1118,14 @@ function render({ model, el }) {
       : `<span class="tf-node-name">${name}</span>`;
   }
 
+  /** The state a call updates, in words: "This function updates w, w.grad: ...". */
+  function updatesWords(stage) {
+    if (!stage.updates?.length) return "";
+    const names = stage.updates.map((u) => `<code>${esc(u.state)}</code>`).join(", ");
+    return `<p class="tf-updates">This function updates ${names}: the graph computes the new ` +
+      "values (marked → on the nodes), and each call writes them back after the graph runs.</p>";
+  }
+
   function renderRule() {
     const inf = info(st.stage);
     const { stage } = inf;
@@ -1122,7 +1134,7 @@ function render({ model, el }) {
       ui.rule.innerHTML =
         `<h3>The traced graph</h3><p>${plural(stage.stats.nodes, "node")} as traced from ` +
         `your code, reading ${operandWords(stage.nodes)} (drawn, but not counted as nodes). ` +
-        "Step forward (→ or j) to watch each pass change it.</p>";
+        "Step forward (→ or j) to watch each pass change it.</p>" + updatesWords(stage);
       return;
     }
     if (!changes.length) {
@@ -1184,6 +1196,9 @@ function render({ model, el }) {
       ["op", esc(n.op)],
       ["type", `<code>${esc(n.type)}</code> on ${esc(n.device)}`],
       ["kind", esc(n.kind) + (n.is_output ? " (an output)" : "")],
+      ...(n.updates?.length ? [["updates", `after each call, ${n.updates.map((u) => `<code>${esc(u)}</code>`).join(" and ")} ` +
+        `${n.updates.length > 1 ? "take" : "takes"} this value (an update in your code, ` +
+        "written back when the graph has run)"]] : []),
       ["status", `<span class="tf-kind" data-status="${status}">${esc(STATUS[status]?.badge || "kept")}</span> ${esc(STATUS[status]?.words ?? "")}`],
     ];
     if (n.source) {

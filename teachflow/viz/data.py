@@ -64,6 +64,7 @@ def stage_data(snap: Snapshot, lay: Layout, values: dict[int, Any], previous: di
             "status": attrs["status"],
             "text": format_node(value.producer) if value.producer else f"{value} = {value.kind}",
             "is_output": attrs["is_output"],
+            "updates": list(attrs["updates"]),  # the state this value is written back into
             "x": x,
             "y": y,
             "kernel": _kernel(value.producer),
@@ -84,6 +85,8 @@ def stage_data(snap: Snapshot, lay: Layout, values: dict[int, Any], previous: di
         "changes": changes,
         "stats": dict(snap.stats),
         "text": str(graph),
+        # What a call writes back after the graph runs: (state, the node whose value it takes).
+        "updates": [{"state": name, "value": value} for name, value in g.graph["updates"]],
     }
 
 
