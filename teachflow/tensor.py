@@ -389,18 +389,27 @@ class Tensor:
 
     # --- Reductions ---------------------------------------------------------------------------
 
-    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    # `dtype` and `out` are here for NumPy: np.sum(t), np.mean(t), np.max(t) and np.min(t) call
+    # these methods with them, and get a tensor back.
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+            dtype: Any = None, out: Any = None) -> Tensor:
         """Sum over `axis` (an int, a tuple, or None for all axes)."""
         axis = reduction.normalize_axes("sum", axis, self.shape)
-        return bind(reduction.sum, self, axis=axis, keepdims=bool(keepdims))
+        return _as_numpy_asked(bind(reduction.sum, self, axis=axis, keepdims=bool(keepdims)),
+                               "sum", dtype, out)
 
-    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+             dtype: Any = None, out: Any = None) -> Tensor:
         axis = reduction.normalize_axes("mean", axis, self.shape)
-        return bind(reduction.mean, self, axis=axis, keepdims=bool(keepdims))
+        return _as_numpy_asked(bind(reduction.mean, self, axis=axis, keepdims=bool(keepdims)),
+                               "mean", dtype, out)
 
-    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+            out: Any = None) -> Tensor:
         axis = reduction.normalize_axes("max", axis, self.shape)
-        return bind(reduction.max, self, axis=axis, keepdims=bool(keepdims))
+        return _as_numpy_asked(bind(reduction.max, self, axis=axis, keepdims=bool(keepdims)),
+                               "max", None, out)
 
     # --- Shape --------------------------------------------------------------------------------
 
@@ -437,9 +446,11 @@ class Tensor:
     # Learners arrive with PyTorch or NumPy habits. These methods are the common ones, each a
     # call of an op or a few; `__getattr__` names the teachflow spelling of the others.
 
-    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Tensor:
+    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+            out: Any = None) -> Tensor:
         axis = reduction.normalize_axes("min", axis, self.shape)
-        return bind(reduction.min, self, axis=axis, keepdims=bool(keepdims))
+        return _as_numpy_asked(bind(reduction.min, self, axis=axis, keepdims=bool(keepdims)),
+                               "min", None, out)
 
     def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
         """Where the largest value is along `axis` (None: in the flattened tensor), as int64;
@@ -654,6 +665,15 @@ def _ufunc_error(ufunc: np.ufunc, method: str, kwargs: dict, op: Any) -> Teachfl
     return TeachflowError(f"{name} with {', '.join(f'{k}=' for k in kwargs)} does not run on "
                           "tensors", op=name,
                           hint=f"call {name} with its operands only; cast with .astype(...)")
+
+
+def _as_numpy_asked(result: Tensor, op: str, dtype: Any, out: Any) -> Tensor:
+    """A reduction's result in the dtype NumPy asked for; NumPy's `out=` cannot be honoured."""
+    if out is not None:
+        raise DTypeError(f"np.{op}(..., out=...) would write into an array in place, and a "
+                         "tensor's values never change in place", op=op,
+                         hint=f"use the result: y = np.{op}(t) (a tensor), or t.{op}()")
+    return result if dtype is None else result.astype(dtype)
 
 
 def _rebuild(values: np.ndarray, device: str, requires_grad: bool) -> Tensor:

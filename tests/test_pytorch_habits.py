@@ -585,3 +585,17 @@ def test_new_functions_are_exported() -> None:
                  "clip", "var", "cat", "permute", "clone", "swapaxes"):
         assert name in tfl.__all__ and callable(getattr(tfl, name)), name
     assert tfl.cat is tfl.concatenate
+
+
+def test_numpy_reductions_on_a_tensor_give_tensors() -> None:
+    t = tfl.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
+    for fn, method in ((np.sum, "sum"), (np.mean, "mean"), (np.max, "max"), (np.min, "min")):
+        got = fn(t, axis=0)
+        assert isinstance(got, tfl.Tensor) and got.requires_grad
+        np.testing.assert_allclose(got.numpy(), getattr(t.numpy(), method)(axis=0))
+    assert np.sum(t, dtype=np.float64).dtype == np.float64
+    assert np.sum(t, keepdims=True).shape == (1, 1)
+    staged = tfl.function(lambda x: np.mean(x) + np.sum(x, axis=1))
+    np.testing.assert_allclose(staged(t.detach()).numpy(), [-1.0 + 1.5, 7.0 + 1.5])
+    with pytest.raises(tfl.DTypeError, match="in place"):
+        np.sum(t, out=np.zeros(()))
