@@ -98,6 +98,7 @@ class GraphBuilder:
         self.arguments: dict[Tensor, int] = {}  # symbolic argument -> its position
         self.examples: list[Tensor] = []  # the caller's tensors, by position
         self.standins: dict[Tensor, Tensor] = {}  # an outside eager tensor -> its stand-in
+        self.captured: dict[Tensor, Value] = {}  # ... and the capture it started from
         self.grads: dict[Tensor, _GradState] = {}  # an outside tensor -> its .grad so far
         self.guards: list[Guard] = []
         self._names: dict[Tensor, str] = {}  # an outside tensor -> its name in the graph
@@ -165,7 +166,7 @@ class GraphBuilder:
         standin = self.standins.get(tensor)
         if standin is None:
             slot = Slot(tensor, "data", self._name_for(tensor))
-            value = self.graph.capture(slot, tensor.spec)
+            value = self.captured[tensor] = self.graph.capture(slot, tensor.spec)
             standin = self.standins[tensor] = Tensor._make(value, tensor._backend, tensor._node)
         return standin
 
@@ -212,8 +213,8 @@ class GraphBuilder:
             position = self.arguments.get(tensor)
             if position is None:
                 return None
-            outside, slot = self.examples[position], Slot(position, "grad", "")
-            slot.name = f"{self.graph.inputs[position].name}.grad"
+            name = self.graph.inputs[position].name
+            outside, slot = self.examples[position], Slot(position, "grad", f"{name}.grad")
         else:
             outside, slot = tensor, Slot(tensor, "grad", f"{self._name_for(tensor)}.grad")
         state = self.grads[tensor] = _GradState(slot, None)
@@ -246,7 +247,7 @@ class GraphBuilder:
                 changed.append((Slot(position, "data", self.graph.inputs[position].name),
                                 standin._data))
         for tensor, standin in self.standins.items():
-            first = self.graph._captured[(id(tensor), "data")]
+            first = self.captured[tensor]
             if standin._data is not first:
                 changed.append((first.data, standin._data))
         for state in self.grads.values():
@@ -263,9 +264,8 @@ class GraphBuilder:
             for position, example in enumerate(self.examples):
                 slot = Slot(position, "data", self.graph.inputs[position].name)
                 guards.append(Guard(slot, "requires_grad", example.requires_grad))
-            for tensor in self.standins:
-                slot = self.graph._captured[(id(tensor), "data")].data
-                guards.append(Guard(slot, "requires_grad", tensor.requires_grad))
+            for tensor, capture in self.captured.items():
+                guards.append(Guard(capture.data, "requires_grad", tensor.requires_grad))
         return guards
 
 
@@ -279,8 +279,11 @@ def _python_name(tensor: Tensor) -> str | None:
     scopes = [frame.f_locals, frame.f_globals]
     for scope in scopes:
         for name, value in scope.items():
-            attributes = getattr(value, "__dict__", None)
-            if not isinstance(attributes, dict) or isinstance(value, type | types.ModuleType):
+            if isinstance(value, type | types.ModuleType | Tensor):
+                continue
+            try:
+                attributes = vars(value)
+            except Exception:  # no __dict__ (or an odd one): a name must never break a trace
                 continue
             for attribute, held in attributes.items():
                 if held is tensor:
