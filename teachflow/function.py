@@ -91,6 +91,8 @@ class ConcreteFunction:
         self._executor = generate(self.graph, self._backend)
         self._out_backends = [get_backend(v.spec.device) for v in self.graph.outputs]
         self._results = len(traced.graph.results)
+        # A trace that ran backward() has its gradients inside: it is not differentiated again.
+        self._differentiable = all(u.slot.attr != "grad" for u in traced.graph.updates)
         self._single_output = traced.out_tree is None and isinstance(traced.out_leaves[0], Value)
 
     @property
@@ -141,7 +143,7 @@ class ConcreteFunction:
             arrays.append(state._data)
         if self.graph.updates:
             _refuse_aliases(self.graph, tensors)
-        if tracked and autodiff.is_grad_enabled():
+        if tracked and autodiff.is_grad_enabled() and self._differentiable:
             # Someone differentiates through this call: run the traced graph op by op, on the
             # tape (the optimized graph's fused kernels have no gradient rules).
             results = interpret(self._traced.graph, tensors)

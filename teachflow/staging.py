@@ -39,6 +39,7 @@ from teachflow import autodiff, dispatch
 from teachflow.backends import get_backend
 from teachflow.errors import TraceError, user_frame, user_location
 from teachflow.graph import Graph, Slot, Update, Value
+from teachflow.ops.elementwise import stop_gradient
 from teachflow.spec import TensorSpec
 from teachflow.tensor import Tensor, as_constant, as_dtype
 from teachflow.tree import tree_flatten, tree_paths, tree_unflatten
@@ -144,6 +145,10 @@ class GraphBuilder:
         node = self.graph.add_node(op, operands, params, spec, source)
         backend = get_backend(spec.device)
         tracked = any(isinstance(x, Tensor) and x._node is not None for x in args)
+        if tracked and not autodiff.is_grad_enabled():
+            # Computed under no_grad from values that need gradients: the graph says so, so
+            # that differentiating through a run of the graph treats it as a constant too.
+            node = self.graph.add_node(stop_gradient, (node.output,), {}, spec, source)
         tape = autodiff.record(op, args, params, node.output, backend) if tracked else None
         if tape is not None:
             tape.source = source  # so the gradient's nodes can name this line too
