@@ -39,6 +39,7 @@ import numpy as np
 from teachflow import tensor as _tensor
 from teachflow.dispatch import bind
 from teachflow.errors import AutodiffError, DTypeError, on_behalf_of
+from teachflow.graph import Value
 from teachflow.ops import creation, elementwise, reduction
 from teachflow.ops import shape as shape_ops
 from teachflow.tree import tree_flatten, tree_unflatten
@@ -348,6 +349,10 @@ def _watch(x: Any, argnum: int, connected: bool) -> Any:
         # Tracked by someone else (an outer tfl.grad, say): stay connected, so they can
         # differentiate through this gradient.
         return bind(elementwise.identity, x)
+    # The same values on a new leaf. An eager tensor goes through an op, so that while tracing
+    # it is read when the graph runs (the gradient then sees its values at that time).
+    if not isinstance(x._data, Value):
+        x = bind(elementwise.stop_gradient, x)
     fresh = _tensor.Tensor._make(x._data, x._backend, None)
     fresh.requires_grad = True
     return fresh

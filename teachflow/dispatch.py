@@ -14,9 +14,10 @@ asks which mode it is in.
 
 Programs also *change state*: ``p -= lr * g`` updates a tensor in place, ``loss.backward()``
 fills ``.grad``, and ``tfl.tensor([...])`` makes a tensor from data. Those go to the current
-interpreter too (`assign`, `read_grad`, `write_grad`, `lift`): eagerly they happen at once; while
-tracing, the graph builder records them, so that the graph can compute the new state and the call
-can write it back (see `teachflow.staging`).
+interpreter too (`assign`, `read_grad`, `write_grad`, `lift`), and so does reading a tensor's
+values (`values`): eagerly they happen at once; while tracing, the graph builder records the
+changes, so that the graph can compute the new state and the call can write it back, and refuses
+to read values, which exist only when the graph runs (see `teachflow.staging`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class Interpreter(Protocol):
 
     def lift(self, tensor: Any) -> Any:
         """A tensor just made from data (`tfl.tensor`), as this mode holds one."""
+
+    def values(self, tensor: Any) -> Any:
+        """The tensor's values as a NumPy array (``.numpy()``, ``.item()``, ``float()``)."""
 
 
 _interpreter: Interpreter | None = None

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from teachflow import autodiff
 from teachflow.backends import CPU, get_backend
 from teachflow.dispatch import set_default_interpreter
@@ -73,6 +75,9 @@ class EagerInterpreter:
 
     def lift(self, tensor: Tensor) -> Tensor:
         return tensor
+
+    def values(self, tensor: Tensor) -> np.ndarray:
+        return tensor._backend.to_numpy(tensor._data)
 
 
 _PYTHON_SCALARS = frozenset({bool, int, float})

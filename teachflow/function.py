@@ -32,6 +32,7 @@ from teachflow.compiler import Compilation, run_pipeline
 from teachflow.errors import DeviceError, TeachflowError, TraceError, user_stacklevel
 from teachflow.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
+from teachflow.ops.op import Op
 from teachflow.spec import TensorSpec
 from teachflow.staging import (
     Traced,
@@ -130,22 +131,25 @@ class ConcreteFunction:
     def _call_flat(self, tensors: list[Tensor] | tuple) -> Any:
         """Run on the flat tensor arguments; write back updated state; give back results in
         the function's structure."""
-        backend, arrays, tracked = self._backend, [], False
+        backend, arrays, tracked = self._backend, [], []
         for t in tensors:
             if t._backend is not backend:
                 raise DeviceError(f"this function was compiled for {backend.name} but got a "
                                   f"tensor on {t.device}", op="function")
-            tracked = tracked or t._node is not None
+            if t._node is not None:
+                tracked.append(t._node)
             arrays.append(t._data)
         for capture in self._executor.captures:  # read by reference: current values
             state = capture.data.read(tensors)
-            tracked = tracked or state._node is not None
+            if state._node is not None:
+                tracked.append(state._node)
             arrays.append(state._data)
         if self.graph.updates:
             _refuse_aliases(self.graph, tensors)
-        if tracked and autodiff.is_grad_enabled() and self._differentiable:
-            # Someone differentiates through this call: run the traced graph op by op, on the
-            # tape (the optimized graph's fused kernels have no gradient rules).
+        taped = bool(tracked) and autodiff.is_grad_enabled()
+        if taped and self._differentiable:
+            # Someone may differentiate through this call: run the traced graph op by op, on
+            # the tape (the optimized graph's fused kernels have no gradient rules).
             results = interpret(self._traced.graph, tensors)
         else:
             try:
@@ -154,6 +158,9 @@ class ConcreteFunction:
                 raise explain_failure(self._traced.graph, tensors) from exc
             results = [Tensor._make(a if type(a) is b.array_type else b.xp.asarray(a), b, None)
                        for a, b in zip(outputs, self._out_backends, strict=True)]
+            if taped:  # a trace that ran backward(): its gradients are inside, already
+                results = [_not_differentiable_again(r, tracked, self.graph.name)
+                           for r in results]
         write_back(self.graph, tensors, results)
         results = results[:self._results]
         if self._single_output:
@@ -164,6 +171,30 @@ class ConcreteFunction:
 
     def __repr__(self) -> str:
         return f"<ConcreteFunction {self.graph.name}({self.signature}): {len(self.graph)} nodes>"
+
+
+def _refuse_backward(g: Any, i: int, *, function: str) -> Any:
+    raise autodiff.AutodiffError(
+        f"this result comes from a call of the staged function {function}, which ran "
+        "backward() inside: its gradients were computed inside the graph, and the call is not "
+        "on the tape for another backward", op="backward",
+        hint="compute what you want to differentiate outside that staged function (or stage "
+             "it separately, without backward() inside)")
+
+
+#: Marks the results of a staged call that ran backward(): backward() reaching one says why it
+#: cannot go on (rather than a silently missing gradient).
+_RAN_BACKWARD = Op("staged call that ran backward()", lambda xp: None, lambda *a: None,
+                   grads=_refuse_backward, register=False, arg_names=())
+
+
+def _not_differentiable_again(result: Tensor, parents: list, function: str) -> Tensor:
+    if result.dtype.kind not in "fc":
+        return result
+    node = autodiff.TapeNode(_RAN_BACKWARD, {"function": function}, tuple(parents),
+                             (None,) * len(parents), None, result._backend, result.shape,
+                             result.dtype)
+    return Tensor._make(result._data, result._backend, node)
 
 
 def write_back(graph: Graph, arguments: list[Tensor] | tuple, outputs: list[Tensor]) -> None:

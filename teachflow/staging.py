@@ -27,6 +27,7 @@ trace assumed, recorded as a `Guard` that each call checks (a different answer r
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import types
 from collections.abc import Callable
@@ -37,7 +38,7 @@ import numpy as np
 
 from teachflow import autodiff, dispatch
 from teachflow.backends import get_backend
-from teachflow.errors import TraceError, user_frame, user_location
+from teachflow.errors import SourceLocation, TraceError, user_frame, user_location
 from teachflow.graph import Graph, Slot, Update, Value
 from teachflow.ops.elementwise import stop_gradient
 from teachflow.spec import TensorSpec
@@ -162,6 +163,20 @@ class GraphBuilder:
         value.spec = tensor.spec  # keeps the device
         return Tensor._make(value, tensor._backend, None)
 
+    def values(self, tensor: Tensor) -> np.ndarray:
+        data = tensor._data
+        if isinstance(data, Value):
+            if data.kind == "const":  # a constant of the program: its values are known
+                return data.data
+            return np.asarray(data)  # raises: values exist only when the graph runs
+        name = self._name_for(tensor)
+        raise TraceError(
+            f"reading the values of {name}, a tensor from outside the traced function: the "
+            f"graph reads {name} when it runs (by reference, so that updates of it are seen), "
+            "while a value read now, during tracing, would be built into the graph and go stale",
+            op="trace", hint=f"compute with {name} as a tensor (x * {name}), not with its Python "
+                             "value; or pass the value as a static Python argument")
+
     # --- State outside the graph ----------------------------------------------------------
 
     def standin(self, tensor: Tensor) -> Tensor:
@@ -272,6 +287,92 @@ class GraphBuilder:
             for tensor, capture in self.captured.items():
                 guards.append(Guard(capture.data, "requires_grad", tensor.requires_grad))
         return guards
+
+
+class _Surroundings:
+    """The Python places around a traced function that could keep a tensor of the trace: the
+    attributes of its instance (``self.w = ...``), its globals and nonlocals, and the dicts and
+    lists they hold. Their contents are noted before the trace, so that afterwards any place
+    that now holds a symbolic tensor (a Python side effect of the trace) is found and put back.
+    """
+
+    #: Dicts and lists inside those places are watched too, up to this many entries.
+    NESTED_LIMIT = 1000
+
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict) -> None:
+        self.places: list[tuple[str, Any, dict]] = []  # (name, container, contents before)
+        inner = inspect.unwrap(fn)
+        owners = [("self", getattr(fn, "__self__", None)), ("self", getattr(fn, "instance", None)),
+                  *((n, a) for n, a in named_arguments(fn, args, kwargs)
+                    if not isinstance(a, Tensor))]
+        for name, owner in owners:
+            if owner is not None and not isinstance(owner, type | types.ModuleType):
+                with contextlib.suppress(TypeError):  # (no __dict__)
+                    self._watch(f"{name}.", vars(owner), nested=True)
+        self._watch("global ", getattr(inner, "__globals__", {}), nested=True)
+        cells = dict(zip(getattr(getattr(inner, "__code__", None), "co_freevars", ()),
+                         getattr(inner, "__closure__", None) or (), strict=True))
+        self.cells = {name: (cell, _cell_contents(cell)) for name, cell in cells.items()}
+        for name, (_, value) in self.cells.items():
+            self._watch_value(name, value)
+
+    def _watch(self, prefix: str, container: dict, nested: bool) -> None:
+        self.places.append((prefix, container, dict(container)))
+        if nested:
+            for key, value in container.items():
+                self._watch_value(f"{prefix.replace('global ', '')}{key}", value)
+
+    def _watch_value(self, name: str, value: Any) -> None:
+        if isinstance(value, dict | list):
+            if len(value) <= self.NESTED_LIMIT:
+                before = dict(value) if isinstance(value, dict) else dict(enumerate(value))
+                self.places.append((f"{name}[", value, before))
+        elif not isinstance(value, type | types.ModuleType | types.FunctionType | Tensor):
+            try:  # an object: its attributes (a model's weights)
+                attributes = vars(value)
+            except TypeError:
+                return
+            if len(attributes) <= self.NESTED_LIMIT:
+                self.places.append((f"{name}.", attributes, dict(attributes)))
+
+    def restore(self, graph: Graph) -> list[tuple[str, SourceLocation | None]]:
+        """Put back every place that now holds a tensor of `graph`; return their names, each
+        with the line that computed the tensor."""
+        def made_at(value: Any) -> SourceLocation | bool | None:
+            if isinstance(value, Tensor) and isinstance(value._data, Value) and \
+                    graph.owns(value._data):
+                producer = value._data.producer
+                return producer.source if producer is not None else None
+            return False
+
+        leaked = []
+        for prefix, container, before in self.places:
+            items = enumerate(container) if isinstance(container, list) else container.items()
+            found = [(key, made_at(value)) for key, value in items]
+            found = [(key, where) for key, where in found if where is not False]
+            for key, where in found:
+                name = f"{prefix}{key!r}]" if prefix.endswith("[") else f"{prefix}{key}"
+                leaked.append((name, where))
+            if found and isinstance(container, list):
+                container[:] = before.values()
+            for key, _ in found if isinstance(container, dict) else ():
+                if key in before:
+                    container[key] = before[key]
+                else:
+                    del container[key]
+        for name, (cell, before) in self.cells.items():
+            where = made_at(_cell_contents(cell))
+            if where is not False:
+                leaked.append((f"nonlocal {name}", where))
+                cell.cell_contents = before
+        return leaked
+
+
+def _cell_contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell (a name not yet bound)
+        return None
 
 
 def _python_name(tensor: Tensor) -> str | None:
@@ -385,10 +486,23 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
         else:  # static: its value is part of the trace
             symbolic.append(leaf)
     sym_args, sym_kwargs = tree_unflatten(in_tree, symbolic)
-    with builder:
-        result = fn(*sym_args, **sym_kwargs)
-        out_leaves, out_tree = tree_flatten(result)
-        outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
+    surroundings = _Surroundings(fn, args, kwargs)
+    try:
+        with builder:
+            result = fn(*sym_args, **sym_kwargs)
+            out_leaves, out_tree = tree_flatten(result)
+            outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
+    finally:
+        leaked = surroundings.restore(graph)
+    if leaked:
+        names = ", ".join(name for name, _ in leaked)
+        raise TraceError(
+            f"{names} was given a tensor of the trace: a Python assignment (to an attribute, a "
+            "dict or list entry, a global or nonlocal name) runs once, while tracing, so it "
+            "would keep a symbolic tensor with no values, and later calls would not change it "
+            "(it is put back as it was)", op="trace", location=leaked[0][1],
+            hint="update the tensor in place instead (self.w -= lr * g, d['m'] *= 0.9): "
+                 "in-place updates are written back after every call; or return the new value")
     graph.outputs = [v for v in outputs if isinstance(v, Value)]
     for slot, value in builder.updates():  # functionalised state: extra outputs, written back
         graph.updates.append(Update(slot, None if value is None else len(graph.outputs)))

@@ -147,8 +147,9 @@ class Tensor:
 
         On the CPU it shares memory with the tensor, so it is read-only: writing to it would
         silently change values the tape saved for backward. Use ``.numpy().copy()`` to edit.
+        While tracing, values exist only when the graph runs: reading them raises `TraceError`.
         """
-        array = self._backend.to_numpy(self._data)
+        array = dispatch.current_interpreter().values(self)
         if array is self._data:
             array = array.view()
             array.flags.writeable = False
@@ -174,7 +175,9 @@ class Tensor:
                 f"the truth value of a tensor with shape {self.shape} is ambiguous",
                 op="bool", hint="compare one element (t[0] > 0) or a reduction (t.sum() > 0); "
                      "t.item() gives the value of a one-element tensor")
-        return bool(self._data)
+        if isinstance(self._data, Value):
+            return bool(self._data)  # raises: tracing cannot choose a path by a value
+        return bool(self.numpy())
 
     def __float__(self) -> float:
         return float(self.item())
@@ -200,7 +203,8 @@ class Tensor:
     def __repr__(self) -> str:
         if isinstance(self._data, Value):  # traced: a place in a graph, with no numbers yet
             return f"tensor({self._data}: {self._data.spec}, traced)"
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        values = self._backend.to_numpy(self._data)  # (printing while tracing shows them now)
+        body = np.array2string(values, separator=", ", prefix="tensor(")
         extras = [f"dtype={self.dtype.name}"]
         if self.device != "cpu":
             extras.append(f"device='{self.device}'")
@@ -225,7 +229,8 @@ class Tensor:
 
     def __reduce__(self) -> tuple:
         """Pickled as its values, device and whether it requires grad (as ``torch.save``)."""
-        return _rebuild, (self.numpy(), self.device, self.requires_grad and self.is_leaf)
+        values = self._backend.to_numpy(self._data)
+        return _rebuild, (values, self.device, self.requires_grad and self.is_leaf)
 
     # --- Autodiff and devices -----------------------------------------------------------------
 

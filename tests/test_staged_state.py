@@ -395,5 +395,82 @@ def test_a_staged_training_step_runs_its_generated_code() -> None:
     original = concrete._executor.fn
     concrete._executor.fn = lambda *a: calls.append(1) or original(*a)
     loss = step(tfl.ones(3))
-    assert calls == [1] and loss.grad_fn is None
+    assert calls == [1]
     np.testing.assert_allclose(w.numpy(), [0.2, 0.2, 0.2])
+    # Its results are not differentiated again; trying says why, and changes nothing.
+    grad = w.grad
+    with pytest.raises(tfl.AutodiffError, match="ran backward"):
+        (loss + (w * w).sum()).backward()
+    assert w.grad is grad
+
+
+# --- What tracing cannot honour is refused, and nothing is left corrupted ------------------------
+
+
+def test_reading_the_values_of_a_captured_tensor_while_tracing_is_refused() -> None:
+    step = tfl.tensor(0.0)
+
+    def f(x):
+        step.__iadd__(1.0)
+        return x * step.item()  # eagerly: 1, 2, 3, ...
+
+    for read in (f, lambda x: x * float(step), lambda x: x + step.numpy(),
+                 lambda x: x * (2.0 if step else 3.0)):
+        with pytest.raises(tfl.TraceError, match="outside the traced function") as err:
+            tfl.function(read)(tfl.ones(1))
+        assert "step" in str(err.value) and err.value.location.filename.endswith(HERE)
+    np.testing.assert_allclose(step.numpy(), 0.0)  # the refused trace changed nothing
+    np.testing.assert_allclose(tfl.function(lambda x: x * step)(tfl.ones(1)).numpy(), [0.0])
+
+
+@pytest.mark.parametrize("how", ["attribute", "dict entry", "list entry", "global", "nonlocal"])
+def test_rebinding_state_to_a_traced_tensor_is_refused_and_undone(how: str) -> None:
+    holder = type("Holder", (), {})()
+    holder.w = tfl.tensor([1.0, 2.0])
+    table = {"m": tfl.tensor([1.0, 2.0])}
+    items = [tfl.tensor([1.0, 2.0])]
+
+    def make():
+        acc = tfl.tensor([1.0, 2.0])
+
+        def f(x):
+            nonlocal acc
+            if how == "attribute":
+                holder.w = holder.w - x
+            elif how == "dict entry":
+                table["m"] = table["m"] * x
+            elif how == "list entry":
+                items[0] = items[0] + x
+            elif how == "global":
+                globals()["REBOUND"] = x * 2
+            else:
+                acc = acc + x
+            return x.sum()
+
+        return f, lambda: acc
+
+    f, acc = make()
+    with pytest.raises(tfl.TraceError, match="was given a tensor of the trace") as err:
+        tfl.function(f)(tfl.ones(2))
+    assert err.value.location.filename.endswith(HERE)  # the line that computed the tensor
+    for kept in (holder.w, table["m"], items[0], acc()):
+        np.testing.assert_allclose(kept.numpy(), [1.0, 2.0])  # put back, still eager
+    assert "REBOUND" not in globals()
+
+
+def test_a_gradient_inside_with_respect_to_a_captured_tensor_reads_it_at_each_call() -> None:
+    w = tfl.tensor([1.0, 2.0])
+
+    def step(x):
+        g = tfl.grad(lambda w: ((w * x) ** 2).sum())(w)
+        w.__isub__(0.1 * g)
+        return g
+
+    staged = tfl.function(step)
+    eager_w = tfl.tensor([1.0, 2.0])
+    for _ in range(3):
+        got = staged(tfl.ones(2))
+        want = tfl.grad(lambda v: ((v * tfl.ones(2)) ** 2).sum())(eager_w)
+        eager_w -= 0.1 * want
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(w.numpy(), eager_w.numpy(), rtol=1e-6)

@@ -459,9 +459,17 @@ def test_a_traced_tensor_cannot_leak_into_another_trace() -> None:
         leaked.append(x)
         return x * 2
 
-    tfl.trace(keep, tfl.ones(2))
+    with pytest.raises(tfl.TraceError, match="was given a tensor of the trace"):
+        tfl.trace(keep, tfl.ones(2))  # found at once, when the trace ends ...
+    assert leaked == []  # ... and undone
+
+    def smuggle(x):  # a place tracing does not watch: found when the tensor is used again
+        keep.__dict__.setdefault("box", []).append(x)
+        return x
+
+    tfl.trace(smuggle, tfl.ones(2))
     with pytest.raises(tfl.TraceError, match="another graph"):
-        tfl.trace(lambda y: y + leaked[0], tfl.ones(2))
+        tfl.trace(lambda y: y + keep.box[0], tfl.ones(2))
 
 
 def test_a_placeholder_inside_a_traced_function_is_refused() -> None:
