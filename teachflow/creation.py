@@ -29,8 +29,13 @@ def tensor(data: Any, dtype: Any = None, device: str = "cpu",
     """A new tensor holding a copy of `data` (nested lists, a scalar or a NumPy array).
 
     Inside a traced function it is a constant of the graph, made anew at every call as eagerly.
+    From a tensor, it is a copy of that tensor's values (detached), taken when the op runs.
     """
-    t = dispatch.current_interpreter().lift(Tensor(data, dtype=dtype, device=device))
+    if isinstance(data, Tensor):
+        t = data.detach().clone().to(device)
+        t = t if dtype is None else t.astype(dtype)
+    else:
+        t = dispatch.current_interpreter().lift(Tensor(data, dtype=dtype, device=device))
     if requires_grad:
         t.requires_grad = True
     return t

@@ -17,6 +17,7 @@ trace, which argument changed and how, so the cost of retracing stays visible.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import warnings
@@ -109,8 +110,10 @@ class ConcreteFunction:
         except (TeachflowError, _Unhashable) as err:
             why = err.message if isinstance(err, TeachflowError) else "an argument is unhashable"
             keys, treedef = None, None
-        if keys != self.signature.keys or treedef != self._traced.in_tree:
-            if treedef == self._traced.in_tree:
+        same_tree = treedef is not None and _exact_tree(treedef) == _exact_tree(
+            self._traced.in_tree)
+        if keys != self.signature.keys or not same_tree:
+            if same_tree:
                 new = Signature(self.signature.arguments, self.signature.names, keys)
                 why = retrace_reason(self.signature, new)
             elif keys is not None:
@@ -289,7 +292,7 @@ class Function:
                 hint="pass tensors, or Python values that can be dict keys") from None
         if self.input_signature is not None:
             keys = self._fit_input_signature(keys, tensors, c_args, c_kwargs)
-        candidates = self._concrete.setdefault((treedef, keys), [])
+        candidates = self._concrete.setdefault((_exact_tree(treedef), keys), [])
         concrete = next((c for c in candidates if c.guards_hold(tensors)), None)
         if concrete is None:
             c_args, c_kwargs = tree_unflatten(treedef, leaves)
@@ -337,6 +340,9 @@ class Function:
         if any("Python value" in r for r in self.retrace_reasons[-3:]):
             return ("Python numbers are part of the signature: pass values that change often "
                     "as tensors (tfl.tensor(lr)), not as Python numbers.")
+        if any("rebound" in r for r in self.retrace_reasons[-3:]):
+            return ("A captured tensor is rebound between calls (w = w - lr * g), so every call "
+                    "reads a new tensor: update it in place (w -= lr * g) to keep one trace.")
         if any(".grad was" in r for r in self.retrace_reasons[-3:]):
             return ("The .grad the function reads is None on some calls and not on others: "
                     "clear gradients the same way before every call (opt.zero_grad()).")
@@ -471,23 +477,49 @@ def _as_inputs(leaves: list) -> list:
 
 
 class _Exact:
-    """A static float (or complex) as a signature key: equal only to the same program text.
-    ``0.0 == -0.0`` and ``nan != nan`` in Python, but ``1 / (x * -0.0)`` is not
-    ``1 / (x * 0.0)``, and ``x * nan`` is one program, however often it is called."""
+    """A static value as a signature key: equal only to a value that is the same program text.
+    In Python ``0.0 == -0.0``, ``1 == True``, ``{1: "a"} == {True: "a"}`` and ``nan != nan``,
+    but ``1 / (x * -0.0)`` is not ``1 / (x * 0.0)``, ``x[True]`` is not ``x[1]``, and ``x * nan``
+    is one program however often it is called. So the key compares types and, for numbers,
+    their text, all the way into tuples, sets and dataclasses."""
 
-    __slots__ = ("value",)
+    __slots__ = ("key", "value")
 
     def __init__(self, value: Any) -> None:
         self.value = value
+        self.key = _exact_key(value)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Exact) and repr(self.value) == repr(other.value)
+        return isinstance(other, _Exact) and self.key == other.key
 
     def __hash__(self) -> int:
-        return hash(repr(self.value))
+        return hash(self.key)
 
     def __repr__(self) -> str:
         return repr(self.value)
+
+
+def _exact_key(value: Any) -> Any:
+    if isinstance(value, float | complex | np.inexact):
+        return type(value), repr(value)
+    if isinstance(value, tuple | list | frozenset | set):
+        keys = [_exact_key(v) for v in value]
+        return type(value), (frozenset(keys) if isinstance(value, frozenset | set)
+                             else tuple(keys))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return type(value), tuple(_exact_key(getattr(value, f.name))
+                                  for f in dataclasses.fields(value))
+    return type(value), value
+
+
+def _exact_tree(treedef: Any) -> Any:
+    """A treedef whose dict keys compare exactly (a dict keyed by 1 is not one keyed by True)."""
+    if treedef is None:
+        return None
+    kind, meta, children = treedef
+    if kind is dict:
+        meta = tuple(_Exact(k) for k in meta)
+    return kind, meta, tuple(_exact_tree(c) for c in children)
 
 
 def _leaf_keys(leaves: list) -> tuple[tuple, list[Tensor]]:
@@ -502,8 +534,7 @@ def _leaf_keys(leaves: list) -> tuple[tuple, list[Tensor]]:
                 hash(leaf)
             except TypeError:
                 raise _Unhashable(i) from None
-            exact = _Exact(leaf) if isinstance(leaf, float | complex | np.inexact) else leaf
-            keys.append(("static", type(leaf), exact))
+            keys.append(("static", type(leaf), _Exact(leaf)))
     return tuple(keys), tensors
 
 

@@ -60,15 +60,22 @@ class _GradState:
 @dataclass(frozen=True)
 class Guard:
     """Something about state outside the graph that a trace assumed, checked at every call:
-    whether a ``.grad`` was None (`what` = "grad", `expected` its spec or None), or whether a
-    tensor required grad (`what` = "requires_grad", which decides what backward() writes)."""
+    whether a ``.grad`` was None (`what` = "grad", `expected` its spec or None), whether a
+    tensor required grad (`what` = "requires_grad", which decides what backward() writes), or
+    whether the name the code found a captured tensor by still names it (`what` = "binding",
+    `place` = the globals or attributes dict and the name: ``W = tfl.tensor(...)`` between
+    calls rebinds W to another tensor, which the graph must then read instead)."""
 
     slot: Slot
     what: str
     expected: Any
+    place: tuple[dict, str] | None = None
 
     def observe(self, arguments: Any) -> Any:
         tensor = self.slot.tensor(arguments)
+        if self.what == "binding":
+            names, name = self.place
+            return names.get(name) is tensor
         if self.what == "requires_grad":
             return tensor.requires_grad
         grad = tensor.grad
@@ -80,12 +87,15 @@ class Guard:
     def reason(self, arguments: Any) -> str:
         """Why it does not hold, in words."""
         now = self.observe(arguments)
+        if self.what == "binding":
+            return (f"{self.slot.name} now names another tensor than the one traced (it was "
+                    "rebound, not updated in place)")
         if self.what == "requires_grad":
             return (f"{self.slot.name}.requires_grad was {self.expected} when traced, now {now} "
                     "(backward() fills the .grad of tensors that require grad)")
         def show(spec: TensorSpec | None) -> str:
             return "None" if spec is None else f"a {spec} gradient"
-        return (f"{self.slot.name}.grad was {show(self.expected)} when traced, now {show(now)} "
+        return (f"{self.slot.name} was {show(self.expected)} when traced, now {show(now)} "
                 "(backward() adds to a .grad that holds a gradient)")
 
 
@@ -104,6 +114,7 @@ class GraphBuilder:
         self.grads: dict[Tensor, _GradState] = {}  # an outside tensor -> its .grad so far
         self.guards: list[Guard] = []
         self._names: dict[Tensor, str] = {}  # an outside tensor -> its name in the graph
+        self._places: dict[Tensor, tuple[dict, str]] = {}  # ... where that name is bound
 
     def __enter__(self) -> GraphBuilder:
         self._context = dispatch.interpreting(self)
@@ -188,6 +199,9 @@ class GraphBuilder:
             slot = Slot(tensor, "data", self._name_for(tensor))
             value = self.captured[tensor] = self.graph.capture(slot, tensor.spec)
             standin = self.standins[tensor] = Tensor._make(value, tensor._backend, tensor._node)
+            place = self._places.get(tensor)
+            if place is not None:  # found by a lasting name: the trace assumes it stays
+                self.guards.append(Guard(slot, "binding", True, place))
         return standin
 
     def assign(self, tensor: Tensor, value: Tensor) -> None:
@@ -252,7 +266,10 @@ class GraphBuilder:
         name = self._names.get(tensor)
         if name is None:
             taken = {*(v.name for v in self.graph.inputs), *self._names.values()}
-            base = _python_name(tensor) or f"{self.graph._next_id}"
+            found, place = _python_name(tensor)
+            if place is not None:
+                self._places[tensor] = place
+            base = found or f"{self.graph._next_id}"
             name, i = base, 1
             while name in taken:
                 name, i = f"{base}_{i}", i + 1
@@ -375,13 +392,14 @@ def _cell_contents(cell: Any) -> Any:
         return None
 
 
-def _python_name(tensor: Tensor) -> str | None:
+def _python_name(tensor: Tensor) -> tuple[str | None, tuple[dict, str] | None]:
     """The name the user's code holds `tensor` by, looked up in the innermost user frame: an
     attribute of one of its objects (``self.w``, ``model.w``) first, as that name lasts, then a
-    global, then a local variable (a loop variable may hold it only for now); None if none."""
+    global, then a local variable (a loop variable may hold it only for now). Also where a
+    lasting name is bound (an attributes or globals dict, and the key), else None."""
     frame = user_frame()
     if frame is None:
-        return None
+        return None, None
     scopes = [frame.f_locals, frame.f_globals]
     for scope in scopes:
         for name, value in scope.items():
@@ -393,12 +411,13 @@ def _python_name(tensor: Tensor) -> str | None:
                 continue
             for attribute, held in attributes.items():
                 if held is tensor:
-                    return f"{name}.{attribute}"
+                    return f"{name}.{attribute}", (attributes, attribute)
     for scope in reversed(scopes):
         for name, value in scope.items():
             if value is tensor:
-                return name
-    return None
+                lasting = scope is frame.f_globals
+                return name, (frame.f_globals, name) if lasting else None
+    return None, None
 
 
 def is_tracing() -> bool:

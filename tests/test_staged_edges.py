@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -76,6 +77,31 @@ def test_static_values_that_compare_equal_but_compute_differently_never_share_a_
             for g, w in zip(got, want, strict=True):
                 assert g.shape == w.shape and g.dtype == w.dtype
                 np.testing.assert_array_equal(g.numpy(), w.numpy())
+    assert staged.trace_count == 2
+
+
+@dataclass(frozen=True)
+class Config:
+    eps: float
+
+
+@pytest.mark.parametrize("a, b", [(Config(0.0), Config(-0.0)),
+                                  (frozenset({0.0}), frozenset({-0.0})),
+                                  ({1: "key"}, {True: "key"}), ((1, 2.0), (True, 2.0))],
+                         ids=["dataclass", "frozenset", "dict keys", "tuple"])
+def test_static_containers_that_compare_equal_but_compute_differently(a, b) -> None:
+    def f(x, s):
+        first = next(iter(s.keys() if isinstance(s, dict) else
+                          [s.eps] if isinstance(s, Config) else s))
+        return (1.0 / (x * 0.0 + first), x[first] if isinstance(first, bool) else x * first)
+
+    staged = tfl.function(f)
+    x = tfl.tensor([1.0, -2.0])
+    with np.errstate(divide="ignore"):
+        for s in (a, b, a):
+            for got, want in zip(staged(x, s), f(x, s), strict=True):
+                assert got.shape == want.shape
+                np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert staged.trace_count == 2
 
 
@@ -300,3 +326,43 @@ def test_verification_samples_inputs_the_program_accepts() -> None:
     np.testing.assert_array_equal(compiled(x, n).numpy(), [17, 3])
     staged = tfl.function(lambda x, n: x ** n, verify=True)
     np.testing.assert_array_equal(staged(x, n).numpy(), [8, 1])
+
+
+# --- Captured tensors are found by the names the code uses ------------------------------------
+
+REBOUND = tfl.tensor([1.0, 2.0])
+
+
+def test_a_captured_global_rebound_between_calls_is_read_anew() -> None:
+    global REBOUND
+
+    @tfl.function
+    def scale(x):
+        return x * REBOUND
+
+    np.testing.assert_allclose(scale(tfl.ones(2)).numpy(), [1.0, 2.0])
+    REBOUND = tfl.tensor([10.0, 20.0])  # another tensor under the same name
+    np.testing.assert_allclose(scale(tfl.ones(2)).numpy(), [10.0, 20.0])
+    assert "REBOUND now names another tensor" in scale.retrace_reasons[0]
+    REBOUND -= 5.0  # in place: the same tensor, no new trace
+    np.testing.assert_allclose(scale(tfl.ones(2)).numpy(), [5.0, 15.0])
+    assert scale.trace_count == 2
+
+
+def test_an_attribute_rebound_between_calls_is_read_anew() -> None:
+    class Model:
+        def __init__(self):
+            self.w = tfl.tensor([1.0, 2.0])
+
+        @tfl.function
+        def forward(self, x):
+            return x * self.w
+
+    model = Model()
+    np.testing.assert_allclose(model.forward(tfl.ones(2)).numpy(), [1.0, 2.0])
+    model.w = tfl.tensor([3.0, 3.0])
+    np.testing.assert_allclose(model.forward(tfl.ones(2)).numpy(), [3.0, 3.0])
+    with pytest.warns(tfl.RetracingWarning, match="update it in place"):
+        for _ in range(RETRACE_WARNING_AFTER):
+            model.w = model.w + 1.0
+            model.forward(tfl.ones(2))

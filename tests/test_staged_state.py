@@ -474,3 +474,13 @@ def test_a_gradient_inside_with_respect_to_a_captured_tensor_reads_it_at_each_ca
         eager_w -= 0.1 * want
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
     np.testing.assert_allclose(w.numpy(), eager_w.numpy(), rtol=1e-6)
+
+
+def test_tfl_tensor_of_a_tensor_inside_a_trace_copies_its_values_at_each_call() -> None:
+    w = tfl.tensor([1.0, 2.0])
+    staged = tfl.function(lambda x: x * tfl.tensor(w) + tfl.tensor(x, dtype="float64"))
+    np.testing.assert_allclose(staged(tfl.ones(2)).numpy(), [2.0, 3.0])
+    w += 10.0
+    np.testing.assert_allclose(staged(tfl.ones(2)).numpy(), [12.0, 13.0])
+    copy_ = tfl.tensor(tfl.tensor([1.0], requires_grad=True))
+    assert not copy_.requires_grad  # a copy of the values, off the tape, as eagerly
