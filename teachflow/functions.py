@@ -20,7 +20,7 @@ from teachflow.ops import elementwise as ew
 from teachflow.ops import linalg
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import RuleError, normalize_axis
-from teachflow.tensor import Tensor, _shape_arg, as_tensor
+from teachflow.tensor import NUMPY_TWINS, Tensor, _shape_arg, as_tensor
 
 Axis = int | Sequence[int] | None
 
@@ -210,6 +210,24 @@ def permute(x: Any, *dims: int | Sequence[int]) -> Tensor:
 
 def clone(x: Any) -> Tensor:
     return as_tensor(x).clone()
+
+
+# NumPy's functions that mean what these do: np.where(t > 0, t, 0) on tensors is tfl.where.
+# (NumPy's var and std divide by n, teachflow's by n - 1, as PyTorch's: they are not twins.)
+NUMPY_TWINS.update({
+    np.where: where, np.clip: clip, np.concatenate: concatenate, np.stack: stack,
+    # (the methods: they take NumPy's dtype= and refuse its out= in words)
+    np.sum: lambda x, *a, **k: as_tensor(x).sum(*a, **k),
+    np.mean: lambda x, *a, **k: as_tensor(x).mean(*a, **k),
+    np.max: lambda x, *a, **k: as_tensor(x).max(*a, **k),
+    np.min: lambda x, *a, **k: as_tensor(x).min(*a, **k),
+    np.amax: lambda x, *a, **k: as_tensor(x).max(*a, **k),
+    np.amin: lambda x, *a, **k: as_tensor(x).min(*a, **k),
+    np.argmax: argmax, np.argmin: argmin, np.transpose: transpose, np.squeeze: squeeze,
+    np.broadcast_to: broadcast_to, np.swapaxes: swapaxes,
+    np.reshape: lambda x, *shape, **kwargs: reshape(x, *shape, *kwargs.values()),
+    np.ravel: lambda x: reshape(x, -1),
+})
 
 
 __all__ = [

@@ -447,6 +447,33 @@ class Tensor:
             raise _ufunc_error(ufunc, method, kwargs, op)
         return bind(op, *inputs)
 
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        """Other NumPy functions on tensors (``np.where(t > 0, t, 0)``, ``np.concatenate``):
+        teachflow's twin of the function where it has one that means the same (`NUMPY_TWINS`),
+        so the result is a tensor, on the tape or in the graph. Any other function computes on
+        the values, as before; but never silently for a tensor that needs a gradient or is
+        traced, whose gradient (or graph) it would lose."""
+        twin = NUMPY_TWINS.get(func)
+        if twin is not None:
+            try:
+                return twin(*args, **kwargs)
+            except TypeError as exc:  # arguments NumPy takes and teachflow's twin does not
+                name = func.__name__
+                raise DTypeError(f"np.{name} on tensors is tfl.{name}, which does not take "
+                                 f"these arguments: {exc}", op=f"np.{name}",
+                                 hint=f"call tfl.{name} or the method t.{name}(...) with "
+                                      "teachflow's arguments") from exc
+        tensors = [x for x in _leaves((args, kwargs)) if isinstance(x, Tensor)]
+        traced = any(isinstance(t._data, Value) for t in tensors)
+        if traced or any(t._node is not None for t in tensors):
+            name = f"np.{func.__name__}"
+            raise (TraceError if traced else TeachflowError)(
+                f"{name} has no teachflow twin: on these tensors it would compute on their "
+                "values alone, losing the gradient (or the graph, while tracing)", op=name,
+                hint=f"compose it from teachflow's ops, or call {name} on t.numpy() (or "
+                     "t.detach()) to compute on the values on purpose")
+        return func(*_leaves_as_arrays(args), **_leaves_as_arrays(kwargs))
+
     # --- PyTorch's and NumPy's names ----------------------------------------------------------
     # Learners arrive with PyTorch or NumPy habits. These methods are the common ones, each a
     # call of an op or a few; `__getattr__` names the teachflow spelling of the others.
@@ -647,6 +674,33 @@ FOREIGN_NAMES = {
     "masked_fill": "tfl.where(mask, value, x)", "amax": "x.max(axis)", "amin": "x.min(axis)",
     "std": "x.var(axis).sqrt()", "nelement": "x.numel()", "ndimension": "x.dim()",
 }
+
+
+#: NumPy functions and teachflow's functions that mean the same, filled in by
+#: `teachflow.functions` (``np.where`` -> ``tfl.where``): what `Tensor.__array_function__` calls.
+NUMPY_TWINS: dict[Any, Any] = {}
+
+
+def _leaves(tree: Any) -> Iterator[Any]:
+    if isinstance(tree, list | tuple):
+        for item in tree:
+            yield from _leaves(item)
+    elif isinstance(tree, dict):
+        for item in tree.values():
+            yield from _leaves(item)
+    else:
+        yield tree
+
+
+def _leaves_as_arrays(tree: Any) -> Any:
+    """`tree` with every tensor replaced by its values (NumPy then computes on those)."""
+    if isinstance(tree, Tensor):
+        return tree.numpy()
+    if isinstance(tree, list | tuple):
+        return type(tree)(_leaves_as_arrays(x) for x in tree)
+    if isinstance(tree, dict):
+        return {k: _leaves_as_arrays(v) for k, v in tree.items()}
+    return tree
 
 
 def _ufunc_error(ufunc: np.ufunc, method: str, kwargs: dict, op: Any) -> TeachflowError:

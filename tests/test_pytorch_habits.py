@@ -599,3 +599,34 @@ def test_numpy_reductions_on_a_tensor_give_tensors() -> None:
     np.testing.assert_allclose(staged(t.detach()).numpy(), [-1.0 + 1.5, 7.0 + 1.5])
     with pytest.raises(tfl.DTypeError, match="in place"):
         np.sum(t, out=np.zeros(()))
+
+
+def test_numpy_functions_with_a_teachflow_twin_give_tensors_with_gradients() -> None:
+    x = tfl.tensor([[1.0, -2.0], [3.0, 4.0]], requires_grad=True)
+    cases = [
+        (lambda a: np.where(a > 0, a, 0).sum(), np.where(x.numpy() > 0, 1.0, 0.0)),
+        (lambda a: np.clip(a, 0, 3).sum(), ((x.numpy() >= 0) & (x.numpy() <= 3)) * 1.0),
+        (lambda a: np.concatenate([a, a * 2]).sum(), np.full((2, 2), 3.0)),
+        (lambda a: np.stack([a, a]).sum(), np.full((2, 2), 2.0)),
+        (lambda a: (np.reshape(a, (4,)) * np.arange(4.0)).sum(), [[0.0, 1.0], [2.0, 3.0]]),
+        (lambda a: np.ravel(np.transpose(a))[0] * 5.0, [[5.0, 0.0], [0.0, 0.0]]),
+    ]
+    for f, want in cases:
+        np.testing.assert_allclose(tfl.grad(f)(x).numpy(), want)
+        staged = tfl.function(tfl.grad(f))
+        np.testing.assert_allclose(staged(x.detach()).numpy(), want)
+
+
+def test_numpy_functions_without_a_twin_never_drop_a_gradient_silently() -> None:
+    x = tfl.tensor([1.5, -2.5], requires_grad=True)
+    for call in (lambda: np.round(x), lambda: np.dot(x, x), lambda: np.std(x)):
+        with pytest.raises(tfl.TeachflowError, match="no teachflow twin") as err:
+            call()
+        assert ".numpy()" in err.value.hint
+    plain = x.detach()
+    np.testing.assert_allclose(np.round(plain), [2.0, -2.0])  # values only: as before
+    assert np.allclose(plain, [1.5, -2.5]) and isinstance(np.std(plain), np.floating)
+    with pytest.raises(tfl.TraceError):
+        tfl.function(lambda a: a * np.round(a))(plain)
+    with pytest.raises(tfl.DTypeError, match="tfl.reshape"):
+        np.reshape(x, (2,), order="F")
