@@ -628,5 +628,5 @@ def test_numpy_functions_without_a_twin_never_drop_a_gradient_silently() -> None
     assert np.allclose(plain, [1.5, -2.5]) and isinstance(np.std(plain), np.floating)
     with pytest.raises(tfl.TraceError):
         tfl.function(lambda a: a * np.round(a))(plain)
-    with pytest.raises(tfl.DTypeError, match="tfl.reshape"):
+    with pytest.raises(tfl.DTypeError, match=r"tfl\.reshape"):
         np.reshape(x, (2,), order="F")
