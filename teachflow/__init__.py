@@ -13,6 +13,8 @@ tracing (`staging`), the graph IR (`graph`), running graphs (`executor`, `sessio
 polymorphic functions (`function`).
 """
 
+import numpy as _np
+
 from teachflow import eager as _eager  # installs the eager interpreter behind `bind`
 from teachflow.autodiff import enable_grad, grad, is_grad_enabled, no_grad, value_and_grad
 from teachflow.backends import devices
@@ -84,6 +86,35 @@ from teachflow.staging import placeholder, trace
 from teachflow.tensor import Tensor, as_tensor
 
 __version__ = "0.1.0"
+
+
+# Dtypes by name, as PyTorch habits write them (tfl.zeros(3, dtype=tfl.float64)).
+float16, float32, float64 = _np.dtype("float16"), _np.dtype("float32"), _np.dtype("float64")
+int8, int16, int32, int64 = (_np.dtype(f"int{b}") for b in (8, 16, 32, 64))
+uint8 = _np.dtype("uint8")
+
+#: PyTorch's module-level names for what teachflow spells otherwise (see `__getattr__`).
+_FOREIGN = {
+    "clamp": "tfl.clip(x, min, max)", "pow": "x ** y", "std": "x.var(axis).sqrt()",
+    "mm": "a @ b", "bmm": "a @ b", "dot": "a @ b", "matmul_": "a @ b", "einsum": "@ and .sum()",
+    "from_numpy": "tfl.tensor(array) (a copy) or tfl.as_tensor(array) (shared)",
+    "add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y", "neg": "-x",
+    "linspace": "tfl.tensor(np.linspace(start, stop, n))", "randint": "tfl.tensor("
+    "np.random.randint(low, high, size))", "rand_like": "tfl.rand(*x.shape)",
+    "randn_like": "tfl.randn(*x.shape)", "empty": "tfl.zeros(shape)", "no_grad_": "tfl.no_grad()",
+    "bool": "'bool' (a dtype name)", "long": "tfl.int64", "float": "tfl.float32",
+    "double": "tfl.float64", "half": "tfl.float16", "nn": "the modules of a later lesson",
+    "optim": "the optimizers of a later lesson",
+}
+
+
+def __getattr__(name: str) -> object:
+    """``tfl.clamp`` and other PyTorch names: say what teachflow calls them."""
+    spelling = _FOREIGN.get(name)
+    if spelling is None:
+        raise AttributeError(f"module 'teachflow' has no attribute {name!r}")
+    raise AttributeError(f"module 'teachflow' has no attribute {name!r}: teachflow spells it "
+                         f"{spelling}")
 
 
 def load_ipython_extension(ipython: object) -> None:

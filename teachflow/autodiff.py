@@ -210,7 +210,11 @@ def sum_to_shape(x: Any, shape: tuple) -> Any:
 
 
 def filled_like(x: Any, value: float) -> Any:
-    """A tensor of x's shape, dtype and device, filled with `value`."""
+    """A tensor of x's shape, dtype and device, filled with `value` (where a size is known only
+    when the graph runs, the shape comes from x then)."""
+    if None in x.shape:
+        one = bind(creation.full, shape=(), fill_value=value, dtype=x.dtype, device=x.device)
+        return shape_ops.broadcast_as(one, x)
     return bind(creation.full, shape=x.shape, fill_value=value, dtype=x.dtype, device=x.device)
 
 

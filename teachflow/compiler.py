@@ -108,7 +108,7 @@ class Compilation:
         return {n.op.name: {"numpy": n.op.numpy_source, "cuda": n.op.cuda_source}
                 for n in self.graph.nodes if hasattr(n.op, "numpy_source")}
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         return self.concrete(*args, **kwargs)
 
     # --- Seeing it (the widget libraries load only here, not with teachflow) -----------------

@@ -131,7 +131,7 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     body = [f"    {text:<{width}}  # {src}" if src else f"    {text}" for text, src in lines]
     params = ", ".join(names[id(v)] for v in [*inputs, *captures])
     fn_name = _function_name(graph.name)
-    if fn_name in namespace:  # a function named like a kernel it calls (`tanh`) must not hide it
+    if fn_name in taken or fn_name in namespace:  # named like what its body calls (`tanh`)
         fn_name = f"{fn_name}_graph"
     source = "\n".join([f"def {fn_name}({params}):", *body, f"    return ({returned})", ""])
     code = compile(source, f"<teachflow generated: {graph.name}>", "exec")

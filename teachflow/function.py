@@ -80,8 +80,10 @@ class ConcreteFunction:
 
     def __init__(self, traced: Traced, signature: Signature, call_signature: Any = None,
                  passes: Any = "default", backend: str | None = None,
-                 verify: bool | None = None, examples: list[Tensor] | None = None) -> None:
+                 verify: bool | None = None, examples: list[Tensor] | None = None,
+                 input_signature: list[TensorSpec] | None = None) -> None:
         self.signature = signature
+        self.input_signature = input_signature
         self.guards = traced.guards
         self._traced = traced
         self._call_signature = call_signature  # the Python function's, to read calls alike
@@ -102,11 +104,14 @@ class ConcreteFunction:
         """The generated Python that runs the graph."""
         return self._executor.source
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         try:
             args, kwargs = canonical_call(self._call_signature, args, kwargs)
             leaves, treedef = tree_flatten((args, kwargs))
             keys, tensors = _leaf_keys(_as_inputs(leaves))
+            if self.input_signature is not None and len(keys) == len(self.signature.names):
+                keys = fit_input_signature(self.input_signature, keys, tensors,
+                                           list(self.signature.names), self.graph.name)
         except (TeachflowError, _Unhashable) as err:
             why = err.message if isinstance(err, TeachflowError) else "an argument is unhashable"
             keys, treedef = None, None
@@ -243,6 +248,7 @@ class Function:
         self.input_signature = _check_input_signature(input_signature)
         self.retrace_reasons: list[str] = []
         self._concrete: dict[Any, list[ConcreteFunction]] = {}
+        self._bound_to_classes: dict[type, Function] = {}  # (a staged classmethod)
         # Calls with tensors only, by position, find their concrete function here directly.
         self._by_tensor_specs: dict[tuple, ConcreteFunction] = {}
         try:
@@ -258,7 +264,7 @@ class Function:
     def concrete_functions(self) -> list[ConcreteFunction]:
         return [c for found in self._concrete.values() for c in found]
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         if is_tracing():  # called from code being traced: trace through it (inline)
             return self.python_function(*args, **kwargs)
         if not kwargs:  # the common case, kept fast: only tensors, passed by position
@@ -274,7 +280,7 @@ class Function:
         concrete, tensors = self._concrete_for(args, kwargs)
         return concrete._call_flat(tensors)
 
-    def get_concrete_function(self, *args: Any, **kwargs: Any) -> ConcreteFunction:
+    def get_concrete_function(self, /, *args: Any, **kwargs: Any) -> ConcreteFunction:
         """The concrete function for these arguments (tracing it if it is new)."""
         return self._concrete_for(args, kwargs)[0]
 
@@ -291,7 +297,8 @@ class Function:
                 "hashable, so it cannot be part of a trace signature", op="function",
                 hint="pass tensors, or Python values that can be dict keys") from None
         if self.input_signature is not None:
-            keys = self._fit_input_signature(keys, tensors, c_args, c_kwargs)
+            names = argument_names(self.python_function, c_args, c_kwargs)
+            keys = fit_input_signature(self.input_signature, keys, tensors, names, self.__name__)
         candidates = self._concrete.setdefault((_exact_tree(treedef), keys), [])
         concrete = next((c for c in candidates if c.guards_hold(tensors)), None)
         if concrete is None:
@@ -312,7 +319,8 @@ class Function:
                                                            for k in keys if k[0] == "tensor"]
         traced = trace_function(fn, args, kwargs, name=self.__name__, specs=specs)
         concrete = ConcreteFunction(traced, signature, self._signature, self.passes,
-                                    self.backend, self.verify, examples=tensors)
+                                    self.backend, self.verify, examples=tensors,
+                                    input_signature=self.input_signature)
         if candidates:  # same signature, but the state it read is not as assumed any more
             failed = [g for g in candidates[-1].guards if not g.holds(tensors)]
             self.retrace_reasons.append("; ".join(g.reason(tensors) for g in failed))
@@ -348,32 +356,6 @@ class Function:
                     "clear gradients the same way before every call (opt.zero_grad()).")
         return "Call it with arguments of one signature (the same shapes, dtypes and devices)."
 
-    def _fit_input_signature(self, keys: tuple, tensors: list[Tensor], args: tuple,
-                             kwargs: dict) -> tuple:
-        """With an input_signature, every tensor argument must fit its spec; the keys become
-        the specs' (so every fitting call shares one trace)."""
-        specs = self.input_signature
-        names = [n for n, k in zip(argument_names(self.python_function, args, kwargs), keys,
-                                   strict=True) if k[0] == "tensor"]
-        if len(tensors) != len(specs):
-            raise TeachflowError(f"{self.__name__} was given an input_signature of {len(specs)} "
-                                 f"spec(s) but called with {len(tensors)} tensor(s)",
-                                 op="function", hint="pass one tensor per TensorSpec")
-        fitted = iter(zip(specs, tensors, names, strict=True))
-        new_keys = []
-        for key in keys:
-            if key[0] != "tensor":
-                new_keys.append(key)
-                continue
-            spec, t, name = next(fitted)
-            if not _fits(t.spec, spec):
-                raise TeachflowError(
-                    f"argument {name}: {t.spec} on {t.device} does not fit the input_signature's "
-                    f"{spec}", op="function", operands=(f"{name}: {t.dtype.name}{list(t.shape)}",),
-                    hint="a None dimension accepts any size; the others, the dtype and the "
-                         "number of dimensions must match")
-            new_keys.append(("tensor", spec.shape, spec.dtype, t.device))
-        return tuple(new_keys)
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """``@tfl.function`` on a method: each instance gets its own Function (its own traces),
@@ -382,6 +364,11 @@ class Function:
         so the Function cannot hold it weakly)."""
         if instance is None:
             return self
+        if isinstance(instance, type):  # under @classmethod: bound to the class, cached here
+            staged = self._bound_to_classes.get(instance)
+            if staged is None:
+                staged = self._bound_to_classes[instance] = self._bound(instance)
+            return staged
         try:
             cache = vars(instance)
         except TypeError:
@@ -396,9 +383,12 @@ class Function:
             else f"{self.__qualname__} (staged)"
         staged = cache.get(key)
         if not (isinstance(staged, Function) and staged.python_function.method is self):
-            staged = cache[key] = Function(_BoundMethod(self, instance), self.passes,
-                                           self.backend, self.verify, self.input_signature)
+            staged = cache[key] = self._bound(instance)
         return staged
+
+    def _bound(self, instance: Any) -> Function:
+        return Function(_BoundMethod(self, instance), self.passes, self.backend, self.verify,
+                        self.input_signature)
 
     def __repr__(self) -> str:
         return f"<tfl.function {self.__name__}: {self.trace_count} concrete function(s)>"
@@ -423,7 +413,7 @@ class _BoundMethod:
         signature = inspect.signature(fn)
         self.__signature__ = signature.replace(parameters=list(signature.parameters.values())[1:])
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         return self.method.python_function(self.instance, *args, **kwargs)
 
 
@@ -443,6 +433,32 @@ def function(fn: Callable | None = None, *, passes: Any = "default",
                         input_signature=input_signature)
 
     return stage if fn is None else stage(fn)
+
+
+def fit_input_signature(specs: list[TensorSpec], keys: tuple, tensors: list[Tensor],
+                        names: list[str], function: str) -> tuple:
+    """With an input_signature, every tensor argument must fit its spec; the keys become the
+    specs' (so every fitting call shares one trace). `names` name every flat argument."""
+    names = [n for n, k in zip(names, keys, strict=True) if k[0] == "tensor"]
+    if len(tensors) != len(specs):
+        raise TeachflowError(f"{function} was given an input_signature of {len(specs)} spec(s) "
+                             f"but called with {len(tensors)} tensor(s)", op="function",
+                             hint="pass one tensor per TensorSpec")
+    fitted = iter(zip(specs, tensors, names, strict=True))
+    new_keys = []
+    for key in keys:
+        if key[0] != "tensor":
+            new_keys.append(key)
+            continue
+        spec, t, name = next(fitted)
+        if not _fits(t.spec, spec):
+            raise TeachflowError(
+                f"argument {name}: {t.spec} on {t.device} does not fit the input_signature's "
+                f"{spec}", op="function", operands=(f"{name}: {t.dtype.name}{list(t.shape)}",),
+                hint="a None dimension accepts any size; the others, the dtype and the number "
+                     "of dimensions must match")
+        new_keys.append(("tensor", spec.shape, spec.dtype, t.device))
+    return tuple(new_keys)
 
 
 # --- Signatures ---------------------------------------------------------------------------------

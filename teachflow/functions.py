@@ -20,7 +20,7 @@ from teachflow.ops import elementwise as ew
 from teachflow.ops import linalg
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import RuleError, normalize_axis
-from teachflow.tensor import NUMPY_TWINS, Tensor, _shape_arg, as_tensor
+from teachflow.tensor import NUMPY_TWINS, Tensor, _shape_arg, as_tensor, default_dtype
 
 Axis = int | Sequence[int] | None
 
@@ -90,7 +90,12 @@ def clip(x: Any, min: Any = None, max: Any = None) -> Tensor:
 
 
 def where(cond: Any, x: Any, y: Any) -> Tensor:
-    """`x` where `cond` is true, else `y` (all three broadcast together)."""
+    """`x` where `cond` is true, else `y` (all three broadcast together). When `x` and `y` are
+    both Python numbers, the result has the framework's default dtype for them, as
+    ``tfl.tensor`` would (``where(c, 1.0, 0.0)`` is float32, as in PyTorch)."""
+    if isinstance(x, _SCALAR) and isinstance(y, _SCALAR):
+        dtype = default_dtype(x, y)
+        x, y = as_tensor(x, dtype), as_tensor(y, dtype)
     return bind(ew.where, *_operands(cond, x, y))
 
 

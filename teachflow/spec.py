@@ -7,10 +7,13 @@ beside every node, as in ``f32[64,128]``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from teachflow.errors import DTypeError, ShapeError
 
 _SHORT_DTYPE = {
     "float16": "f16",
@@ -37,8 +40,19 @@ class TensorSpec:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "shape", tuple(self.shape))
-        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        shape = self.shape
+        if not isinstance(shape, tuple | list) or not all(
+                d is None or (isinstance(d, int | np.integer) and d >= 0) for d in shape):
+            raise ShapeError(f"a TensorSpec's shape is a tuple of sizes (None where unknown), "
+                             f"not {shape!r}", op="TensorSpec",
+                             hint='e.g. tfl.TensorSpec((None, 3), "float32")')
+        try:
+            dtype = np.dtype(self.dtype)
+        except TypeError:
+            raise DTypeError(f"{self.dtype!r} is not a dtype", op="TensorSpec",
+                             hint="use a NumPy dtype name such as 'float32' or 'int64'") from None
+        object.__setattr__(self, "shape", tuple(None if d is None else int(d) for d in shape))
+        object.__setattr__(self, "dtype", dtype)
 
     @property
     def ndim(self) -> int:
@@ -46,7 +60,8 @@ class TensorSpec:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape)) if None not in self.shape else -1
+        """The number of elements (-1 while a size is unknown). Python ints: never overflows."""
+        return math.prod(self.shape) if None not in self.shape else -1
 
     def __str__(self) -> str:
         dims = ",".join("?" if d is None else str(d) for d in self.shape)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -500,11 +501,11 @@ class Tensor:
         ``n - correction``. The default 1 is PyTorch's (unbiased); ``correction=0`` is NumPy's."""
         axis = reduction.normalize_axes("var", axis, self.shape)
         sides = [self.shape[a] for a in (range(self.ndim) if axis is None else axis)]
-        if None in sides:
-            raise ShapeError(f"var of a tensor of shape {self.shape} needs the size of the "
-                             "reduced axes", op="var", hint="reduce over axes of known size")
         deviation = self - self.mean(axis=axis, keepdims=True)
         squares = (deviation * deviation).sum(axis=axis, keepdims=keepdims)
+        if None in sides:  # a size known only when the graph runs: count then
+            count = bind(reduction.count_of, self, axis=axis, dtype=squares.dtype)
+            return squares / bind(ew.maximum, count - correction, 0)
         return squares / builtins.max(math.prod(sides) - correction, 0)
 
     def clip(self, min: Any = None, max: Any = None) -> Tensor:
@@ -673,6 +674,13 @@ FOREIGN_NAMES = {
     "maximum": "tfl.maximum(x, y)", "minimum": "tfl.minimum(x, y)",
     "masked_fill": "tfl.where(mask, value, x)", "amax": "x.max(axis)", "amin": "x.min(axis)",
     "std": "x.var(axis).sqrt()", "nelement": "x.numel()", "ndimension": "x.dim()",
+    "all": "(x != 0).astype('int32').min() == 1", "any": "(x != 0).astype('int32').max() == 1",
+    "norm": "(x * x).sum().sqrt()", "mT": "x.swapaxes(-1, -2)", "sign": "tfl.where(x > 0, 1, "
+    "tfl.where(x < 0, -1, 0))", "prod": "x.log().sum().exp() (for positive x)",
+    "exp_": "x = x.exp()", "abs_": "x = x.abs()", "sqrt_": "x = x.sqrt()",
+    "round": "np.round(x.numpy()) (no gradient)", "cumsum": "a loop of x[i] sums (no op yet)",
+    "gather": "indexing: x[np.arange(n), index]", "repeat": "tfl.concatenate([x] * k, axis)",
+    "numpy_": "x.numpy()", "to_numpy": "x.numpy()", "cpu_": "x.cpu()",
 }
 
 
@@ -768,6 +776,13 @@ def _to_array(data: Any, dtype: Any, backend: Backend, copy: bool) -> Any:
 _DEFAULT_FOR_PYTHON = {np.dtype(np.float64): np.float32, np.dtype(np.complex128): np.complex64}
 
 
+def default_dtype(*numbers: Any) -> np.dtype:
+    """The dtype a tensor made from these Python numbers together gets: NumPy's, with floats
+    float32 rather than float64 (the framework default)."""
+    dtype = np.result_type(*numbers)
+    return np.dtype(_DEFAULT_FOR_PYTHON.get(dtype, dtype))
+
+
 def as_dtype(dtype: Any, op: str) -> np.dtype:
     """A NumPy dtype from a name or type (``"float32"``, ``np.float32``), or a DTypeError."""
     try:
@@ -819,6 +834,14 @@ def _shape_arg(shape: tuple, op: str, unknown_ok: bool = False) -> tuple[int, ..
     return shape
 
 
+def _slice_bound(bound: Any) -> int:
+    try:
+        return operator.index(bound)
+    except TypeError:
+        raise DTypeError(f"slice bounds must be integers, not {type(bound).__name__} {bound!r}",
+                         op="getitem") from None
+
+
 def normalize_index(index: Any) -> tuple:
     """An index as a tuple of ints, slices, None, Ellipsis and host (NumPy) integer/bool arrays."""
     items = index if isinstance(index, tuple) else (index,)
@@ -839,6 +862,9 @@ def normalize_index(index: Any) -> tuple:
             item = np.asarray(item) if item else np.zeros(0, dtype=np.intp)
         elif isinstance(item, np.generic):  # np.int64(1) indexes as 1 does
             item = item.item()
+        elif isinstance(item, slice):  # x[k:] with k = np.int64(1), or a 0-d integer tensor
+            item = slice(*(None if b is None else _slice_bound(b)
+                           for b in (item.start, item.stop, item.step)))
         if isinstance(item, np.ndarray) and item.dtype.kind not in "iub":
             raise DTypeError(f"index arrays must hold integers or booleans, not {item.dtype}",
                              op="getitem")

@@ -740,3 +740,12 @@ def test_staged_power_gradients_equal_eager_ones_at_a_zero_base() -> None:
     staged = tfl.function(grad)(base, y)
     for e, s in zip(eager, staged, strict=True):
         np.testing.assert_array_equal(e.numpy(), s.numpy())
+
+
+def test_a_power_of_a_python_base_keeps_only_its_output(no_gc) -> None:
+    y = leaf([1.0, 2.0]) * 1.0  # an intermediate that needs a gradient
+    y_data = weakref.ref(y._data)
+    z = 2.0 ** y  # its gradient, 2**y log 2, needs only the output
+    del y
+    assert not alive(y_data)
+    z.sum().backward()

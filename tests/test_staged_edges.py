@@ -366,3 +366,100 @@ def test_an_attribute_rebound_between_calls_is_read_anew() -> None:
         for _ in range(RETRACE_WARNING_AFTER):
             model.w = model.w + 1.0
             model.forward(tfl.ones(2))
+
+
+# --- More that used to escape as bare Python errors ----------------------------------------------
+
+
+def test_numpy_and_tensor_slice_bounds_work_staged() -> None:
+    x = tfl.tensor(np.arange(6.0).reshape(2, 3))
+    k = np.int64(1)
+    for f in (lambda x: x[:, k:], lambda x: x[::np.int32(2)], lambda x: x[:, tfl.tensor(1):]):
+        want = f(x).numpy()
+        np.testing.assert_array_equal(tfl.function(f)(x).numpy(), want)
+        np.testing.assert_array_equal(tfl.compile(f, x)(x).numpy(), want)
+    with pytest.raises(tfl.DTypeError, match="slice bounds"):
+        x[0.5:]
+
+
+def test_a_function_or_argument_named_like_what_the_source_uses() -> None:
+    namespace: dict = {}
+    exec("def slice(x):\n    return x[0:1] * 2\n"
+         "def Ellipsis(x):\n    return x[..., 0]\n", namespace)
+    x = tfl.ones(2, 3)
+    for name in ("slice", "Ellipsis"):
+        f = namespace[name]
+        np.testing.assert_array_equal(tfl.function(f)(x).numpy(), f(x).numpy())
+
+    @tfl.function
+    def add(self, y):
+        return self + y
+
+    np.testing.assert_array_equal(add(self=x, y=x).numpy(), (x + x).numpy())
+    np.testing.assert_array_equal(add.get_concrete_function(self=x, y=x)(self=x, y=x).numpy(),
+                                  (x + x).numpy())
+
+
+def test_tensor_specs_check_what_they_are_given() -> None:
+    with pytest.raises(tfl.ShapeError, match="tuple of sizes"):
+        tfl.TensorSpec(None, "float32")
+    with pytest.raises(tfl.DTypeError, match="not a dtype"):
+        tfl.TensorSpec((None, 3), "floaty")
+    assert tfl.TensorSpec((2**40, 2**40), "float32").size == 2**80  # no int64 overflow
+
+
+def test_a_staged_classmethod() -> None:
+    class Scaler:
+        factor = 3.0
+
+        @classmethod
+        @tfl.function
+        def scale(cls, x):
+            return x * cls.factor
+
+    np.testing.assert_array_equal(Scaler.scale(tfl.ones(2)).numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(Scaler().scale(tfl.ones(2)).numpy(), [3.0, 3.0])
+
+
+def test_where_of_two_python_numbers_has_the_default_dtype() -> None:
+    cond = tfl.tensor([True, False])
+    for a, b, dtype in ((1.0, 0.0, np.float32), (2, 0.5, np.float32), (2, 3, np.int64)):
+        assert tfl.where(cond, a, b).dtype == dtype
+        assert tfl.function(lambda c, a=a, b=b: tfl.where(c, a, b))(cond).dtype == dtype
+
+
+def test_unknown_sizes_in_indexing_concatenation_and_gradients() -> None:
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, None), name="x")
+        p = tfl.placeholder((None, 3), name="p")
+        assert x[0].shape == (None,) and x[1:].shape == (None, None)
+        assert p[::2].shape == (None, 3) and p[:5].shape == (None, 3) and p[0].shape == (3,)
+        assert p[:, np.array([True, False, True])].shape == (None, 2)
+        joined = tfl.concatenate([tfl.placeholder((2, None)), tfl.placeholder((None, 4))])
+        assert joined.shape == (None, 4)
+        grads = [tfl.grad(lambda x: x[::2].sum())(p),
+                 tfl.grad(lambda x: tfl.stack([x, x * 2]).sum())(p),
+                 tfl.grad(lambda x: (x > 0).astype("float32").sum())(p),
+                 tfl.grad(lambda x: x.var(axis=0).sum())(p)]
+        variance = p.var()
+    data = np.arange(15.0, dtype=np.float32).reshape(5, 3)
+    session = tfl.Session(g)
+    got = session.run(grads, feed={p: data})
+    want = [tfl.grad(f)(tfl.tensor(data)).numpy() for f in (
+        lambda x: x[::2].sum(), lambda x: tfl.stack([x, x * 2]).sum(),
+        lambda x: (x > 0).astype("float32").sum(), lambda x: x.var(axis=0).sum())]
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+    np.testing.assert_allclose(session.run(variance, feed={p: data}), data.var(ddof=1))
+    with pytest.raises(tfl.ShapeError, match="known only when the graph runs"), tfl.Graph():
+        q = tfl.placeholder((None, 3))
+        tfl.grad(lambda x: tfl.concatenate([x, x * 2], axis=0).sum())(q)
+
+
+def test_a_concrete_function_of_an_input_signature_takes_every_size_that_fits() -> None:
+    f = tfl.function(lambda x: x.sum(axis=0),
+                     input_signature=[tfl.TensorSpec((None, 3), "float32")])
+    concrete = f.get_concrete_function(tfl.ones(2, 3))
+    np.testing.assert_array_equal(concrete(tfl.ones(7, 3)).numpy(), [7.0, 7.0, 7.0])
+    with pytest.raises(tfl.TraceError, match="does not fit"):
+        concrete(tfl.ones(7, 2))

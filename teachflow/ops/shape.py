@@ -9,6 +9,7 @@ own: the autodiff engine sums every cotangent back to its input's shape.
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Any
 
 import numpy as np
@@ -91,19 +92,47 @@ def is_basic_index(index: tuple) -> bool:
                for i in index)
 
 
-# An unknown dimension (None) is played by this huge size; sizes near it in the result are unknown.
-_UNKNOWN = 2**40
-
-
 def _getitem_rule(x: TensorSpec, *, index: tuple) -> TensorSpec:
     # Index a zero-cost broadcast view of x's shape: NumPy itself works out the result shape.
-    stand_in = tuple(_UNKNOWN if d is None else d for d in x.shape)
+    if None not in x.shape:
+        try:
+            shape = _indexed(x.shape, x.dtype, index)
+        except IndexError as exc:
+            raise RuleError(f"index {_show_index(index)} does not fit {x}: {exc}",
+                            kind=IndexingError) from None
+        return TensorSpec(shape, x.dtype)
+    # Some sizes are known only when the graph runs. Index stand-ins of different sizes there:
+    # a result size that differs between them depends on an unknown size, so it is unknown too.
     try:
-        shape = np.broadcast_to(np.empty((), x.dtype), stand_in)[index].shape
-    except IndexError as exc:
-        raise RuleError(f"index {_show_index(index)} does not fit {x}: {exc}",
-                        kind=IndexingError) from None
-    return TensorSpec(tuple(None if d > _UNKNOWN // 2 else d for d in shape), x.dtype)
+        shapes = [_indexed(tuple(size if d is None else d for d in x.shape), x.dtype, index)
+                  for size in _stand_in_sizes(x.shape, index)]
+    except IndexError:
+        raise RuleError(f"index {_show_index(index)} does not fit {x} for every size its "
+                        "unknown dimensions (?) may have", kind=IndexingError,
+                        hint="index the unknown dimensions with slices, or with ints and "
+                             "arrays that fit their smallest size") from None
+    return TensorSpec(tuple(sizes[0] if len(set(sizes)) == 1 else None
+                            for sizes in zip(*shapes, strict=True)), x.dtype)
+
+
+def _indexed(shape: tuple, dtype: np.dtype, index: tuple) -> tuple:
+    return np.broadcast_to(np.empty((), dtype), shape)[index].shape
+
+
+def _stand_in_sizes(shape: tuple, index: tuple) -> list[int]:
+    """Sizes to try for the unknown dimensions: one just big enough for the index's ints (so
+    ``x[:5]`` is seen to depend on the size), and two big ones (so ``x[1:]`` and ``x[::2]`` are).
+    With index arrays NumPy copies what it reads, so all three stay small."""
+    ints = [abs(int(i)) for i in index if isinstance(i, int)]
+    ints += [int(np.abs(i).max()) for i in index
+             if isinstance(i, np.ndarray) and i.dtype.kind in "iu" and i.size]
+    small = 1 + max(ints, default=0)
+    if any(isinstance(i, np.ndarray) for i in index):
+        return [small, small + 7, small + 8]
+    known = math.prod(d for d in shape if d is not None) or 1
+    unknown = sum(d is None for d in shape)
+    big = max(small + 2, int((2**60 // known) ** (1 / unknown)) // 2)  # a view: no memory
+    return [small, big, big + 1]
 
 
 def _show_index(index: tuple) -> str:
@@ -168,21 +197,37 @@ def _setitem_rule(x: TensorSpec, value: Any, *, index: tuple) -> TensorSpec:
     return TensorSpec(x.shape, x.dtype)
 
 
+def _joined(shapes: list[tuple], skip: int | None = None) -> tuple | None:
+    """The one shape all `shapes` can be (a known size wins over an unknown one), except along
+    axis `skip`; None when two known sizes differ."""
+    joined = []
+    for k, sizes in enumerate(zip(*shapes, strict=True)):
+        known = {d for d in sizes if d is not None}
+        if k != skip and len(known) > 1:
+            return None
+        joined.append(known.pop() if len(known) == 1 else None)
+    return tuple(joined)
+
+
 def _concatenate_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
     first = xs[0]
     for i, x in enumerate(xs[1:], start=1):
-        if x.ndim != first.ndim or any(a != b for k, (a, b) in
-                                       enumerate(zip(x.shape, first.shape, strict=True))
-                                       if k != axis):
+        if x.ndim != first.ndim or _joined([first.shape, x.shape], skip=axis) is None:
             raise RuleError(f"tensor {i} has shape {x.shape}, tensor 0 has {first.shape}: "
                             f"all dimensions except axis {axis} must match")
-    size = None if any(x.shape[axis] is None for x in xs) else np.sum([x.shape[axis] for x in xs])
-    shape = first.shape[:axis] + (None if size is None else int(size),) + first.shape[axis + 1:]
-    return TensorSpec(shape, np.result_type(*(x.dtype for x in xs)))
+    shape = list(_joined([x.shape for x in xs], skip=axis))
+    sizes = [x.shape[axis] for x in xs]
+    shape[axis] = None if None in sizes else builtins.sum(sizes)
+    return TensorSpec(tuple(shape), np.result_type(*(x.dtype for x in xs)))
 
 
 def _concatenate_grad(g: Any, i: int, xs: tuple, *, axis: int) -> Any:
     """The cotangent of input `i`: its slice of `g` along the joined axis."""
+    if any(x.shape[axis] is None for x in xs[:i + 1]):
+        raise ShapeError(
+            f"the gradient of concatenate along axis {axis} needs where each input starts, and "
+            "some sizes along that axis are known only when the graph runs", op="concatenate",
+            hint="concatenate along an axis whose sizes are known (or trace with known sizes)")
     start = builtins.sum(x.shape[axis] for x in xs[:i])
     stop = start + xs[i].shape[axis]
     return bind(getitem, g, index=(slice(None),) * axis + (slice(start, stop),))
@@ -190,10 +235,11 @@ def _concatenate_grad(g: Any, i: int, xs: tuple, *, axis: int) -> Any:
 
 def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
     for i, x in enumerate(xs[1:], start=1):
-        if x.shape != xs[0].shape:
+        if x.ndim != xs[0].ndim or _joined([xs[0].shape, x.shape]) is None:
             raise RuleError(f"tensor {i} has shape {x.shape}, tensor 0 has {xs[0].shape}: "
                             "stack needs equal shapes")
-    shape = xs[0].shape[:axis] + (len(xs),) + xs[0].shape[axis:]
+    joined = _joined([x.shape for x in xs])
+    shape = joined[:axis] + (len(xs),) + joined[axis:]
     return TensorSpec(shape, np.result_type(*(x.dtype for x in xs)))
 
 
