@@ -106,7 +106,7 @@ class ConcreteFunction:
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         try:
-            args, kwargs = canonical_call(self._call_signature, args, kwargs)
+            args, kwargs = canonical_call(self._call_signature, args, kwargs, self.graph.name)
             leaves, treedef = tree_flatten((args, kwargs))
             keys, tensors = _leaf_keys(_as_inputs(leaves))
             if self.input_signature is not None and len(keys) == len(self.signature.names):
@@ -170,7 +170,9 @@ class ConcreteFunction:
                 results = [_not_differentiable_again(r, tracked, self.graph.name)
                            for r in results]
         write_back(self.graph, tensors, results)
-        results = results[:self._results]
+        results = [r if outside is None else outside.tensor(tensors)  # `return w`: w itself
+                   for r, outside in zip(results[:self._results], self._traced.returned,
+                                         strict=True)]
         if self._single_output:
             return results[0]
         it = iter(results)

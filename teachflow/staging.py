@@ -293,6 +293,16 @@ class GraphBuilder:
                                 None if state.current is None else state.current._data))
         return changed
 
+    def outside(self, tensor: Tensor) -> Slot | None:
+        """The argument or captured tensor that `tensor` is, if it is one: a function that
+        returns it returns that very tensor object, as eagerly."""
+        if tensor in self.arguments:
+            position = self.arguments[tensor]
+            return Slot(position, "data", self.graph.inputs[position].name)
+        if not isinstance(tensor._data, Value):
+            return self.captured[tensor].data
+        return None
+
     def finish_guards(self) -> list[Guard]:
         """The guards of this trace. When it wrote a .grad (backward() ran), what backward
         wrote depended on which tensors required grad: that is assumed too."""
@@ -450,12 +460,14 @@ class Traced:
     assumed about state outside the graph (`guards`)."""
 
     def __init__(self, graph: Graph, in_tree: Any, out_tree: Any, out_leaves: list,
-                 guards: list[Guard]) -> None:
+                 guards: list[Guard], returned: list[Slot | None]) -> None:
         self.graph = graph
         self.in_tree = in_tree  # treedef of (args, kwargs)
         self.out_tree = out_tree
         self.out_leaves = out_leaves  # per flat result: a Value, or a static Python value
         self.guards = guards
+        # Per flat result: the outside tensor it *is* (``return w`` gives w itself, eagerly).
+        self.returned = returned
 
 
 def named_arguments(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
@@ -528,7 +540,8 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
         if value is not None:
             graph.outputs.append(value)
     graph.verify()
-    return Traced(graph, in_tree, out_tree, outputs, builder.finish_guards())
+    returned = [builder.outside(x) for x in out_leaves if isinstance(x, Tensor)]
+    return Traced(graph, in_tree, out_tree, outputs, builder.finish_guards(), returned)
 
 
 def _identifier(name: str, graph: Graph) -> str:

@@ -484,3 +484,20 @@ def test_tfl_tensor_of_a_tensor_inside_a_trace_copies_its_values_at_each_call() 
     np.testing.assert_allclose(staged(tfl.ones(2)).numpy(), [12.0, 13.0])
     copy_ = tfl.tensor(tfl.tensor([1.0], requires_grad=True))
     assert not copy_.requires_grad  # a copy of the values, off the tape, as eagerly
+
+
+def test_returning_an_argument_or_a_captured_tensor_returns_that_tensor() -> None:
+    w = tfl.tensor([1.0, 2.0])
+
+    def f(p, g):
+        p -= g
+        w.__imul__(2.0)
+        return p, w, p * 1.0
+
+    staged = tfl.function(f)
+    p = tfl.tensor([5.0, 5.0])
+    for i in range(2):
+        a, b, c = staged(p, tfl.ones(2))
+        assert a is p and b is w and c is not p  # as eagerly: the same objects
+        np.testing.assert_allclose(p.numpy(), [4.0 - i, 4.0 - i])
+        np.testing.assert_allclose(c.numpy(), p.numpy())

@@ -20,7 +20,7 @@ from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes
 
 
 def _known_size(shape: tuple) -> int | None:
-    return None if None in shape else int(np.prod(shape, dtype=np.int64))
+    return None if None in shape else math.prod(shape)
 
 
 def _reshape_rule(x: TensorSpec, *, shape: tuple) -> TensorSpec:
@@ -28,7 +28,7 @@ def _reshape_rule(x: TensorSpec, *, shape: tuple) -> TensorSpec:
         raise RuleError(f"invalid target shape {shape}",
                         hint="use non-negative sizes and at most one -1")
     size = _known_size(x.shape)
-    known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+    known = math.prod(d for d in shape if d != -1)
     if size is None:  # an unknown input dimension leaves -1 unknown too
         return TensorSpec(tuple(None if d == -1 else d for d in shape), x.dtype)
     if -1 in shape:
