@@ -157,9 +157,9 @@ class GraphBuilder:
         node = self.graph.add_node(op, operands, params, spec, source)
         backend = get_backend(spec.device)
         tracked = any(isinstance(x, Tensor) and x._node is not None for x in args)
-        if tracked and not autodiff.is_grad_enabled():
-            # Computed under no_grad from values that need gradients: the graph says so, so
-            # that differentiating through a run of the graph treats it as a constant too.
+        if tracked and not autodiff.is_grad_enabled() and not autodiff.in_backward():
+            # Computed under the user's no_grad from values that need gradients: the graph says
+            # so, so that differentiating through a run of the graph treats it as a constant.
             node = self.graph.add_node(stop_gradient, (node.output,), {}, spec, source)
         tape = autodiff.record(op, args, params, node.output, backend) if tracked else None
         if tape is not None:

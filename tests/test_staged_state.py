@@ -501,3 +501,19 @@ def test_returning_an_argument_or_a_captured_tensor_returns_that_tensor() -> Non
         assert a is p and b is w and c is not p  # as eagerly: the same objects
         np.testing.assert_allclose(p.numpy(), [4.0 - i, 4.0 - i])
         np.testing.assert_allclose(c.numpy(), p.numpy())
+
+
+def test_only_the_users_no_grad_regions_become_stop_gradients() -> None:
+    w, x = tfl.randn(3, 2, requires_grad=True), tfl.randn(4, 3)
+    joint = tfl.trace(tfl.grad(lambda w, x: (x @ w).tanh().sum()), w, x)
+    assert not [n for n in joint.nodes if n.op.name == "stop_gradient"]  # backward: not user code
+
+    def step(x):
+        w.grad = None
+        (x @ w).sum().backward()
+        with tfl.no_grad():
+            w.__isub__(0.1 * w.grad)  # the one op under the user's no_grad with a tracked input
+        return x
+
+    ops = [n.op.name for n in tfl.trace(step, x).nodes]
+    assert ops.count("stop_gradient") == 1
