@@ -42,6 +42,7 @@ from teachflow.errors import AutodiffError, DTypeError, on_behalf_of
 from teachflow.graph import Value
 from teachflow.ops import creation, elementwise, reduction
 from teachflow.ops import shape as shape_ops
+from teachflow.spec import TensorSpec
 from teachflow.tree import tree_flatten, tree_unflatten
 
 # --- Gradient mode ------------------------------------------------------------------------------
@@ -145,7 +146,8 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
     if plan is None:
         return None
     keep, keep_out = plan
-    inputs = tuple([_saved(x, k) if k else None for x, k in zip(args, keep, strict=True)])
+    inputs = tuple([None if k is None else _saved(x, k)
+                    for x, k in zip(args, keep, strict=True)]) if any(keep) else keep
     return TapeNode(op, params, parents, inputs, out if keep_out else None,
                     backend, out.shape, out.dtype)
 
@@ -161,9 +163,10 @@ def _saved(x: Any, what: str) -> Any:
     """
     Tensor = _tensor.Tensor
     if isinstance(x, Tensor):
-        if what == "spec" and None not in x.shape:
-            return x.spec
-        return Tensor._make(x._data, x._backend, x._node)
+        data = x._data
+        if what == "spec" and None not in data.shape:
+            return TensorSpec(data.shape, data.dtype, x._backend.name)
+        return Tensor._make(data, x._backend, x._node)
     if isinstance(x, np.ndarray):
         return x.copy()
     return x

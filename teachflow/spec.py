@@ -40,19 +40,17 @@ class TensorSpec:
     device: str = "cpu"
 
     def __post_init__(self) -> None:
-        shape = self.shape
-        if not isinstance(shape, tuple | list) or not all(
-                d is None or (isinstance(d, int | np.integer) and d >= 0) for d in shape):
-            raise ShapeError(f"a TensorSpec's shape is a tuple of sizes (None where unknown), "
-                             f"not {shape!r}", op="TensorSpec",
-                             hint='e.g. tfl.TensorSpec((None, 3), "float32")')
-        try:
-            dtype = np.dtype(self.dtype)
-        except TypeError:
-            raise DTypeError(f"{self.dtype!r} is not a dtype", op="TensorSpec",
-                             hint="use a NumPy dtype name such as 'float32' or 'int64'") from None
-        object.__setattr__(self, "shape", tuple(None if d is None else int(d) for d in shape))
-        object.__setattr__(self, "dtype", dtype)
+        # Made for every op while tracing: the common case (a tuple of ints, a dtype) is let
+        # through as it is; anything else is checked and normalised.
+        if type(self.shape) is not tuple or not all(type(d) is int for d in self.shape):
+            object.__setattr__(self, "shape", _checked_shape(self.shape))
+        if not isinstance(self.dtype, np.dtype):
+            try:
+                object.__setattr__(self, "dtype", np.dtype(self.dtype))
+            except TypeError:
+                raise DTypeError(f"{self.dtype!r} is not a dtype", op="TensorSpec",
+                                 hint="use a NumPy dtype name such as 'float32' or 'int64'"
+                                 ) from None
 
     @property
     def ndim(self) -> int:
@@ -66,6 +64,15 @@ class TensorSpec:
     def __str__(self) -> str:
         dims = ",".join("?" if d is None else str(d) for d in self.shape)
         return f"{short_dtype(self.dtype)}[{dims}]"
+
+
+def _checked_shape(shape: Any) -> tuple:
+    if not isinstance(shape, tuple | list) or not all(
+            d is None or (isinstance(d, int | np.integer) and d >= 0) for d in shape):
+        raise ShapeError(f"a TensorSpec's shape is a tuple of sizes (None where unknown), not "
+                         f"{shape!r}", op="TensorSpec",
+                         hint='e.g. tfl.TensorSpec((None, 3), "float32")')
+    return tuple(None if d is None else int(d) for d in shape)
 
 
 def short_dtype(dtype: Any) -> str:

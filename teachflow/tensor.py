@@ -620,17 +620,6 @@ class Tensor:
         """The number of axes (NumPy: ``t.ndim``)."""
         return self.ndim
 
-    def __getattr__(self, name: str) -> Any:
-        """Reached only for a name Tensor does not have: a PyTorch or NumPy habit gets an
-        AttributeError that says how teachflow spells it."""
-        if hasattr(type(self), name):  # a property that raised AttributeError: let it say why
-            return object.__getattribute__(self, name)
-        spelling = None if name.startswith("__") else FOREIGN_NAMES.get(name)
-        if spelling is None:
-            raise AttributeError(f"'Tensor' object has no attribute '{name}'", name=name,
-                                 obj=self)
-        raise AttributeError(f"'Tensor' object has no attribute '{name}': teachflow spells it "
-                             f"{spelling}")
 
 
 class ElementCount(int):
@@ -649,8 +638,8 @@ class ElementCount(int):
         return self.shape[axis]
 
 
-#: PyTorch's and NumPy's names for what teachflow spells otherwise, as `Tensor.__getattr__`
-#: tells them (names teachflow has, such as ``view`` or ``clone``, are methods above).
+#: PyTorch's and NumPy's names for what teachflow spells otherwise: on a Tensor each is a
+#: `ForeignName` that says so (names teachflow has, such as ``view`` or ``clone``, are methods).
 FOREIGN_NAMES = {
     "clamp": "x.clip(min, max)", "clamp_min": "x.clip(min=...)", "clamp_max": "x.clip(max=...)",
     "cuda": "x.to('gpu')", "is_cuda": "x.device == 'gpu'",
@@ -682,6 +671,27 @@ FOREIGN_NAMES = {
     "gather": "indexing: x[np.arange(n), index]", "repeat": "tfl.concatenate([x] * k, axis)",
     "numpy_": "x.numpy()", "to_numpy": "x.numpy()", "cpu_": "x.cpu()",
 }
+
+
+class ForeignName:
+    """A PyTorch or NumPy name that teachflow spells otherwise (``t.clamp``): reading it on a
+    tensor raises the AttributeError Python would, saying what to write instead. (A class
+    attribute rather than ``__getattr__``: defining ``__getattr__`` would slow down every
+    attribute read of every tensor.)"""
+
+    def __init__(self, name: str, spelling: str) -> None:
+        self.name, self.spelling = name, spelling
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        raise AttributeError(f"'Tensor' object has no attribute '{self.name}': teachflow spells "
+                             f"it {self.spelling}", name=self.name, obj=instance)
+
+
+for _name, _spelling in FOREIGN_NAMES.items():
+    setattr(Tensor, _name, ForeignName(_name, _spelling))
+del _name, _spelling
 
 
 #: NumPy functions and teachflow's functions that mean the same, filled in by
