@@ -256,30 +256,6 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set[int] | None = N
                 relevant.add(id(node))
     grads: dict[int, Any] = {id(root): seed}
     found = []
-    global _backward_depth
-    _backward_depth += 1
-    try:
-        _walk(order, grads, found, targets, relevant, create_graph)
-    finally:
-        _backward_depth -= 1
-    if release:
-        for node in order:
-            if type(node) is TapeNode:
-                node.release()
-    return found
-
-
-#: How many backward passes are running right now (their rules' ops are not user code).
-_backward_depth = 0
-
-
-def in_backward() -> bool:
-    """True while gradient rules run (tracing marks no_grad regions of *user* code only)."""
-    return _backward_depth > 0
-
-
-def _walk(order: list, grads: dict, found: list, targets: set | None, relevant: set | None,
-          create_graph: bool) -> None:
     with _GradMode(create_graph):
         for node in reversed(order):
             g = grads.pop(id(node), None)
@@ -294,6 +270,11 @@ def _walk(order: list, grads: dict, found: list, targets: set | None, relevant: 
             origin = node.source and replace(node.source, note=f"grad of {node.op.name}")
             with on_behalf_of(origin):
                 _send_back(node, g, grads, relevant, create_graph)
+    if release:
+        for node in order:
+            if type(node) is TapeNode:
+                node.release()
+    return found
 
 
 def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,

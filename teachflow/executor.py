@@ -30,6 +30,7 @@ from __future__ import annotations
 import keyword
 import re
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
@@ -182,7 +183,7 @@ def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] |
         env[id(v)] = Tensor._make(backend.asarray(v.data), backend, None)
     for node in live_nodes(graph, outputs):
         args = [env[id(o)] if isinstance(o, Value) else o for o in node.inputs]
-        with on_behalf_of(node.source):
+        with on_behalf_of(node.source), (no_grad() if node.no_grad else nullcontext()):
             env[id(node.output)] = result = bind(node.op, *args, **node.params)
         if on_node is not None:
             on_node(node, result)

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from teachflow import autodiff
+from teachflow import autodiff, dispatch
 from teachflow.backends import get_backend
 from teachflow.compiler import Compilation, run_pipeline
 from teachflow.errors import DeviceError, TeachflowError, TraceError, user_stacklevel
@@ -155,9 +155,10 @@ class ConcreteFunction:
         if self.graph.updates:
             _refuse_aliases(self.graph, tensors)
         taped = bool(tracked) and autodiff.is_grad_enabled()
-        if taped and self._differentiable:
-            # Someone may differentiate through this call: run the traced graph op by op, on
-            # the tape (the optimized graph's fused kernels have no gradient rules).
+        if is_tracing() or (taped and self._differentiable):
+            # Inside a trace, the graph's ops join that trace; and where someone may
+            # differentiate through this call, they run one by one, on the tape (the optimized
+            # graph's fused kernels have no gradient rules).
             results = interpret(self._traced.graph, tensors)
         else:
             try:
@@ -166,13 +167,14 @@ class ConcreteFunction:
                 raise explain_failure(self._traced.graph, tensors) from exc
             results = [Tensor._make(a if type(a) is b.array_type else b.xp.asarray(a), b, None)
                        for a, b in zip(outputs, self._out_backends, strict=True)]
-            if taped:  # a trace that ran backward(): its gradients are inside, already
-                results = [_not_differentiable_again(r, tracked, self.graph.name)
-                           for r in results]
         write_back(self.graph, tensors, results)
+        results = results[:self._results]
+        if taped and not self._differentiable and not is_tracing():
+            # A trace that ran backward(): its gradients are inside already. Its results say so
+            # if backward() reaches them again (the state it updated stays plain, as eagerly).
+            results = [_not_differentiable_again(r, tracked, self.graph.name) for r in results]
         results = [r if outside is None else outside.tensor(tensors)  # `return w`: w itself
-                   for r, outside in zip(results[:self._results], self._traced.returned,
-                                         strict=True)]
+                   for r, outside in zip(results, self._traced.returned, strict=True)]
         if self._single_output:
             return results[0]
         it = iter(results)
@@ -209,14 +211,16 @@ def _not_differentiable_again(result: Tensor, parents: list, function: str) -> T
 
 def write_back(graph: Graph, arguments: list[Tensor] | tuple, outputs: list[Tensor]) -> None:
     """After a run: each piece of state the traced code updated takes its new value, as eagerly
-    (a tensor updated in place holds the new values; a .grad is the new gradient, or None)."""
+    (a tensor updated in place holds the new values; a .grad is the new gradient, or None).
+    Through the interpreter: inside another trace, that trace records the updates in turn."""
+    interpreter = dispatch.current_interpreter()
     for update in graph.updates:
         tensor = update.slot.tensor(arguments)
         new = None if update.output is None else outputs[update.output]
         if update.slot.attr == "data":
-            tensor._take(new)
+            interpreter.assign(tensor, new)
         else:  # a gradient is a plain value, off the tape, as backward() leaves it
-            tensor._grad = None if new is None else Tensor._make(new._data, new._backend, None)
+            interpreter.write_grad(tensor, None if new is None else new.detach())
 
 
 def _refuse_aliases(graph: Graph, arguments: list[Tensor] | tuple) -> None:

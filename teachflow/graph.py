@@ -146,10 +146,11 @@ class Value:
 class Node:
     """One op application: ``output = op(*inputs, **params)``."""
 
-    __slots__ = ("id", "inputs", "lineage", "op", "output", "params", "source")
+    __slots__ = ("id", "inputs", "lineage", "no_grad", "op", "output", "params", "source")
 
     def __init__(self, id: int, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
-                 source: SourceLocation | None, lineage: tuple[int, ...] = ()) -> None:
+                 source: SourceLocation | None, lineage: tuple[int, ...] = (),
+                 no_grad: bool = False) -> None:
         self.id = id
         self.op = op
         self.inputs = inputs  # Values and Python-scalar literals
@@ -157,6 +158,9 @@ class Node:
         self.output = Value(id, spec, "node", producer=self)
         self.source = source
         self.lineage = lineage or (id,)  # the ids of the original nodes this one stands for
+        # Traced without recording for autodiff (under no_grad, or a backward pass that is not
+        # itself differentiated): running the graph on a tape must not record it either.
+        self.no_grad = no_grad
 
     @property
     def spec(self) -> TensorSpec:
@@ -208,8 +212,8 @@ class Graph:
         return value
 
     def add_node(self, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
-                 source: SourceLocation | None) -> Node:
-        node = Node(self._new_id(), op, inputs, params, spec, source)
+                 source: SourceLocation | None, no_grad: bool = False) -> Node:
+        node = Node(self._new_id(), op, inputs, params, spec, source, no_grad=no_grad)
         self._own(node.output)
         self.nodes.append(node)
         return node
@@ -272,7 +276,7 @@ class Graph:
         for node in self.nodes:
             inputs = tuple(new[id(o)] if isinstance(o, Value) else o for o in node.inputs)
             clone = Node(node.id, node.op, inputs, node.params, node.spec, node.source,
-                         node.lineage)
+                         node.lineage, node.no_grad)
             g._own(clone.output)
             new[id(node.output)] = clone.output
             g.nodes.append(clone)

@@ -27,20 +27,17 @@ trace assumed, recorded as a `Guard` that each call checks (a different answer r
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from teachflow import autodiff, dispatch
+from teachflow import autodiff, dispatch, surroundings
 from teachflow.backends import get_backend
 from teachflow.errors import SourceLocation, TraceError, user_frame, user_location
 from teachflow.graph import Graph, Slot, Update, Value
-from teachflow.ops.elementwise import stop_gradient
 from teachflow.spec import TensorSpec
 from teachflow.tensor import Tensor, as_constant, as_dtype
 from teachflow.tree import tree_flatten, tree_paths, tree_unflatten
@@ -69,13 +66,12 @@ class Guard:
     slot: Slot
     what: str
     expected: Any
-    place: tuple[dict, str] | None = None
+    place: surroundings.Place | None = None
 
     def observe(self, arguments: Any) -> Any:
         tensor = self.slot.tensor(arguments)
         if self.what == "binding":
-            names, name = self.place
-            return names.get(name) is tensor
+            return self.place.holds(tensor)
         if self.what == "requires_grad":
             return tensor.requires_grad
         grad = tensor.grad
@@ -114,7 +110,8 @@ class GraphBuilder:
         self.grads: dict[Tensor, _GradState] = {}  # an outside tensor -> its .grad so far
         self.guards: list[Guard] = []
         self._names: dict[Tensor, str] = {}  # an outside tensor -> its name in the graph
-        self._places: dict[Tensor, tuple[dict, str]] = {}  # ... where that name is bound
+        self._places: dict[Tensor, surroundings.Place] = {}  # ... where that name lasts
+        self._reach: dict[int, tuple[Any, dict]] = {}  # id(namespace) -> (it, tensor places)
 
     def __enter__(self) -> GraphBuilder:
         self._context = dispatch.interpreting(self)
@@ -154,13 +151,10 @@ class GraphBuilder:
         source = user_location()
         spec = op.abstract_eval(*(o.spec if isinstance(o, Value) else o for o in operands),
                                 **params)
-        node = self.graph.add_node(op, operands, params, spec, source)
+        node = self.graph.add_node(op, operands, params, spec, source,
+                                   no_grad=not autodiff.is_grad_enabled())
         backend = get_backend(spec.device)
         tracked = any(isinstance(x, Tensor) and x._node is not None for x in args)
-        if tracked and not autodiff.is_grad_enabled() and not autodiff.in_backward():
-            # Computed under the user's no_grad from values that need gradients: the graph says
-            # so, so that differentiating through a run of the graph treats it as a constant.
-            node = self.graph.add_node(stop_gradient, (node.output,), {}, spec, source)
         tape = autodiff.record(op, args, params, node.output, backend) if tracked else None
         if tape is not None:
             tape.source = source  # so the gradient's nodes can name this line too
@@ -261,20 +255,47 @@ class GraphBuilder:
         return state
 
     def _name_for(self, tensor: Tensor) -> str:
-        """A readable name for an outside tensor: the name the user's code knows it by (``w``,
-        ``self.w``), unique in the graph; a number where none is found."""
+        """A readable name for an outside tensor: the name the user's code reaches it by (``w``,
+        ``self.w``, ``opt.state[0]``), unique in the graph; a number where none is found."""
         name = self._names.get(tensor)
         if name is None:
             taken = {*(v.name for v in self.graph.inputs), *self._names.values()}
-            found, place = _python_name(tensor)
-            if place is not None:
-                self._places[tensor] = place
+            found, lasting = self._find(tensor)
+            if lasting is not None:
+                self._places[tensor] = lasting
             base = found or f"{self.graph._next_id}"
             name, i = base, 1
             while name in taken:
                 name, i = f"{base}_{i}", i + 1
             self._names[tensor] = name
         return name
+
+    def _find(self, tensor: Tensor) -> tuple[str | None, surroundings.Place | None]:
+        """The name the innermost user frame reaches `tensor` by, and the place that name is
+        bound at when it lasts beyond the call: a global, or a place inside an object or a
+        container (``self.w``, ``P["w"]``), rather than a local variable (a loop variable may
+        hold it only for now). Attributes and entries are preferred, as their names last."""
+        frame = user_frame()
+        if frame is None:
+            return None, None
+        places = []
+        for namespace in (frame.f_locals, frame.f_globals):
+            known = self._reach.get(id(namespace))
+            if known is None or known[0] is not namespace:  # (indexed once per trace)
+                # Of a module, only the globals this code names (a module may have thousands).
+                names = (surroundings.global_names(frame.f_code, namespace)
+                         if namespace is frame.f_globals else list(namespace))
+                known = self._reach[id(namespace)] = (namespace,
+                                                      _tensor_places(namespace, names))
+            places += [(namespace, p) for p in known[1].get(tensor, ()) if p.holds(tensor)]
+        if not places:
+            return None, None
+        locals_ = frame.f_locals if frame.f_locals is not frame.f_globals else None
+        nested = [p for ns, p in places if p.container is not ns]
+        global_names = [p for ns, p in places if ns is frame.f_globals and p.container is ns]
+        local_names = [p for ns, p in places if ns is locals_ and p.container is ns]
+        best = (nested or global_names or local_names)[0]
+        return best.name, (None if best in local_names else best)
 
     def updates(self) -> list[tuple[Slot, Value | None]]:
         """Every piece of outside state the trace changed, with its new value."""
@@ -317,82 +338,65 @@ class GraphBuilder:
 
 
 class _Surroundings:
-    """The Python places around a traced function that could keep a tensor of the trace: the
-    attributes of its instance (``self.w = ...``), its globals and nonlocals, and the dicts and
-    lists they hold. Their contents are noted before the trace, so that afterwards any place
-    that now holds a symbolic tensor (a Python side effect of the trace) is found and put back.
-    """
-
-    #: Dicts and lists inside those places are watched too, up to this many entries.
-    NESTED_LIMIT = 1000
+    """What the traced function could leave a tensor of the trace in: the containers reachable
+    from its globals, its closure and its instance or static arguments (see
+    `teachflow.surroundings`), as they were before the trace, and its closure cells."""
 
     def __init__(self, fn: Callable, args: tuple, kwargs: dict) -> None:
-        self.places: list[tuple[str, Any, dict]] = []  # (name, container, contents before)
         inner = inspect.unwrap(fn)
-        owners = [("self", getattr(fn, "__self__", None)), ("self", getattr(fn, "instance", None)),
-                  *((n, a) for n, a in named_arguments(fn, args, kwargs)
-                    if not isinstance(a, Tensor))]
-        for name, owner in owners:
-            if owner is not None and not isinstance(owner, type | types.ModuleType):
-                with contextlib.suppress(TypeError):  # (no __dict__)
-                    self._watch(f"{name}.", vars(owner), nested=True)
-        self._watch("global ", getattr(inner, "__globals__", {}), nested=True)
+        code = getattr(inner, "__code__", None)
+        # The globals the function's code (and the module's functions it calls) names.
+        self.namespace = getattr(inner, "__globals__", {})
+        names = surroundings.global_names(code, self.namespace) if code is not None else set()
+        self.globals_before = {n: self.namespace.get(n, _UNBOUND) for n in names}
+        roots: list[tuple[str, Any]] = [(n, v) for n, v in self.globals_before.items()
+                                        if v is not _UNBOUND]
+        owner = getattr(fn, "__self__", None) or getattr(fn, "instance", None)
+        if owner is not None:
+            roots.append(("self", owner))
+        roots += [(n, a) for n, a in named_arguments(fn, args, kwargs) if not isinstance(a, Tensor)]
         cells = dict(zip(getattr(getattr(inner, "__code__", None), "co_freevars", ()),
                          getattr(inner, "__closure__", None) or (), strict=True))
         self.cells = {name: (cell, _cell_contents(cell)) for name, cell in cells.items()}
-        for name, (_, value) in self.cells.items():
-            self._watch_value(name, value)
-
-    def _watch(self, prefix: str, container: dict, nested: bool) -> None:
-        self.places.append((prefix, container, dict(container)))
-        if nested:
-            for key, value in container.items():
-                self._watch_value(f"{prefix.replace('global ', '')}{key}", value)
-
-    def _watch_value(self, name: str, value: Any) -> None:
-        if isinstance(value, dict | list):
-            if len(value) <= self.NESTED_LIMIT:
-                before = dict(value) if isinstance(value, dict) else dict(enumerate(value))
-                self.places.append((f"{name}[", value, before))
-        elif not isinstance(value, type | types.ModuleType | types.FunctionType | Tensor):
-            try:  # an object: its attributes (a model's weights)
-                attributes = vars(value)
-            except TypeError:
-                return
-            if len(attributes) <= self.NESTED_LIMIT:
-                self.places.append((f"{name}.", attributes, dict(attributes)))
+        roots += [(name, value) for name, (_, value) in self.cells.items()]
+        self.snapshots = surroundings.snapshots(roots, skip=(Tensor,))
 
     def restore(self, graph: Graph) -> list[tuple[str, SourceLocation | None]]:
-        """Put back every place that now holds a tensor of `graph`; return their names, each
-        with the line that computed the tensor."""
-        def made_at(value: Any) -> SourceLocation | bool | None:
+        """Put back every place that now holds (or holds something holding) a tensor of `graph`;
+        return their names, each with the line that computed such a tensor."""
+        made: list[SourceLocation | None] = []
+
+        def of_graph(value: Any) -> bool:
             if isinstance(value, Tensor) and isinstance(value._data, Value) and \
                     graph.owns(value._data):
                 producer = value._data.producer
-                return producer.source if producer is not None else None
+                made.append(producer.source if producer is not None else None)
+                return True
             return False
 
         leaked = []
-        for prefix, container, before in self.places:
-            items = enumerate(container) if isinstance(container, list) else container.items()
-            found = [(key, made_at(value)) for key, value in items]
-            found = [(key, where) for key, where in found if where is not False]
-            for key, where in found:
-                name = f"{prefix}{key!r}]" if prefix.endswith("[") else f"{prefix}{key}"
-                leaked.append((name, where))
-            if found and isinstance(container, list):
-                container[:] = before.values()
-            for key, _ in found if isinstance(container, dict) else ():
-                if key in before:
-                    container[key] = before[key]
-                else:
-                    del container[key]
+        for snapshot in self.snapshots:
+            for key, name, value in list(snapshot.changed()):
+                if surroundings.holding(value, of_graph):
+                    leaked.append((name, made[-1]))
+                    snapshot.put_back(key)
         for name, (cell, before) in self.cells.items():
-            where = made_at(_cell_contents(cell))
-            if where is not False:
-                leaked.append((f"nonlocal {name}", where))
+            now = _cell_contents(cell)
+            if now is not before and surroundings.holding(now, of_graph):
+                leaked.append((f"nonlocal {name}", made[-1]))
                 cell.cell_contents = before
+        for name, before in self.globals_before.items():
+            now = self.namespace.get(name, _UNBOUND)
+            if now is not before and surroundings.holding(now, of_graph):
+                leaked.append((f"global {name}", made[-1]))
+                if before is _UNBOUND:
+                    del self.namespace[name]
+                else:
+                    self.namespace[name] = before
         return leaked
+
+
+_UNBOUND = object()  # a global name not bound (yet)
 
 
 def _cell_contents(cell: Any) -> Any:
@@ -402,32 +406,18 @@ def _cell_contents(cell: Any) -> Any:
         return None
 
 
-def _python_name(tensor: Tensor) -> tuple[str | None, tuple[dict, str] | None]:
-    """The name the user's code holds `tensor` by, looked up in the innermost user frame: an
-    attribute of one of its objects (``self.w``, ``model.w``) first, as that name lasts, then a
-    global, then a local variable (a loop variable may hold it only for now). Also where a
-    lasting name is bound (an attributes or globals dict, and the key), else None."""
-    frame = user_frame()
-    if frame is None:
-        return None, None
-    scopes = [frame.f_locals, frame.f_globals]
-    for scope in scopes:
-        for name, value in scope.items():
-            if isinstance(value, type | types.ModuleType | Tensor):
-                continue
-            try:
-                attributes = vars(value)
-            except Exception:  # no __dict__ (or an odd one): a name must never break a trace
-                continue
-            for attribute, held in attributes.items():
-                if held is tensor:
-                    return f"{name}.{attribute}", (attributes, attribute)
-    for scope in reversed(scopes):
-        for name, value in scope.items():
-            if value is tensor:
-                lasting = scope is frame.f_globals
-                return name, (frame.f_globals, name) if lasting else None
-    return None, None
+def _tensor_places(namespace: dict, names: Any) -> dict[Tensor, list[surroundings.Place]]:
+    """Where code reaches each tensor through these `names` of `namespace`: the names
+    themselves, then places inside what they name, shortest first."""
+    found: dict[Tensor, list[surroundings.Place]] = {}
+    roots = [(n, namespace[n]) for n in names if n in namespace]
+    for name, value in roots:
+        if isinstance(value, Tensor):
+            found.setdefault(value, []).append(surroundings.Place(namespace, name, "item", name))
+    for place, value in surroundings.walk(roots, skip=(Tensor,)):
+        if isinstance(value, Tensor):
+            found.setdefault(value, []).append(place)
+    return found
 
 
 def is_tracing() -> bool:
@@ -519,7 +509,9 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
     sym_args, sym_kwargs = tree_unflatten(in_tree, symbolic)
     surroundings = _Surroundings(fn, args, kwargs)
     try:
-        with builder:
+        # The graph is the function's own: a caller's no_grad does not become part of it (a
+        # call decides for itself whether the tape records it).
+        with builder, autodiff.enable_grad():
             result = fn(*sym_args, **sym_kwargs)
             out_leaves, out_tree = tree_flatten(result)
             outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
