@@ -152,8 +152,6 @@ class ConcreteFunction:
             if state._node is not None:
                 tracked.append(state._node)
             arrays.append(state._data)
-        if self.graph.updates:
-            _refuse_aliases(self.graph, tensors)
         taped = bool(tracked) and autodiff.is_grad_enabled()
         if is_tracing() or (taped and self._differentiable):
             # Inside a trace, the graph's ops join that trace; and where someone may
@@ -221,23 +219,6 @@ def write_back(graph: Graph, arguments: list[Tensor] | tuple, outputs: list[Tens
             interpreter.assign(tensor, new)
         else:  # a gradient is a plain value, off the tape, as backward() leaves it
             interpreter.write_grad(tensor, None if new is None else new.detach())
-
-
-def _refuse_aliases(graph: Graph, arguments: list[Tensor] | tuple) -> None:
-    """One tensor under two names that the function updates (f(w, w), or an argument that it
-    also captures) would get two separate updates: eagerly there is one tensor. Refuse."""
-    seen: dict[int, str] = {}
-    updated = {id(u.slot.tensor(arguments)) for u in graph.updates if u.slot.attr == "data"}
-    names = [(t, v.name) for t, v in zip(arguments, graph.inputs, strict=True)]
-    names += [(v.data.owner, v.name) for v in graph.captures if v.data.attr == "data"]
-    for tensor, name in names:
-        if id(tensor) in seen and id(tensor) in updated:
-            raise TraceError(
-                f"the same tensor is both {seen[id(tensor)]} and {name}, and the function "
-                "updates it in place: the staged function would compute the two updates "
-                "separately, where eagerly one tensor changes", op="function",
-                hint="pass the tensor once (or pass a copy, t.detach(), as the other argument)")
-        seen[id(tensor)] = name
 
 
 class Function:

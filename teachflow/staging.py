@@ -38,6 +38,7 @@ from teachflow import autodiff, dispatch, surroundings
 from teachflow.backends import get_backend
 from teachflow.errors import SourceLocation, TraceError, user_frame, user_location
 from teachflow.graph import Graph, Slot, Update, Value
+from teachflow.ops.elementwise import identity
 from teachflow.spec import TensorSpec
 from teachflow.tensor import Tensor, as_constant, as_dtype
 from teachflow.tree import tree_flatten, tree_paths, tree_unflatten
@@ -60,15 +61,22 @@ class Guard:
     whether a ``.grad`` was None (`what` = "grad", `expected` its spec or None), whether a
     tensor required grad (`what` = "requires_grad", which decides what backward() writes), or
     whether the name the code found a captured tensor by still names it (`what` = "binding",
-    `place` = the globals or attributes dict and the name: ``W = tfl.tensor(...)`` between
-    calls rebinds W to another tensor, which the graph must then read instead)."""
+    `place` = where that name is bound: ``W = tfl.tensor(...)`` between calls rebinds W to
+    another tensor, which the graph must then read instead), or which of the arguments and
+    captured tensors are one and the same tensor (`what` = "aliases", `place` = the captured
+    tensors, `expected` = for each, the first position of the same tensor: one tensor under
+    two names is one stand-in in the trace, as it is one tensor eagerly)."""
 
-    slot: Slot
+    slot: Slot | None
     what: str
     expected: Any
-    place: surroundings.Place | None = None
+    place: Any = None
 
     def observe(self, arguments: Any) -> Any:
+        if self.what == "aliases":
+            first: dict[int, int] = {}
+            return tuple(first.setdefault(id(t), k)
+                         for k, t in enumerate([*arguments, *self.place]))
         tensor = self.slot.tensor(arguments)
         if self.what == "binding":
             return self.place.holds(tensor)
@@ -83,6 +91,9 @@ class Guard:
     def reason(self, arguments: Any) -> str:
         """Why it does not hold, in words."""
         now = self.observe(arguments)
+        if self.what == "aliases":
+            return ("the arguments (and captured tensors) that are one and the same tensor are "
+                    "not the ones that were when traced")
         if self.what == "binding":
             return (f"{self.slot.name} now names another tensor than the one traced (it was "
                     "rebound, not updated in place)")
@@ -109,6 +120,7 @@ class GraphBuilder:
         self.captured: dict[Tensor, Value] = {}  # ... and the capture it started from
         self.grads: dict[Tensor, _GradState] = {}  # an outside tensor -> its .grad so far
         self.guards: list[Guard] = []
+        self.aliased: list[Tensor] = []  # captured tensors that are also arguments
         self._names: dict[Tensor, str] = {}  # an outside tensor -> its name in the graph
         self._places: dict[Tensor, surroundings.Place] = {}  # ... where that name lasts
         self._reach: dict[int, tuple[Any, dict]] = {}  # id(namespace) -> (it, tensor places)
@@ -187,9 +199,14 @@ class GraphBuilder:
     def standin(self, tensor: Tensor) -> Tensor:
         """The symbolic tensor that stands for an outside eager tensor in this trace: it reads
         the tensor's values when the graph runs (a capture, by reference), and takes its place
-        on the tape, so gradients reach the tensor itself."""
+        on the tape, so gradients reach the tensor itself. A tensor that is also an argument is
+        that argument (one tensor, one stand-in: updates through either name are one)."""
         standin = self.standins.get(tensor)
         if standin is None:
+            position = next((i for i, t in enumerate(self.examples) if t is tensor), None)
+            if position is not None:
+                self.aliased.append(tensor)
+                return next(s for s, i in self.arguments.items() if i == position)
             slot = Slot(tensor, "data", self._name_for(tensor))
             value = self.captured[tensor] = self.graph.capture(slot, tensor.spec)
             standin = self.standins[tensor] = Tensor._make(value, tensor._backend, tensor._node)
@@ -228,6 +245,15 @@ class GraphBuilder:
                 "writing the .grad of an eager tensor while building a graph by hand cannot be "
                 "honoured (nothing would write it back)", op="grad",
                 hint="compute gradients as tensors of the graph with tfl.grad, and fetch them")
+        position = self.arguments.get(tensor)
+        if position is not None and not self.examples[position].is_leaf:
+            raise TraceError(
+                f"backward() inside the traced function reached argument "
+                f"{self.graph.inputs[position].name}, which was computed from other tensors "
+                "outside the function: the graph cannot send gradients on into how it was "
+                "computed", op="backward",
+                hint="call backward() outside the staged function, or pass a leaf (for "
+                     "example the tensors it was computed from) and compute it inside")
         state.current = None if grad is None else self.symbolic(grad)
         state.written = True
 
@@ -324,10 +350,15 @@ class GraphBuilder:
             return self.captured[tensor].data
         return None
 
-    def finish_guards(self) -> list[Guard]:
+    def finish_guards(self, aliasing: bool) -> list[Guard]:
         """The guards of this trace. When it wrote a .grad (backward() ran), what backward
-        wrote depended on which tensors required grad: that is assumed too."""
+        wrote depended on which tensors required grad: that is assumed too. Which tensors are
+        one and the same matters when some were (`aliasing`) or when the trace updates state."""
         guards = list(self.guards)
+        captured = tuple(self.captured) + tuple(self.aliased)
+        if aliasing or self.aliased or self.updates():
+            guards.append(Guard(None, "aliases", Guard(None, "aliases", None, captured).observe(
+                self.examples), captured))
         if any(state.written for state in self.grads.values()):
             for position, example in enumerate(self.examples):
                 slot = Slot(position, "data", self.graph.inputs[position].name)
@@ -494,14 +525,15 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
     specs_left = iter(specs or ())
     builder = GraphBuilder(graph)
     symbolic = []
+    standins: dict[int, Tensor] = {}  # id(argument) -> its stand-in
     for leaf, arg_name in zip(leaves, argument_names(fn, args, kwargs), strict=True):
         if isinstance(leaf, Tensor):  # dynamic: becomes a graph input
             spec = next(specs_left, leaf.spec)
             value = graph.add_input(spec, name=_identifier(arg_name, graph))
-            standin = Tensor._make(value, leaf._backend, None)
-            if leaf.requires_grad:  # as eagerly: backward() inside fills its .grad
-                standin._node = autodiff.Leaf(standin)
-            builder.arguments[standin] = len(builder.examples)
+            standin = standins.get(id(leaf))  # one tensor passed twice is one stand-in
+            if standin is None:
+                standin = standins[id(leaf)] = _argument_standin(value, leaf)
+                builder.arguments[standin] = len(builder.examples)
             builder.examples.append(leaf)
             symbolic.append(standin)
         else:  # static: its value is part of the trace
@@ -533,7 +565,22 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
             graph.outputs.append(value)
     graph.verify()
     returned = [builder.outside(x) for x in out_leaves if isinstance(x, Tensor)]
-    return Traced(graph, in_tree, out_tree, outputs, builder.finish_guards(), returned)
+    guards = builder.finish_guards(aliasing=len(standins) < len(builder.examples))
+    return Traced(graph, in_tree, out_tree, outputs, guards, returned)
+
+
+def _argument_standin(value: Value, argument: Tensor) -> Tensor:
+    """The symbolic tensor a traced function gets for a tensor argument. One that requires grad
+    is a leaf, as eagerly (backward() inside fills its .grad); one computed from other tensors
+    outside stays a non-leaf (in place updates allowed), in front of a leaf that stops a
+    backward() inside at it (see `GraphBuilder.write_grad`)."""
+    standin = Tensor._make(value, argument._backend, None)
+    if argument.requires_grad:
+        leaf = autodiff.Leaf(standin)
+        standin._node = leaf if argument.is_leaf else autodiff.TapeNode(
+            identity, {}, (leaf,), (None,), None, argument._backend, argument.shape,
+            argument.dtype)
+    return standin
 
 
 def _identifier(name: str, graph: Graph) -> str:
