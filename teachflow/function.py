@@ -520,7 +520,7 @@ def _exact_tree(treedef: Any) -> Any:
     if treedef is None:
         return None
     kind, meta, children = treedef
-    if kind is dict:
+    if issubclass(kind, dict):
         meta = tuple(_Exact(k) for k in meta)
     return kind, meta, tuple(_exact_tree(c) for c in children)
 

@@ -539,7 +539,7 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
         else:  # static: its value is part of the trace
             symbolic.append(leaf)
     sym_args, sym_kwargs = tree_unflatten(in_tree, symbolic)
-    surroundings = _Surroundings(fn, args, kwargs)
+    around = _Surroundings(fn, args, kwargs)
     try:
         # The graph is the function's own: a caller's no_grad does not become part of it (a
         # call decides for itself whether the tape records it).
@@ -548,7 +548,7 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
             out_leaves, out_tree = tree_flatten(result)
             outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
     finally:
-        leaked = surroundings.restore(graph)
+        leaked = around.restore(graph)
     if leaked:
         names = ", ".join(name for name, _ in leaked)
         raise TraceError(
@@ -558,6 +558,13 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
             "(it is put back as it was)", op="trace", location=leaked[0][1],
             hint="update the tensor in place instead (self.w -= lr * g, d['m'] *= 0.9): "
                  "in-place updates are written back after every call; or return the new value")
+    for leaf in out_leaves:  # a tensor in a container tree_flatten cannot take apart
+        if not isinstance(leaf, Tensor) and surroundings.holding(
+                leaf, lambda v: isinstance(v, Tensor) and isinstance(v._data, Value)):
+            raise TraceError(
+                f"the function returns tensors inside a {type(leaf).__name__}, which a staged "
+                "call cannot rebuild with new values at each call", op="trace",
+                hint="return the tensors in tuples, lists, dicts or dataclasses")
     graph.outputs = [v for v in outputs if isinstance(v, Value)]
     for slot, value in builder.updates():  # functionalised state: extra outputs, written back
         graph.updates.append(Update(slot, None if value is None else len(graph.outputs)))

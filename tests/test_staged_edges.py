@@ -463,3 +463,32 @@ def test_a_concrete_function_of_an_input_signature_takes_every_size_that_fits() 
     np.testing.assert_array_equal(concrete(tfl.ones(7, 3)).numpy(), [7.0, 7.0, 7.0])
     with pytest.raises(tfl.TraceError, match="does not fit"):
         concrete(tfl.ones(7, 2))
+
+
+@dataclass(frozen=True)
+class Batch:
+    x: tfl.Tensor
+    scale: float
+
+
+@dataclass
+class Out:
+    loss: tfl.Tensor
+    parts: dict
+
+
+def test_dataclasses_of_tensors_in_and_out_of_a_staged_function() -> None:
+    @tfl.function
+    def f(batch):
+        y = batch.x * batch.scale
+        return Out(y.sum(), {"y": y})
+
+    for values in ([1.0, 2.0], [10.0, 20.0]):  # new tensors: the same trace
+        out = f(Batch(tfl.tensor(values), 2.0))
+        assert isinstance(out, Out) and out.loss.item() == 2 * sum(values)
+        np.testing.assert_allclose(out.parts["y"].numpy(), np.array(values) * 2)
+    f(Batch(tfl.tensor([1.0, 2.0]), 3.0))  # a new static value: a new trace
+    assert f.trace_count == 2
+
+    with pytest.raises(tfl.TraceError, match="inside a set"):
+        tfl.function(lambda x: {x * 1.0})(tfl.ones(2))
