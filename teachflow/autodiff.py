@@ -148,7 +148,8 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
     keep, keep_out = plan
     inputs = tuple([None if k is None else _saved(x, k)
                     for x, k in zip(args, keep, strict=True)]) if any(keep) else keep
-    return TapeNode(op, params, parents, inputs, out if keep_out else None,
+    # (A value whose size is known only when its graph runs is kept too: see `_fit`.)
+    return TapeNode(op, params, parents, inputs, out if keep_out or None in out.shape else None,
                     backend, out.shape, out.dtype)
 
 
@@ -221,13 +222,29 @@ def filled_like(x: Any, value: float) -> Any:
     return bind(creation.full, shape=x.shape, fill_value=value, dtype=x.dtype, device=x.device)
 
 
-def _fit(ct: Any, parent: TapeNode | Leaf) -> Any:
-    """Make a cotangent match the shape and dtype of the value it is the gradient of."""
-    if ct.shape != parent.shape:
+def _fit(ct: Any, parent: TapeNode | Leaf, broadcasts: bool) -> Any:
+    """Make a cotangent match the shape and dtype of the value it is the gradient of.
+
+    Where a size of that value is known only when the graph runs, an op that broadcasts may
+    have stretched a size 1 there: the sums over such axes are then decided at run time, from
+    the value itself (a graph value, so keeping it costs nothing)."""
+    like = _runtime_like(parent) if broadcasts and None in parent.shape else None
+    if like is not None:
+        ct = bind(shape_ops.sum_like, ct, like)
+    elif ct.shape != parent.shape:
         ct = sum_to_shape(ct, parent.shape)
     if ct.dtype != parent.dtype:
         ct = bind(elementwise.astype, ct, dtype=parent.dtype)
     return ct
+
+
+def _runtime_like(node: TapeNode | Leaf) -> Any:
+    """A symbolic tensor of the value `node` stands for (its size known when the graph runs)."""
+    if type(node) is Leaf:
+        return node.tensor()
+    if node.out is not None:
+        return _tensor.Tensor._make(node.out, node.backend, None)
+    return None
 
 
 def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set[int] | None = None,
@@ -301,7 +318,7 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
         ct = rule(g, **kwargs)
         if ct is None:
             continue
-        ct = _fit(ct, parent)
+        ct = _fit(ct, parent, op.elementwise)
         previous = grads.get(id(parent))
         grads[id(parent)] = ct if previous is None else previous + ct
 

@@ -195,6 +195,7 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
     # Gradient helpers for sizes known only at run time (a placeholder's None), run directly.
     "broadcast_like": lambda t: dispatch.bind(shape_ops.broadcast_like, t["v"], t["x"]),
     "reshape_like": lambda t: dispatch.bind(shape_ops.reshape_like, t["x"].T, t["x"]),
+    "sum_like": lambda t: dispatch.bind(shape_ops.sum_like, t["b"], t["x"][:1]),
     "scatter_add_like": lambda t: dispatch.bind(shape_ops.scatter_add_like, t["x"][1:3], t["x"],
                                                 index=(slice(1, 3),)),
     "count_of": lambda t: dispatch.bind(reduction.count_of, t["b"], axis=(0, 2),

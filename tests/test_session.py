@@ -344,8 +344,10 @@ def test_using_a_graph_tensor_after_its_block_says_to_build_inside_it() -> None:
     lambda x: (x + tfl.tensor([1.0, 2.0, 3.0])).sum(),
     lambda x: (x.reshape(-1) ** 2).sum(),
     lambda x: x[:, 1].sum() + x.T.sum(),
+    lambda x: (x @ tfl.tensor([1.0, 2.0, 3.0])).tanh().sum(),
+    lambda x: (tfl.tensor([1.0, 2.0, 3.0]) @ x.T).tanh().sum(),
 ], ids=["sum", "mean", "max", "sum-axis", "mean-axes", "softmax", "matmul", "broadcast",
-        "reshape", "index"])
+        "reshape", "index", "matrix-vector", "vector-matrix"])
 def test_gradients_through_a_none_dimension_in_direct_construction(loss) -> None:
     rng = np.random.default_rng(1)
     with tfl.Graph() as g:

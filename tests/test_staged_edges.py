@@ -492,3 +492,19 @@ def test_dataclasses_of_tensors_in_and_out_of_a_staged_function() -> None:
 
     with pytest.raises(tfl.TraceError, match="inside a set"):
         tfl.function(lambda x: {x * 1.0})(tfl.ones(2))
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "div", "sub", "minimum"])
+def test_a_size_unknown_when_traced_may_be_broadcast_at_run_time(op) -> None:
+    def f(a, b):
+        y = {"add": a + b, "mul": a * b, "div": a / b, "sub": a - b,
+             "minimum": tfl.minimum(a, b)}[op]
+        return y.sum()
+
+    grad = tfl.grad(f, argnums=(0, 1))
+    unknown = tfl.TensorSpec((None, None), "float32")
+    staged = tfl.function(grad, input_signature=[unknown, unknown])
+    a, b = tfl.tensor(np.full((5, 1), 2.0, np.float32)), tfl.tensor(np.ones((5, 3), np.float32))
+    for got, want in zip(staged(a, b), grad(a, b), strict=True):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got.numpy(), want.numpy())

@@ -14,7 +14,7 @@ import numpy as np
 
 from teachflow.dispatch import bind
 from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes
-from teachflow.ops.shape import reshape, transpose
+from teachflow.ops.shape import getitem, reshape, transpose
 
 
 def _matmul_rule(a: TensorSpec, b: TensorSpec) -> TensorSpec:
@@ -45,35 +45,47 @@ def swap_last_axes(x: Any) -> Any:
     return bind(transpose, x, axes=axes)
 
 
-def _as_matrix(x: Any, vector_shape: tuple) -> Any:
-    """A vector as a 1-row (left operand) or 1-column (right operand) matrix."""
-    return bind(reshape, x, shape=vector_shape) if x.ndim == 1 else x
+def _insert_axis(x: Any, at: int) -> Any:
+    """x with a new axis of size 1 at position `at` (counted from the end when negative). By
+    indexing with None where a size is known only when the graph runs, else by a reshape."""
+    at = at % (x.ndim + 1)
+    if None in x.shape:
+        return bind(getitem, x, index=(slice(None),) * at + (None,))
+    return bind(reshape, x, shape=x.shape[:at] + (1,) + x.shape[at:])
+
+
+def _drop_axis(x: Any, at: int) -> Any:
+    """x without its axis `at` (of size 1)."""
+    at = at % x.ndim
+    if None in x.shape:
+        return bind(getitem, x, index=(slice(None),) * at + (0,))
+    return bind(reshape, x, shape=x.shape[:at] + x.shape[at + 1:])
 
 
 def _matrix_g(g: Any, a_ndim: int, b_ndim: int) -> Any:
     """The cotangent with the axes a vector operand dropped given back, so that one formula
     covers every case."""
-    shape = g.shape[:-1] + (1, g.shape[-1]) if a_ndim == 1 else g.shape
-    shape = shape + (1,) if b_ndim == 1 else shape
-    return g if shape == g.shape else bind(reshape, g, shape=shape)
+    if a_ndim == 1:
+        g = _insert_axis(g, -2 if b_ndim > 1 else -1)
+    return _insert_axis(g, -1) if b_ndim == 1 else g
 
 
 def _matmul_da(g: Any, a_spec: Any, b: Any) -> Any:
     """dA = G Bᵀ (the engine then sums any broadcast batch axes)."""
     if a_spec.ndim == 1 and b.ndim == 1:  # a dot product: g is a scalar
         return g * b
-    b2 = _as_matrix(b, (b.shape[0], 1))
+    b2 = _insert_axis(b, -1) if b.ndim == 1 else b  # a vector as a 1-column matrix
     da = bind(matmul, _matrix_g(g, a_spec.ndim, b.ndim), swap_last_axes(b2))
-    return bind(reshape, da, shape=da.shape[:-2] + da.shape[-1:]) if a_spec.ndim == 1 else da
+    return _drop_axis(da, -2) if a_spec.ndim == 1 else da
 
 
 def _matmul_db(g: Any, a: Any, b_spec: Any) -> Any:
     """dB = Aᵀ G."""
     if a.ndim == 1 and b_spec.ndim == 1:
         return g * a
-    a2 = _as_matrix(a, (1, a.shape[0]))
+    a2 = _insert_axis(a, 0) if a.ndim == 1 else a  # a vector as a 1-row matrix
     db = bind(matmul, swap_last_axes(a2), _matrix_g(g, a.ndim, b_spec.ndim))
-    return bind(reshape, db, shape=db.shape[:-1]) if b_spec.ndim == 1 else db
+    return _drop_axis(db, -1) if b_spec.ndim == 1 else db
 
 
 matmul = Op("matmul", lambda xp: xp.matmul, _matmul_rule, grads=(_matmul_da, _matmul_db),

@@ -292,6 +292,19 @@ def _scatter_add_like_kernel(xp: Any):
     return lambda g, like, *, index: scatter_add(g, index=index, shape=like.shape)
 
 
+def _sum_like_kernel(xp: Any):
+    def sum_like(x: Any, like: Any) -> Any:
+        """x summed back to like's shape, over the axes broadcasting stretched."""
+        lead = x.ndim - like.ndim
+        axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(like.shape)
+                                          if d == 1 and x.shape[lead + i] != 1)
+        return (x.sum(axis=axes, keepdims=True) if axes else x).reshape(like.shape)
+
+    return sum_like
+
+
+sum_like = Op("sum_like", _sum_like_kernel, _like_rule,
+              grads=(lambda g, x: bind(broadcast_like, g, x), None), arg_names=("x", "like"))
 broadcast_like = Op("broadcast_like", lambda xp: lambda x, like: xp.broadcast_to(x, like.shape),
                     _broadcast_like_rule, grads=(lambda g: g, None), arg_names=("x", "like"))
 reshape_like = Op("reshape_like", lambda xp: lambda x, like: x.reshape(like.shape), _like_rule,
