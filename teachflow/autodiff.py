@@ -313,6 +313,8 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
             kwargs["i"] = i
         if reads.all_inputs:
             kwargs["xs"] = node.inputs
+        if reads.all_values:
+            kwargs["inputs"] = node.inputs
         for name in reads.params:
             kwargs[name] = node.params[name]
         ct = rule(g, **kwargs)

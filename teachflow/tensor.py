@@ -326,7 +326,14 @@ class Tensor:
         return bind(ew.ne, self, other)
 
     def __getitem__(self, index: Any) -> Tensor:
-        return bind(shape_ops.getitem, self, index=normalize_index(index))
+        index = normalize_index(index)
+        arrays = [i for i in index if isinstance(i, Tensor)]  # computed by a graph (traced)
+        if arrays:
+            holes = iter(range(len(arrays)))
+            index = tuple(shape_ops.Hole(next(holes)) if isinstance(i, Tensor) else i
+                          for i in index)
+            return bind(shape_ops.gather, self, *arrays, index=index)
+        return bind(shape_ops.getitem, self, index=index)
 
     # --- In-place updates ---------------------------------------------------------------------
     # ``p -= lr * p.grad`` computes ``p - lr * p.grad`` as usual and then makes *this* tensor
@@ -367,8 +374,13 @@ class Tensor:
     def __setitem__(self, index: Any, value: Any) -> None:
         """``t[index] = value``: new values with the index set (differentiable, except into a
         leaf that requires grad, which only `no_grad` may change)."""
-        self._assign(bind(shape_ops.setitem, self, value, index=normalize_index(index)),
-                     "setitem")
+        index = normalize_index(index)
+        if any(isinstance(i, Tensor) for i in index):
+            raise TraceError("assigning at positions a traced tensor holds is not supported: "
+                             "the positions exist only when the graph runs", op="setitem",
+                             hint="build the new values with tfl.where, or index with a NumPy "
+                                  "array")
+        self._assign(bind(shape_ops.setitem, self, value, index=index), "setitem")
 
     # --- Elementwise functions ----------------------------------------------------------------
 
@@ -860,12 +872,18 @@ def normalize_index(index: Any) -> tuple:
         if isinstance(item, Tensor):
             if isinstance(item._data, Value) and item._data.kind == "const":
                 item = item._data.data  # a constant of the program: its values are known
-            elif isinstance(item._data, Value):
+            elif isinstance(item._data, Value) and item.dtype.kind == "b":
                 raise TraceError(
-                    f"indexing with the traced tensor {item._data} (a mask or an index array): "
-                    "the result's shape would depend on values that tracing does not know",
-                    op="getitem", hint="keep the shape with tfl.where(mask, x, 0), or index "
-                                       "with a NumPy array (a constant)")
+                    f"indexing with the traced mask {item._data}: how many values it picks "
+                    "would depend on values that tracing does not know", op="getitem",
+                    hint="keep the shape with tfl.where(mask, x, 0), or index with a NumPy "
+                         "array (a constant)")
+            elif isinstance(item._data, Value):  # an index array computed by the graph
+                if item.dtype.kind not in "iu":
+                    raise DTypeError(f"index arrays must hold integers or booleans, not "
+                                     f"{item.dtype}", op="getitem")
+                normalized.append(item)
+                continue
             else:
                 item = item.numpy()
         elif isinstance(item, list):

@@ -196,6 +196,12 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
     "broadcast_like": lambda t: dispatch.bind(shape_ops.broadcast_like, t["v"], t["x"]),
     "reshape_like": lambda t: dispatch.bind(shape_ops.reshape_like, t["x"].T, t["x"]),
     "sum_like": lambda t: dispatch.bind(shape_ops.sum_like, t["b"], t["x"][:1]),
+    # Indexing with index arrays computed by a graph, run directly.
+    "gather": lambda t: dispatch.bind(shape_ops.gather, t["x"], t["i"].astype("int64"),
+                                      index=(shape_ops.Hole(0), slice(1, 3))),
+    "scatter": lambda t: dispatch.bind(shape_ops.scatter, t["x"][:, :2], t["x"],
+                                       t["i"].astype("int64"),
+                                       index=(shape_ops.Hole(0), slice(1, 3))),
     "scatter_add_like": lambda t: dispatch.bind(shape_ops.scatter_add_like, t["x"][1:3], t["x"],
                                                 index=(slice(1, 3),)),
     "count_of": lambda t: dispatch.bind(reduction.count_of, t["b"], axis=(0, 2),

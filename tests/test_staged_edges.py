@@ -508,3 +508,44 @@ def test_a_size_unknown_when_traced_may_be_broadcast_at_run_time(op) -> None:
     for got, want in zip(staged(a, b), grad(a, b), strict=True):
         assert got.shape == want.shape
         np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+def _cross_entropy(z, y):
+    logp = tfl.log_softmax(z)
+    return -logp[np.arange(z.shape[0]), y].mean()
+
+
+def test_indexing_with_an_integer_tensor_of_the_graph() -> None:
+    z, y = tfl.randn(5, 4), tfl.tensor([0, 3, 1, 1, 2])
+    want, want_grad = _cross_entropy(z, y), tfl.grad(_cross_entropy)(z, y)
+    for staged in (tfl.function(_cross_entropy), tfl.compile(_cross_entropy, z, y)):
+        np.testing.assert_allclose(staged(z, y).numpy(), want.numpy(), rtol=1e-6)
+    for staged in (tfl.function(tfl.grad(_cross_entropy)),
+                   tfl.compile(tfl.grad(_cross_entropy), z, y)):
+        np.testing.assert_allclose(staged(z, y).numpy(), want_grad.numpy(), rtol=1e-5)
+    assert "gather" in [n.op.name for n in tfl.trace(_cross_entropy, z, y).nodes]
+    # Every batch size through one trace, labels of unknown length too.
+    specs = [tfl.TensorSpec((None, 4), "float32"), tfl.TensorSpec((None,), "int64")]
+    grad = tfl.function(tfl.grad(_picked), input_signature=specs)
+    for n in (2, 6):
+        zz, yy = tfl.randn(n, 4), tfl.tensor(np.arange(n) % 4)
+        np.testing.assert_allclose(grad(zz, yy).numpy(), tfl.grad(_picked)(zz, yy).numpy(),
+                                   rtol=1e-5, atol=1e-7)
+    assert grad.trace_count == 1
+
+
+def _picked(z, y):
+    logp = tfl.log_softmax(z)
+    return logp[:, 0].sum() + logp[0, y].sum()
+
+
+def test_a_traced_mask_or_assignment_at_traced_positions_is_refused() -> None:
+    with pytest.raises(tfl.TraceError, match="mask"):
+        tfl.trace(lambda x: x[x > 0], tfl.ones(3))
+
+    def assign(x, i):
+        x[i] = 0.0
+        return x
+
+    with pytest.raises(tfl.TraceError, match="positions a traced tensor holds"):
+        tfl.trace(assign, tfl.ones(3), tfl.tensor([1]))

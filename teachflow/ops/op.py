@@ -112,7 +112,8 @@ class Op:
                     continue
                 any_rule, reads = True, found[1]
                 out = out or reads.out
-                wanted = [(j, "spec") for j in range(len(needs))] if reads.all_inputs else []
+                every = "value" if reads.all_values else "spec" if reads.all_inputs else None
+                wanted = [(j, every) for j in range(len(needs))] if every else []
                 for j, what in [*wanted, *((j, what) for _, j, what in reads.inputs)]:
                     keep[j] = "value" if "value" in (keep[j], what) else what
             plan = self._plans[needs] = (tuple(keep), out) if any_rule else ()
@@ -158,6 +159,7 @@ class Reads:
     params: tuple[str, ...]  # the op's parameters it takes by name
     index: bool  # takes `i`, which input it is computing for (rules of variadic ops)
     all_inputs: bool  # takes `xs`, the specs of all inputs (rules of variadic ops)
+    all_values: bool = False  # takes `inputs`, the values of all inputs
 
 
 def _reads(op: Op, rule: Callable[..., Any]) -> Reads:
@@ -168,9 +170,10 @@ def _reads(op: Op, rule: Callable[..., Any]) -> Reads:
             inputs.append((n, op.arg_names.index(n), "value"))
         elif n.endswith("_spec") and n[:-5] in op.arg_names:
             inputs.append((n, op.arg_names.index(n[:-5]), "spec"))
-        elif n not in ("out", "i", "xs"):
+        elif n not in ("out", "i", "xs", "inputs"):
             params.append(n)
-    return Reads(tuple(inputs), "out" in names, tuple(params), "i" in names, "xs" in names)
+    return Reads(tuple(inputs), "out" in names, tuple(params), "i" in names, "xs" in names,
+                 "inputs" in names)
 
 
 def op_for_ufunc(ufunc: np.ufunc) -> Op | None:

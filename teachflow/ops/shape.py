@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -267,6 +268,65 @@ concatenate = Op("concatenate",
 stack = Op("stack", lambda xp: lambda *xs, axis: xp.stack(xs, axis=axis), _stack_rule,
            grads=lambda g, i, *, axis: bind(getitem, g, index=(slice(None),) * axis + (i,)),
            arg_names=())
+
+
+# --- Index arrays computed by the graph ---------------------------------------------------------
+# ``logp[np.arange(n), y]`` with y a tensor of the graph (class labels, say): its values exist
+# only when the graph runs, but the result's shape is the index array's, so it can be traced.
+# The index arrays become operands of `gather`; `index` keeps the rest, with a `Hole` where each
+# array goes. (A boolean mask cannot be traced: how many values it picks is a value itself.)
+
+
+@dataclass(frozen=True)
+class Hole:
+    """In the `index` of `gather`/`scatter`: the place of the index array that is operand `i`."""
+
+    i: int
+
+    def __repr__(self) -> str:
+        return f"<{self.i}>"
+
+
+def _filled(index: tuple, arrays: tuple) -> tuple:
+    return tuple(arrays[s.i] if isinstance(s, Hole) else s for s in index)
+
+
+def _gather_rule(x: TensorSpec, *arrays: TensorSpec, index: tuple) -> TensorSpec:
+    for a in arrays:
+        if a.dtype.kind not in "iu":
+            raise RuleError(f"an index array computed by the graph must hold integers, not "
+                            f"{a.dtype.name} (a boolean mask picks a number of values known "
+                            "only when the graph runs)", kind=DTypeError,
+                            hint="keep the shape with tfl.where(mask, x, 0) instead")
+
+    def shape_for(size: int) -> tuple:  # stand-in arrays of zeros (a size for each None)
+        stand_ins = tuple(np.zeros(tuple(size if d is None else d for d in a.shape), np.intp)
+                          for a in arrays)
+        return _getitem_rule(x, index=_filled(index, stand_ins)).shape
+
+    shapes = [shape_for(1), shape_for(2)]
+    return TensorSpec(tuple(a if a == b else None for a, b in zip(*shapes, strict=True)),
+                      x.dtype)
+
+
+def _gather_kernel(xp: Any):
+    return lambda x, *arrays, index: x[_on_device(xp, _filled(index, arrays))]
+
+
+def _scatter_kernel(xp: Any):
+    add_into = _scatter_add_kernel(xp)
+    return lambda g, like, *arrays, index: add_into(g, index=_filled(index, arrays),
+                                                    shape=like.shape)
+
+
+gather = Op("gather", _gather_kernel, _gather_rule,
+            grads=(lambda g, inputs, *, index: bind(scatter, g, *inputs, index=index),),
+            arg_names=("x",))
+# The gradient of `gather`: zeros of the shape of `like`, with g added where it read.
+scatter = Op("scatter", _scatter_kernel,
+             lambda g, like, *arrays, index: TensorSpec(like.shape, g.dtype),
+             grads=(lambda g, inputs, *, index: bind(gather, g, *inputs[2:], index=index),),
+             arg_names=("x", "like"))
 
 
 # --- Sizes known only when the graph runs -------------------------------------------------------
