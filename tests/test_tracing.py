@@ -268,9 +268,9 @@ def test_indexing_with_a_traced_mask_raises_trace_error() -> None:
 
 def test_indexing_with_a_traced_integer_tensor_is_a_gather() -> None:
     # The result's shape is the index's: traceable (the positions arrive when the graph runs).
-    graph = tfl.trace(_index_with_tensor, tfl.tensor([1.0, 2.0, 3.0]))
+    graph = tfl.trace(_index_with_tensor, tfl.tensor([0.5, 0.5, 1.5]))
     assert [n.op.name for n in graph.nodes][-1] == "gather"
-    x = tfl.tensor([1.0, 2.0, 3.0])
+    x = tfl.tensor([0.5, 0.5, 1.5])  # sums to 2.5: index 2
     np.testing.assert_array_equal(tfl.function(_index_with_tensor)(x).numpy(),
                                   _index_with_tensor(x).numpy())
 
