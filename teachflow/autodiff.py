@@ -38,7 +38,7 @@ import numpy as np
 
 from teachflow import tensor as _tensor
 from teachflow.dispatch import bind
-from teachflow.errors import AutodiffError, DTypeError, on_behalf_of
+from teachflow.errors import AutodiffError, DTypeError, expect_callable, on_behalf_of
 from teachflow.graph import Value
 from teachflow.ops import creation, elementwise, reduction
 from teachflow.ops import shape as shape_ops
@@ -408,8 +408,15 @@ def grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 
 
 def _differentiate(f: Callable, argnums: int | Sequence[int], want_value: bool) -> Callable:
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
+    op = "value_and_grad" if want_value else "grad"
+    expect_callable(f, op, f"tfl.{op}(f)(x)")
+    single = isinstance(argnums, int) and not isinstance(argnums, bool)
+    nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, Sequence) else None
+    if nums is None or not nums or not all(
+            isinstance(i, int) and not isinstance(i, bool) for i in nums):
+        raise AutodiffError(f"argnums picks the arguments to differentiate by position: an int "
+                            f"or a non-empty tuple of ints, not {argnums!r}", op=op,
+                            hint=f"tfl.{op}(f, argnums=0), or argnums=(0, 1) for two")
 
     @functools.wraps(f)
     def differentiated(*args: Any, **kwargs: Any) -> Any:

@@ -86,17 +86,22 @@ def _gpu_backend() -> Backend | str:
     return Backend("gpu", cupy)
 
 
-def get_backend(device: str | Backend) -> Backend:
-    """The backend for a device name: ``"cpu"``, or ``"gpu"`` (alias ``"cuda"``)."""
-    if isinstance(device, Backend):
-        return device
-    name = _ALIASES.get(str(device).lower().split(":")[0]) if isinstance(device, str) else None
+def device_name(device: str) -> str:
+    """teachflow's name for a device: ``"cpu"`` or ``"gpu"`` (``"cuda"``, ``"cuda:0"``: gpu)."""
+    name = _ALIASES.get(device.lower().split(":")[0]) if isinstance(device, str) else None
     if name is None:
         raise DeviceError(
             f"unknown device {device!r}",
             hint='use "cpu" or "gpu" (alias "cuda"); tfl.devices() lists the usable ones',
         )
-    if name == "cpu":
+    return name
+
+
+def get_backend(device: str | Backend) -> Backend:
+    """The backend for a device name: ``"cpu"``, or ``"gpu"`` (alias ``"cuda"``)."""
+    if isinstance(device, Backend):
+        return device
+    if device_name(device) == "cpu":
         return CPU
     gpu = _gpu_backend()
     if isinstance(gpu, str):

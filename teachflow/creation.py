@@ -17,6 +17,7 @@ from teachflow.backends import get_backend
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError
 from teachflow.ops import creation
+from teachflow.ops import shape as shape_ops
 from teachflow.random import manual_seed
 from teachflow.tensor import Tensor, _shape_arg, as_dtype
 
@@ -73,14 +74,18 @@ def full(shape: int | Sequence[int], value: Any, dtype: Any = None, device: str 
 
 
 def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
-    return _filled((x.shape,), 0, dtype or x.dtype, x.device, False)
+    return full_like(x, 0, dtype)
 
 
 def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
-    return _filled((x.shape,), 1, dtype or x.dtype, x.device, False)
+    return full_like(x, 1, dtype)
 
 
 def full_like(x: Tensor, value: Any, dtype: Any = None) -> Tensor:
+    """A tensor of x's shape (taken from x when the graph runs, where a size is unknown)."""
+    if None in x.shape:
+        one = _filled(((),), value, dtype or x.dtype, x.device, False)
+        return bind(shape_ops.broadcast_like, one, x)
     return _filled((x.shape,), value, dtype or x.dtype, x.device, False)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import sysconfig
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,25 +54,33 @@ def _notebook_cell(filename: str) -> int | None:
 
 
 # Frames in teachflow (its files, and the code it generates: executors and fused kernels, named
-# "<teachflow ...>"), and in the array libraries it calls, are not the learner's code.
+# "<teachflow ...>"), in Python's standard library (copy.copy, functools) and in the array
+# libraries teachflow calls are not the learner's code.
 _NOT_USER_CODE = (_PACKAGE_DIR, "<frozen ", "<teachflow ")
+_ARRAY_LIBRARIES = tuple(f"{os.sep}{lib}{os.sep}" for lib in ("numpy", "cupy", "cupyx"))
+_STDLIB_DIRS = tuple({os.path.abspath(sysconfig.get_paths()[key]) + os.sep
+                      for key in ("stdlib", "platstdlib")})
+_INSTALLED = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}")
 
 
-def _is_internal(filename: str) -> bool:
-    return filename.startswith(_NOT_USER_CODE) or any(
-        f"{os.sep}{lib}{os.sep}" in filename for lib in ("numpy", "cupy", "cupyx"))
+def _is_internal(frame: FrameType) -> bool:
+    filename = frame.f_code.co_filename
+    if filename.startswith("<"):  # compiled from a string: by teachflow, or by a module of it
+        return filename.startswith(_NOT_USER_CODE) or (  # (a dataclass's __init__, "<string>")
+            frame.f_globals.get("__name__", "").startswith("teachflow."))
+    filename = os.path.abspath(filename)
+    if filename.startswith(_NOT_USER_CODE) or any(lib in filename for lib in _ARRAY_LIBRARIES):
+        return True
+    # The standard library itself, not what is installed under it.
+    return filename.startswith(_STDLIB_DIRS) and not any(d in filename for d in _INSTALLED)
 
 
 def user_frame() -> FrameType | None:
     """The innermost frame of user code on the stack (None when there is none)."""
     frame = sys._getframe(1)
-    while frame is not None and _is_internal(_path(frame.f_code.co_filename)):
+    while frame is not None and _is_internal(frame):
         frame = frame.f_back
     return frame
-
-
-def _path(filename: str) -> str:
-    return filename if filename.startswith("<") else os.path.abspath(filename)
 
 
 #: While a gradient rule runs for an op the user wrote, the ops it applies belong to that line.
@@ -106,7 +115,7 @@ def on_behalf_of(location: SourceLocation | None) -> Iterator[None]:
 def user_stacklevel() -> int:
     """The `stacklevel` for `warnings.warn` that points at the learner's line."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and _is_internal(_path(frame.f_code.co_filename)):
+    while frame is not None and _is_internal(frame):
         frame, level = frame.f_back, level + 1
     return level
 
@@ -179,3 +188,11 @@ class GradingError(TeachflowError):
 
 class AutodiffError(TeachflowError):
     """A gradient that cannot be computed as asked (a non-scalar output, no tracked input, ...)."""
+
+
+def expect_callable(fn: object, op: str, example: str) -> None:
+    """`fn` must be callable (a function, a method, a module...): a clear error where it is not
+    (``tfl.grad(None)``, ``tfl.function(f())`` with f's result instead of f)."""
+    if not callable(fn):
+        raise DTypeError(f"{op} takes a function, not {type(fn).__name__} {fn!r:.60}", op=op,
+                         hint=f"pass the function itself, without calling it: {example}")

@@ -30,7 +30,13 @@ import numpy as np
 from teachflow import autodiff, dispatch
 from teachflow.backends import get_backend
 from teachflow.compiler import Compilation, run_pipeline
-from teachflow.errors import DeviceError, TeachflowError, TraceError, user_stacklevel
+from teachflow.errors import (
+    DeviceError,
+    TeachflowError,
+    TraceError,
+    expect_callable,
+    user_stacklevel,
+)
 from teachflow.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
 from teachflow.ops.op import Op
@@ -38,6 +44,7 @@ from teachflow.spec import TensorSpec
 from teachflow.staging import (
     Traced,
     argument_names,
+    callable_name,
     is_tracing,
     named_arguments,
     trace_function,
@@ -227,7 +234,13 @@ class Function:
     def __init__(self, fn: Callable, passes: Any = "default", backend: str | None = None,
                  verify: bool | None = None,
                  input_signature: list[TensorSpec] | None = None) -> None:
-        functools.update_wrapper(self, fn)
+        expect_callable(fn, "function", "tfl.function(f)")
+        # A function's name, docstring and attributes; a callable object (a model) or a
+        # functools.partial lends only a name, that of its class or of the function it calls.
+        plain = inspect.isfunction(fn) or inspect.ismethod(fn)
+        functools.update_wrapper(self, fn, updated=functools.WRAPPER_UPDATES if plain else ())
+        if not plain:
+            self.__name__ = self.__qualname__ = callable_name(fn)
         self.python_function = fn
         self.passes = passes
         self.backend = backend

@@ -15,12 +15,19 @@ from typing import Any
 import numpy as np
 
 from teachflow.dispatch import bind
-from teachflow.errors import ShapeError
+from teachflow.errors import DTypeError, ShapeError
 from teachflow.ops import elementwise as ew
 from teachflow.ops import linalg
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import RuleError, normalize_axis
-from teachflow.tensor import NUMPY_TWINS, Tensor, _shape_arg, as_tensor, default_dtype
+from teachflow.tensor import (
+    NUMPY_TWINS,
+    Tensor,
+    _keywords_error,
+    _shape_arg,
+    as_tensor,
+    default_dtype,
+)
 
 Axis = int | Sequence[int] | None
 
@@ -102,33 +109,36 @@ def where(cond: Any, x: Any, y: Any) -> Tensor:
 # --- Reductions and shape -------------------------------------------------------------------
 
 
-def sum(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    return as_tensor(x).sum(axis, keepdims)
+def sum(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    return as_tensor(x).sum(axis, keepdims, **other)
 
 
-def mean(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    return as_tensor(x).mean(axis, keepdims)
+def mean(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    return as_tensor(x).mean(axis, keepdims, **other)
 
 
-def max(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    return as_tensor(x).max(axis, keepdims)
+def max(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    return as_tensor(x).max(axis, keepdims, **other)
 
 
-def min(x: Any, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    return as_tensor(x).min(axis, keepdims)
+def min(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    return as_tensor(x).min(axis, keepdims, **other)
 
 
-def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    return as_tensor(x).argmax(axis, keepdims)
+def argmax(x: Any, axis: int | None = None, keepdims: bool = False,
+           **other: Any) -> Tensor:
+    return as_tensor(x).argmax(axis, keepdims, **other)
 
 
-def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Tensor:
-    return as_tensor(x).argmin(axis, keepdims)
+def argmin(x: Any, axis: int | None = None, keepdims: bool = False,
+           **other: Any) -> Tensor:
+    return as_tensor(x).argmin(axis, keepdims, **other)
 
 
-def var(x: Any, axis: Axis = None, keepdims: bool = False, correction: int = 1) -> Tensor:
+def var(x: Any, axis: Axis = None, keepdims: bool = False, correction: int = 1,
+        **other: Any) -> Tensor:
     """The variance, divided by ``n - correction`` (1: PyTorch's default; 0: NumPy's)."""
-    return as_tensor(x).var(axis, keepdims, correction)
+    return as_tensor(x).var(axis, keepdims, correction, **other)
 
 
 def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:
@@ -173,20 +183,27 @@ def _tensors(ts: Sequence[Any], op: str) -> list[Tensor]:
 
 
 def _axis(axis: int, ndim: int, op: str) -> int:
+    if not isinstance(axis, int | np.integer) or isinstance(axis, bool):
+        raise DTypeError(f"{op} joins along one axis (an int), not {axis!r}", op=op,
+                         hint=f"e.g. tfl.{op}([a, b], axis=0)")
     try:
         return normalize_axis(int(axis), ndim)
     except RuleError as err:
         raise ShapeError(err.message, op=op, hint=err.hint) from None
 
 
-def concatenate(ts: Sequence[Any], axis: int = 0) -> Tensor:
+def concatenate(ts: Sequence[Any], axis: int = 0, **other: Any) -> Tensor:
     """Join tensors along an existing axis."""
+    if other:
+        raise _keywords_error("concatenate", other)
     ts = _tensors(ts, "concatenate")
     return bind(shape_ops.concatenate, *ts, axis=_axis(axis, ts[0].ndim, "concatenate"))
 
 
-def stack(ts: Sequence[Any], axis: int = 0) -> Tensor:
+def stack(ts: Sequence[Any], axis: int = 0, **other: Any) -> Tensor:
     """Join tensors of equal shape along a new axis."""
+    if other:
+        raise _keywords_error("stack", other)
     ts = _tensors(ts, "stack")
     return bind(shape_ops.stack, *ts, axis=_axis(axis, ts[0].ndim + 1, "stack"))
 
@@ -194,14 +211,14 @@ def stack(ts: Sequence[Any], axis: int = 0) -> Tensor:
 # --- Composed functions ---------------------------------------------------------------------
 
 
-def softmax(x: Any, axis: int = -1) -> Tensor:
+def softmax(x: Any, axis: int = -1, **other: Any) -> Tensor:
     """``exp(x) / sum(exp(x))`` along `axis`, computed stably (see `Tensor.softmax`)."""
-    return as_tensor(x).softmax(axis)
+    return as_tensor(x).softmax(axis, **other)
 
 
-def log_softmax(x: Any, axis: int = -1) -> Tensor:
+def log_softmax(x: Any, axis: int = -1, **other: Any) -> Tensor:
     """``log(softmax(x))`` without computing the softmax: ``x - max - log(sum(exp(x - max)))``."""
-    return as_tensor(x).log_softmax(axis)
+    return as_tensor(x).log_softmax(axis, **other)
 
 
 # --- PyTorch's names ------------------------------------------------------------------------

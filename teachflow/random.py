@@ -9,6 +9,10 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
+from teachflow.errors import DTypeError
+
 _seed: int | None = None
 _generators: dict[str, Any] = {}
 
@@ -16,6 +20,9 @@ _generators: dict[str, Any] = {}
 def manual_seed(seed: int) -> None:
     """Seed every device's random generator (like ``torch.manual_seed``)."""
     global _seed
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise DTypeError(f"a seed is an int, not {type(seed).__name__} {seed!r}",
+                         op="manual_seed", hint="e.g. tfl.manual_seed(0)")
     _seed = int(seed)
     _generators.clear()
 

@@ -24,6 +24,10 @@ class Session:
     """Runs fetches of one graph, feeding its placeholders."""
 
     def __init__(self, graph: Graph) -> None:
+        if not isinstance(graph, Graph):
+            raise TeachflowError(f"a Session runs a Graph, not {type(graph).__name__}",
+                                 op="Session", hint="build one with `with tfl.Graph() as g:` "
+                                                    "and pass it: tfl.Session(g)")
         self.graph = graph
         self._executors: dict[tuple[int, ...], Executor] = {}
 
@@ -58,6 +62,10 @@ class Session:
         return data
 
     def _feed_values(self, feed: dict, needed: list[Value]) -> dict[int, Any]:
+        if not isinstance(feed, dict):
+            raise TeachflowError(f"feed is a dict from placeholders to values, not "
+                                 f"{type(feed).__name__}", op="Session.run",
+                                 hint="feed={x: np.ones((2, 3))}")
         placeholders = {id(v): v for v in self.graph.inputs}
         given: dict[int, Any] = {}
         for key, value in feed.items():
@@ -83,7 +91,12 @@ def _placeholders_needed(graph: Graph, outputs: list[Value]) -> list[Value]:
 def _check_feed(placeholder: Value, value: Any) -> Any:
     """The fed value as an array of the placeholder's dtype, if its shape and kind fit."""
     spec = placeholder.spec
-    array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+    try:
+        array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
+    except ValueError as exc:  # a ragged list
+        raise ShapeError(f"the value fed to placeholder {placeholder} is not an array: {exc}",
+                         op="Session.run", hint="feed a NumPy array, or nested lists whose rows "
+                                                "have equal lengths") from None
     if not np.can_cast(array.dtype, spec.dtype, casting="same_kind"):
         raise DTypeError(f"placeholder {placeholder} is {spec.dtype.name} but was fed "
                          f"{array.dtype.name} values", op="Session.run",

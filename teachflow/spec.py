@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from teachflow.backends import device_name
 from teachflow.errors import DTypeError, ShapeError
 
 _SHORT_DTYPE = {
@@ -30,27 +31,34 @@ _SHORT_DTYPE = {
 }
 
 
+FLOAT32 = np.dtype("float32")
+
+
 @dataclass(frozen=True)
 class TensorSpec:
     """The static part of a tensor: ``shape`` (a tuple; None marks a dimension not yet known),
-    ``dtype`` (a NumPy dtype) and ``device`` ("cpu" or "gpu")."""
+    ``dtype`` (a NumPy dtype; float32 unless given) and ``device`` ("cpu" or "gpu")."""
 
     shape: tuple[int | None, ...]
-    dtype: np.dtype
+    dtype: np.dtype = FLOAT32  # TensorFlow's default, and teachflow's
     device: str = "cpu"
 
     def __post_init__(self) -> None:
         # Made for every op while tracing: the common case (a tuple of ints, a dtype) is let
         # through as it is; anything else is checked and normalised.
-        if type(self.shape) is not tuple or not all(type(d) is int for d in self.shape):
-            object.__setattr__(self, "shape", _checked_shape(self.shape))
+        if type(self.shape) is not tuple or not all(type(d) is int and d >= 0 for d in self.shape):
+            object.__setattr__(self, "shape", checked_shape(self.shape))
         if not isinstance(self.dtype, np.dtype):
+            if self.dtype is None:  # np.dtype(None) would be float64
+                object.__setattr__(self, "dtype", FLOAT32)
             try:
                 object.__setattr__(self, "dtype", np.dtype(self.dtype))
             except TypeError:
                 raise DTypeError(f"{self.dtype!r} is not a dtype", op="TensorSpec",
                                  hint="use a NumPy dtype name such as 'float32' or 'int64'"
                                  ) from None
+        if self.device not in ("cpu", "gpu"):  # a spelling ("cuda", "cuda:0"), or a mistake
+            object.__setattr__(self, "device", device_name(self.device))
 
     @property
     def ndim(self) -> int:
@@ -66,12 +74,17 @@ class TensorSpec:
         return f"{short_dtype(self.dtype)}[{dims}]"
 
 
-def _checked_shape(shape: Any) -> tuple:
+def checked_shape(shape: Any, op: str = "TensorSpec") -> tuple[int | None, ...]:
+    """A shape as a tuple of sizes, None where unknown (an int alone is a 1-d shape)."""
+    if isinstance(shape, int | np.integer) and not isinstance(shape, bool):
+        shape = (shape,)
     if not isinstance(shape, tuple | list) or not all(
-            d is None or (isinstance(d, int | np.integer) and d >= 0) for d in shape):
-        raise ShapeError(f"a TensorSpec's shape is a tuple of sizes (None where unknown), not "
-                         f"{shape!r}", op="TensorSpec",
-                         hint='e.g. tfl.TensorSpec((None, 3), "float32")')
+            d is None or (isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0)
+            for d in shape):
+        example = 'tfl.TensorSpec((None, 3), "float32")' if op == "TensorSpec" \
+            else f"tfl.{op}((None, 3))"
+        raise ShapeError(f"a shape is a tuple of sizes (None where unknown, never negative), "
+                         f"not {shape!r}", op=op, hint=f"e.g. {example}")
     return tuple(None if d is None else int(d) for d in shape)
 
 

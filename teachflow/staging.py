@@ -27,6 +27,7 @@ trace assumed, recorded as a `Guard` that each call checks (a different answer r
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,10 +37,16 @@ import numpy as np
 
 from teachflow import autodiff, dispatch, surroundings
 from teachflow.backends import get_backend
-from teachflow.errors import SourceLocation, TraceError, user_frame, user_location
+from teachflow.errors import (
+    SourceLocation,
+    TraceError,
+    expect_callable,
+    user_frame,
+    user_location,
+)
 from teachflow.graph import Graph, Slot, Update, Value
 from teachflow.ops.elementwise import identity
-from teachflow.spec import TensorSpec
+from teachflow.spec import TensorSpec, checked_shape
 from teachflow.tensor import Tensor, as_constant, as_dtype
 from teachflow.tree import tree_flatten, tree_paths, tree_unflatten
 
@@ -467,7 +474,7 @@ def placeholder(shape: tuple, dtype: Any = "float32", name: str | None = None) -
                          op="placeholder",
                          hint="use it inside `with tfl.Graph() as g:`; a traced function gets "
                               "its inputs from its arguments")
-    shape = tuple(None if d is None else int(d) for d in shape)
+    shape = checked_shape(shape, "placeholder")
     value = builder.graph.add_input(TensorSpec(shape, as_dtype(dtype, "placeholder")),
                                     name=name or f"placeholder{len(builder.graph.inputs)}")
     return Tensor._make(value, get_backend("cpu"), None)
@@ -506,6 +513,16 @@ def named_arguments(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, 
     return [*zip(positional, args, strict=True), *kwargs.items()]
 
 
+def callable_name(fn: Callable) -> str:
+    """What to call `fn` in a graph and in messages: its own name; for a callable object its
+    class's, for a ``functools.partial`` that of the function it calls."""
+    inner = getattr(fn, "func", None) if isinstance(fn, functools.partial) else None
+    if inner is not None:
+        return callable_name(inner)
+    name = getattr(fn, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
 def argument_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
     """A readable name for every flat argument leaf, in `tree_flatten((args, kwargs))` order:
     ``x``, ``params_0``, ``cfg_lr``, ..."""
@@ -520,7 +537,8 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
     `specs`, one per tensor argument, trace for those specs instead of the arguments' own (a
     ``None`` dimension stays unknown: one trace serves every size there).
     """
-    graph = Graph(name or getattr(fn, "__name__", "f"))
+    expect_callable(fn, "trace", "tfl.trace(f, x)")
+    graph = Graph(name or callable_name(fn))
     leaves, in_tree = tree_flatten((args, kwargs))
     specs_left = iter(specs or ())
     builder = GraphBuilder(graph)

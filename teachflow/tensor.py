@@ -195,7 +195,22 @@ class Tensor:
     def __len__(self) -> int:
         if self.ndim == 0:
             raise ShapeError("len() of a 0-d tensor", op="len", hint="use t.item()")
+        if self.shape[0] is None:
+            raise TraceError(f"len() of a tensor of shape {self.shape}: its first size is known "
+                             "only when the graph runs", op="len",
+                             hint="compute with the whole tensor (x.sum(axis=0), x.mean()) "
+                                  "rather than a Python loop over its rows")
         return self.shape[0]
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"``: a one-element tensor formats as its number."""
+        if not spec:
+            return str(self)
+        if self.size != 1:
+            raise ShapeError(f"a format such as {spec!r} needs a one-element tensor, this one "
+                             f"has shape {self.shape}", op="format",
+                             hint="format t.item(), or np.array2string(t.numpy())")
+        return format(self.item(), spec)
 
     def __iter__(self) -> Iterator[Tensor]:
         for i in range(len(self)):
@@ -219,7 +234,9 @@ class Tensor:
         """A copy with values of its own (``copy.deepcopy(model)``): a leaf that requires grad
         stays one, with a copy of its ``.grad``; anything else becomes a plain tensor."""
         if isinstance(self._data, Value):
-            raise TraceError("a traced tensor has no values to copy", op="deepcopy")
+            raise TraceError("a traced tensor has no values to copy: it stands for a value the "
+                             "graph computes when it runs", op="copy",
+                             hint="x.clone() copies it in the graph")
         t = Tensor._make(self._data.copy(), self._backend, None)
         memo[id(self)] = t
         if isinstance(self._node, autodiff.Leaf):
@@ -227,6 +244,10 @@ class Tensor:
         if self._grad is not None:
             t._grad = self._grad.__deepcopy__(memo)
         return t
+
+    def __copy__(self) -> Tensor:
+        """``copy.copy(t)``: as deepcopy (a teachflow tensor owns its values)."""
+        return self.__deepcopy__({})
 
     def __reduce__(self) -> tuple:
         """Pickled as its values, device and whether it requires grad (as ``torch.save``)."""
@@ -297,6 +318,35 @@ class Tensor:
 
     def __rmatmul__(self, other: Any) -> Tensor:
         return bind(linalg.matmul, other, self)
+
+    # Masks combine with &, | and ~, as in NumPy and PyTorch (boolean tensors only).
+
+    def __and__(self, other: Any) -> Tensor:
+        return bind(ew.where, _mask(self, "&"), _mask(other, "&"), False)
+
+    def __rand__(self, other: Any) -> Tensor:
+        return self & other
+
+    def __or__(self, other: Any) -> Tensor:
+        return bind(ew.where, _mask(self, "|"), True, _mask(other, "|"))
+
+    def __ror__(self, other: Any) -> Tensor:
+        return self | other
+
+    def __invert__(self) -> Tensor:
+        return bind(ew.eq, _mask(self, "~"), False)
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        return bind(ew.floor_divide, self, other)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return bind(ew.floor_divide, other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        return bind(ew.remainder, self, other)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return bind(ew.remainder, other, self)
 
     def __neg__(self) -> Tensor:
         return bind(ew.neg, self)
@@ -411,20 +461,26 @@ class Tensor:
     # these methods with them, and get a tensor back.
 
     def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-            dtype: Any = None, out: Any = None) -> Tensor:
+            dtype: Any = None, out: Any = None, **other: Any) -> Tensor:
         """Sum over `axis` (an int, a tuple, or None for all axes)."""
+        if other:
+            raise _keywords_error("sum", other)
         axis = reduction.normalize_axes("sum", axis, self.shape)
         return _as_numpy_asked(bind(reduction.sum, self, axis=axis, keepdims=bool(keepdims)),
                                "sum", dtype, out)
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-             dtype: Any = None, out: Any = None) -> Tensor:
+             dtype: Any = None, out: Any = None, **other: Any) -> Tensor:
+        if other:
+            raise _keywords_error("mean", other)
         axis = reduction.normalize_axes("mean", axis, self.shape)
         return _as_numpy_asked(bind(reduction.mean, self, axis=axis, keepdims=bool(keepdims)),
                                "mean", dtype, out)
 
     def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-            out: Any = None) -> Tensor:
+            out: Any = None, **other: Any) -> Tensor:
+        if other:
+            raise _keywords_error("max", other)
         axis = reduction.normalize_axes("max", axis, self.shape)
         return _as_numpy_asked(bind(reduction.max, self, axis=axis, keepdims=bool(keepdims)),
                                "max", None, out)
@@ -439,6 +495,10 @@ class Tensor:
     def transpose(self, *axes: int | Sequence[int]) -> Tensor:
         """Permute the axes; with no arguments, reverse them (``x.T``)."""
         if len(axes) == 1 and not isinstance(axes[0], int | np.integer):
+            if not isinstance(axes[0], Sequence):
+                raise DTypeError(f"transpose takes axes (ints), not {axes[0]!r}",
+                                 op="transpose", hint="x.transpose() reverses the axes; "
+                                                      "x.transpose(1, 0, 2) names each")
             axes = tuple(axes[0])
         if not axes:
             axes = tuple(reversed(range(self.ndim)))
@@ -492,25 +552,33 @@ class Tensor:
     # call of an op or a few; `__getattr__` names the teachflow spelling of the others.
 
     def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-            out: Any = None) -> Tensor:
+            out: Any = None, **other: Any) -> Tensor:
+        if other:
+            raise _keywords_error("min", other)
         axis = reduction.normalize_axes("min", axis, self.shape)
         return _as_numpy_asked(bind(reduction.min, self, axis=axis, keepdims=bool(keepdims)),
                                "min", None, out)
 
-    def argmax(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    def argmax(self, axis: int | None = None, keepdims: bool = False, **other: Any) -> Tensor:
         """Where the largest value is along `axis` (None: in the flattened tensor), as int64;
         the first place where several tie."""
+        if other:
+            raise _keywords_error("argmax", other)
         axis = reduction.normalize_one_axis("argmax", axis, self.shape)
         return bind(reduction.argmax, self, axis=axis, keepdims=bool(keepdims))
 
-    def argmin(self, axis: int | None = None, keepdims: bool = False) -> Tensor:
+    def argmin(self, axis: int | None = None, keepdims: bool = False, **other: Any) -> Tensor:
+        if other:
+            raise _keywords_error("argmin", other)
         axis = reduction.normalize_one_axis("argmin", axis, self.shape)
         return bind(reduction.argmin, self, axis=axis, keepdims=bool(keepdims))
 
     def var(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-            correction: int = 1) -> Tensor:
+            correction: int = 1, **other: Any) -> Tensor:
         """The variance: the squared deviations from the mean, summed and divided by
         ``n - correction``. The default 1 is PyTorch's (unbiased); ``correction=0`` is NumPy's."""
+        if other:
+            raise _keywords_error("var", other)
         axis = reduction.normalize_axes("var", axis, self.shape)
         sides = [self.shape[a] for a in (range(self.ndim) if axis is None else axis)]
         deviation = self - self.mean(axis=axis, keepdims=True)
@@ -530,7 +598,7 @@ class Tensor:
         hi = ew.unbounded(self.dtype, above=True) if max is None else max
         return bind(ew.clip, self, lo, hi)
 
-    def softmax(self, axis: int = -1) -> Tensor:
+    def softmax(self, axis: int = -1, **other: Any) -> Tensor:
         """``exp(x) / sum(exp(x))`` along `axis`, computed stably.
 
         Subtracting the maximum first changes nothing mathematically (it cancels in the ratio)
@@ -538,13 +606,17 @@ class Tensor:
         anyway. As in PyTorch, a 0-d tensor's softmax is 1, and an empty axis gives an empty
         result.
         """
+        if other:
+            raise _keywords_error("softmax", other)
         axes = self._softmax_axes(axis, "softmax")
         e = self._shifted(axes).exp()
         return e / e.sum(axis=axes, keepdims=True)
 
-    def log_softmax(self, axis: int = -1) -> Tensor:
+    def log_softmax(self, axis: int = -1, **other: Any) -> Tensor:
         """``log(softmax(x))`` without computing the softmax: ``x - max - log(sum(exp(x - max)))``.
         """
+        if other:
+            raise _keywords_error("log_softmax", other)
         axes = self._softmax_axes(axis, "log_softmax")
         if self._empty_along(axes):  # no values at all: no log(0) of the empty sums either
             return self.softmax(axis).log()
@@ -572,6 +644,9 @@ class Tensor:
 
     def unsqueeze(self, dim: int) -> Tensor:
         """A new axis of size 1 at position `dim` (from ``-ndim - 1`` to ``ndim``)."""
+        if not isinstance(dim, int | np.integer):
+            raise DTypeError(f"unsqueeze takes one axis (an int), not {dim!r}", op="unsqueeze",
+                             hint="e.g. x.unsqueeze(0) for a new first axis")
         (dim,) = reduction.normalize_axes("unsqueeze", dim, (*self.shape, 1))
         return self._reshaped((*self.shape[:dim], 1, *self.shape[dim:]), "unsqueeze")
 
@@ -664,7 +739,9 @@ FOREIGN_NAMES = {
     "expand_dims": "x.unsqueeze(axis)", "view_as": "x.reshape(other.shape)",
     "reshape_as": "x.reshape(other.shape)", "ravel": "x.flatten()", "t": "x.T",
     "contiguous": "x (a teachflow tensor has no strides: drop the call)",
-    "copy": "x.clone()", "data": "x.detach()", "detach_": "x = x.detach()",
+    "copy": "x.clone()", "detach_": "x = x.detach()",
+    "data": "x.detach() for the values off the tape (a new tensor: to update x itself, write "
+            "`with tfl.no_grad(): x -= ...`)",
     "requires_grad_": "x.requires_grad = True",
     "add_": "x += y", "sub_": "x -= y", "mul_": "x *= y", "div_": "x /= y",
     "zero_": "x[...] = 0", "fill_": "x[...] = value", "clamp_": "x = x.clip(min, max)",
@@ -756,6 +833,32 @@ def _ufunc_error(ufunc: np.ufunc, method: str, kwargs: dict, op: Any) -> Teachfl
                           hint=f"call {name} with its operands only; cast with .astype(...)")
 
 
+# PyTorch's keywords, and what teachflow (as NumPy) calls them, with an example.
+_NUMPY_KEYWORDS = {"dim": ("axis", "axis=1"), "keepdim": ("keepdims", "keepdims=True"),
+                   "unbiased": ("correction", "correction=0 for unbiased=False")}
+
+
+def _keywords_error(op: str, given: dict) -> DTypeError:
+    """A call with keywords it does not take; PyTorch's names for NumPy's are named."""
+    name = next(iter(given))
+    if name not in _NUMPY_KEYWORDS:
+        return DTypeError(f"{op}() got an unexpected keyword argument {name!r}", op=op,
+                          hint=f"help(tfl.{op}) lists what it takes")
+    ours, example = _NUMPY_KEYWORDS[name]
+    return DTypeError(f"{op}() takes {ours}= (NumPy's name) where PyTorch takes {name}=", op=op,
+                      hint=f"e.g. {op}(..., {example})")
+
+
+def _mask(x: Any, op: str) -> Any:
+    """An operand of &, | or ~: a boolean tensor (or a Python bool)."""
+    if isinstance(x, bool) or (isinstance(x, Tensor) and x.dtype == np.bool_):
+        return x
+    what = f"a {x.dtype.name} tensor" if isinstance(x, Tensor) else type(x).__name__
+    raise DTypeError(f"{op} combines masks (boolean tensors), and this operand is {what}",
+                     op=op, hint="compare first, e.g. (x > 0) & (x < 1); for integers' bits "
+                                 "compute on x.numpy()")
+
+
 def _as_numpy_asked(result: Tensor, op: str, dtype: Any, out: Any) -> Tensor:
     """A reduction's result in the dtype NumPy asked for; NumPy's `out=` cannot be honoured."""
     if out is not None:
@@ -822,8 +925,9 @@ def as_constant(x: Any) -> Any:
     NumPy arrays keep their dtype; lists follow `tfl.tensor`'s rules (floats -> float32)."""
     if x is None:
         raise DTypeError("None is not a tensor", op="operand",
-                         hint="a .grad is None until backward() has run; check the value you "
-                              "passed")
+                         hint="a .grad is None until backward() has run, and a size of a "
+                              "graph's input (placeholder) is None until the graph runs; check "
+                              "the value you passed")
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, np.ndarray):
@@ -846,6 +950,11 @@ def _shape_arg(shape: tuple, op: str, unknown_ok: bool = False) -> tuple[int, ..
     may be -1, "whatever is left", where `unknown_ok`)."""
     if len(shape) == 1 and not isinstance(shape[0], int | np.integer):
         shape = shape[0]
+    if isinstance(shape, Sequence) and any(d is None for d in shape):
+        raise ShapeError(f"the shape {tuple(shape)} has a size known only when the graph runs "
+                         "(None): it cannot be given as a size", op=op,
+                         hint="let the op take sizes from a tensor (tfl.zeros_like(x)), or use "
+                              "-1 in a reshape")
     if not isinstance(shape, Sequence) or not all(isinstance(d, int | np.integer) for d in shape):
         raise DTypeError(f"a shape must be a sequence of integers, got {shape!r}", op=op)
     shape = tuple(int(d) for d in shape)

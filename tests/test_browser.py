@@ -86,8 +86,8 @@ def page(browser):
 
 
 def example():
-    def f(x, w):
-        return ((x @ w).tanh() + (x @ w).tanh()) * 1.0 + tfl.full((), 2.0) * 3.0
+    def f(x, w):  # a source line may hold what HTML reads specially: <!-- <script> </script>
+        return ((x @ w).tanh() + (x @ w).tanh()) * 1.0 + tfl.full((), 2.0) * 3.0  # <!-- <script>
 
     return tfl.compile(f, tfl.randn(4, 3), tfl.randn(3, 2))
 

@@ -154,6 +154,8 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
     "div": lambda t: t["x"] / t["p"],
     "rdiv": lambda t: 1.0 / t["p"],
     "neg": lambda t: -t["x"],
+    "floor_divide": lambda t: t["x"] // t["p"],
+    "remainder": lambda t: (t["x"] * 7) % -t["p"],
     "pow_scalar": lambda t: t["p"] ** 2.5,
     "pow_tensor": lambda t: t["p"] ** t["y"],
     "maximum": lambda t: tfl.maximum(t["x"], t["y"]),

@@ -11,6 +11,7 @@ gradients flow through a staged call to the tensors (and captured parameters) th
 from __future__ import annotations
 
 import ast
+import functools
 import gc
 import os
 import re
@@ -410,6 +411,41 @@ def test_a_staged_method_does_not_keep_its_instance_alive() -> None:
     del model
     gc.collect()  # the instance and its staged method refer to each other: a cycle
     assert ref() is None
+
+
+class Scaler:
+    """A callable object (as a model is): staged whole, ``tfl.function(model)``."""
+
+    def __init__(self) -> None:
+        self.w = tfl.tensor([2.0, 3.0])
+
+    def __call__(self, x):
+        self.w -= 0.5  # state of the object, updated as eagerly
+        return x * self.w
+
+
+def _scale(x, k):
+    return x * k
+
+
+def test_a_callable_object_and_a_partial_stage_under_their_names() -> None:
+    model = Scaler()
+    staged = tfl.function(model)
+    assert staged.__name__ == "Scaler" and "Scaler" in repr(staged)
+    assert not hasattr(staged, "w")  # the object's attributes stay the object's
+    x = tfl.ones(2)
+    np.testing.assert_array_equal(staged(x).numpy(), [1.5, 2.5])
+    np.testing.assert_array_equal(staged(x).numpy(), [1.0, 2.0])  # updated at every call
+    np.testing.assert_array_equal(model.w.numpy(), [1.0, 2.0])
+    assert staged.trace_count == 1
+    assert staged.concrete_functions[0].graph.name == "Scaler"
+
+    triple = functools.partial(_scale, k=3.0)
+    assert tfl.function(triple).__name__ == "_scale"
+    np.testing.assert_array_equal(tfl.function(triple)(x).numpy(), [3.0, 3.0])
+    compiled = tfl.compile(triple, x)
+    assert compiled.graph.name == "_scale"
+    np.testing.assert_array_equal(compiled(x).numpy(), [3.0, 3.0])
 
 
 # --- Decorator forms, passes and backend ---------------------------------------------------------

@@ -47,7 +47,11 @@ def printed(cell: nbformat.NotebookNode) -> str:
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
 def test_lesson_is_committed_clean(path: Path) -> None:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    missing = [i for i, cell in enumerate(raw["cells"]) if "id" not in cell]
+    assert not missing, f"{path.name}: cells {missing} have no id (nbformat 4.5 requires one)"
     nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
     for cell in nb.cells:
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, f"{path.name} has outputs"

@@ -912,6 +912,37 @@ def test_a_learner_pass_must_return_a_graph() -> None:
         tfl.compile(_doubled, t(X), passes=[lambda graph: None])
 
 
+def test_one_pass_on_its_own_and_a_pass_class_are_taken_as_written() -> None:
+    """``passes=my_pass`` is a pipeline of one; a class is run as one instance of it."""
+    one = tfl.compile(_doubled, t(X), passes=times_two_as_add)
+    assert [s.pass_name for s in one.snapshots] == ["trace", "times_two_as_add"]
+    assert ops(one.graph) == ["add", "exp"]
+    by_class = tfl.compile(lambda x: (-(-x)).exp(), t(X),  # noqa: B002
+                           passes=[DropDoubleNegation, "dce"])
+    assert [s.pass_name for s in by_class.snapshots] == ["trace", "no double negation", "dce"]
+    np.testing.assert_allclose(by_class(t(X)).numpy(), np.exp(X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_a_pass_that_breaks_the_graph_is_explained_before_anything_runs_it(verify: bool) -> None:
+    """A pass that drops a node still in use (a buggy DCE) or returns junk for its changes gets
+    a TeachflowError naming the pass, whether or not verification runs."""
+    def drop_first(graph: Graph) -> Graph:
+        graph.nodes = graph.nodes[1:]
+        return graph
+
+    with pytest.raises(tfl.TeachflowError, match="pass drop_first returned a graph that is not "
+                                                 "well formed") as info:
+        tfl.compile(_doubled, t(X), passes=[drop_first], verify=verify)
+    assert "defined before use" in info.value.hint
+
+    def says_junk(graph: Graph) -> tuple[Graph, list]:
+        return graph, ["removed a node"]
+
+    with pytest.raises(tfl.TeachflowError, match="changes that are not a list of Change"):
+        tfl.compile(_doubled, t(X), passes=[says_junk], verify=verify)
+
+
 def every_mul_is_an_add(graph: Graph) -> Graph:
     """A WRONG pass: it changes what the program computes."""
     for node in graph.nodes:

@@ -632,3 +632,75 @@ def test_numpy_functions_without_a_twin_never_drop_a_gradient_silently() -> None
         tfl.function(lambda a: a * np.round(a))(plain)
     with pytest.raises(tfl.DTypeError, match=r"tfl\.reshape"):
         np.reshape(x, (2,), order="F")
+
+
+# --- Python's operators: //, %, &, |, ~ and format ----------------------------------------------
+
+FLOOR_X = np.array([[-3.5, -1.0, 2.0, 5.5], [7.25, -0.75, 0.0, 9.0]])
+FLOOR_Y = np.array([2.0, -3.0, 1.5, -2.0])
+
+
+@pytest.mark.parametrize("fn", [
+    pytest.param(lambda x, y: x // y, id="x // y"),
+    pytest.param(lambda x, y: x % y, id="x % y"),
+    pytest.param(lambda x, y: 7 // y, id="7 // y"),
+    pytest.param(lambda x, y: 7.5 % y, id="7.5 % y"),
+    pytest.param(lambda x, y: x // 2, id="x // 2"),
+    pytest.param(lambda x, y: x % -2, id="x % -2"),
+])
+def test_floor_division_and_remainder_are_pythons_eagerly_staged_and_compiled(fn) -> None:
+    """NumPy's (and Python's) signs: the quotient rounds down, the remainder takes the divisor's
+    sign. The fused kernels must not use C's / and %, which round toward zero."""
+    want = fn(FLOOR_X, FLOOR_Y)
+    x, y = tfl.tensor(FLOOR_X), tfl.tensor(FLOOR_Y)
+    for got in (fn(x, y), tfl.function(fn)(x, y), tfl.compile(fn, x, y)(x, y),
+                tfl.compile(lambda x, y: fn(x * 1.0, y) + 0.0, x, y)(x, y)):
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_integer_floor_division_keeps_the_integer_dtype() -> None:
+    a = tfl.tensor(np.array([-7, 7, 9], dtype=np.int32))
+    assert (a // 2).dtype == np.int32 and (a % 4).dtype == np.int32
+    np.testing.assert_array_equal((a // 2).numpy(), [-4, 3, 4])
+    np.testing.assert_array_equal((a % -4).numpy(), [-3, -1, -3])
+
+
+def test_remainder_has_the_gradient_of_x_minus_y_floor_x_over_y() -> None:
+    """Away from the jumps, x % y = x - y*floor(x/y): d/dx = 1, d/dy = -floor(x/y)."""
+    check_gradients(lambda x, y: x % y, [FLOOR_X + 0.1, FLOOR_Y + 0.2])
+    x = tfl.tensor(FLOOR_X, requires_grad=True)
+    assert not (x // FLOOR_Y).requires_grad  # a step function, as sign: no gradient to follow
+    (x - FLOOR_Y * (x // FLOOR_Y)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones_like(FLOOR_X))
+
+
+def test_masks_combine_with_and_or_not_as_numpy_does() -> None:
+    a = np.array([-1.0, 0.5, 2.0, -3.0])
+    x = tfl.tensor(a)
+    cases = [  # each on a tensor and on the array: the same mask
+        lambda x: (x > 0) & (x < 1), lambda x: (x > 0) | (x < -2), lambda x: ~(x > 0),
+        lambda x: True & (x > 0), lambda x: (x > 0) | False,
+    ]
+    for fn in cases:
+        want = fn(a)
+        for got in (fn(x), tfl.function(fn)(x)):
+            assert got.dtype == np.bool_
+            np.testing.assert_array_equal(got.numpy(), want)
+    assert x[(x > 0) & (x < 1)].numpy().tolist() == [0.5]
+
+
+@pytest.mark.parametrize("mistake", [lambda x: x & (x > 0), lambda x: (x > 0) | 1,
+                                     lambda x: ~x.astype("int32")])
+def test_and_or_not_of_numbers_say_to_compare_first(mistake) -> None:
+    with pytest.raises(tfl.DTypeError, match="combines masks") as info:
+        mistake(tfl.tensor([1.0, 2.0]))
+    assert "(x > 0) & (x < 1)" in info.value.hint
+
+
+def test_a_one_element_tensor_formats_as_its_number() -> None:
+    loss = tfl.tensor([[0.123456]])
+    assert f"{loss:.3f}" == "0.123" and f"{tfl.tensor(3):>4d}" == "   3"
+    assert f"{loss}" == str(loss)
+    with pytest.raises(tfl.ShapeError, match=r"'\.2f' needs a one-element tensor.*\(2,\)"):
+        f"{tfl.ones(2):.2f}"

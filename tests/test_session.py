@@ -369,3 +369,67 @@ def test_the_gradient_into_a_known_operand_sums_over_the_unknown_batch() -> None
     data, bias = np.ones((4, 3), np.float32), np.array([1.0, 2.0, 3.0], np.float32)
     np.testing.assert_allclose(tfl.Session(g).run(db, feed={x: data, b: bias}),
                                2 * (data + bias).sum(axis=0))
+
+
+# --- Sizes known only when the graph runs -------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [tfl.zeros_like, tfl.ones_like,
+                                  lambda x: tfl.full_like(x, 2.5)], ids=["zeros", "ones", "full"])
+def test_like_tensors_take_an_unknown_size_when_the_graph_runs(make) -> None:
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), name="x")
+        y = x + make(x)
+    assert y.shape == (None, 3)
+    session = tfl.Session(g)
+    for rows in (1, 4):
+        data = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
+        want = (tfl.tensor(data) + make(tfl.tensor(data))).numpy()
+        np.testing.assert_array_equal(session.run(y, feed={x: data}), want)
+
+
+def test_python_sizes_of_an_unknown_dimension_are_explained() -> None:
+    """len(x), a loop over rows, or a size used as a number need the size now: a clear error."""
+    with tfl.Graph():
+        x = tfl.placeholder((None, 3), name="x")
+        with pytest.raises(tfl.TraceError, match=r"len\(\) of a tensor of shape \(None, 3\)"):
+            len(x)
+        with pytest.raises(tfl.TraceError, match="known only when the graph runs"):
+            [row.sum() for row in x]
+        with pytest.raises(tfl.ShapeError, match=r"the shape \(None, -1\) has a size known only"):
+            x.reshape(x.shape[0], -1)
+        with pytest.raises(tfl.DTypeError, match="None is not a tensor") as info:
+            x.sum() / x.shape[0]
+        assert "None until the graph runs" in info.value.hint
+        assert len(x[0]) == 3  # a known size is an int as ever
+
+
+# --- Mistakes in building and feeding -----------------------------------------------------------
+
+
+def test_a_placeholder_shape_is_checked_and_an_int_is_one_dimension() -> None:
+    with tfl.Graph() as g:
+        x = tfl.placeholder(3, name="x")
+        for bad in [(-1, 3), (2.5,), "3", (True, 2), None]:
+            with pytest.raises(tfl.ShapeError, match="a shape is a tuple of sizes") as info:
+                tfl.placeholder(bad)
+            assert info.value.op == "placeholder"
+    assert x.shape == (3,)
+    np.testing.assert_array_equal(tfl.Session(g).run(x, feed={x: [1, 2, 3]}), [1, 2, 3])
+
+
+def test_a_feed_that_is_not_a_dict_or_not_an_array_is_explained() -> None:
+    g, x, _, y, _ = build_two_branches()
+    session = tfl.Session(g)
+    with pytest.raises(tfl.TeachflowError, match="feed is a dict from placeholders to values, "
+                                                 "not list"):
+        session.run(y, feed=[(x, np.ones((2, 3)))])
+    with pytest.raises(tfl.ShapeError, match="the value fed to placeholder %x is not an array"):
+        session.run(y, feed={x: [[1, 2, 3], [1, 2]]})
+    np.testing.assert_array_equal(session.run(y, feed={x: np.ones((2, 3))}), [6, 6])  # unharmed
+
+
+@pytest.mark.parametrize("graph", [None, "g", lambda: None])
+def test_a_session_runs_a_graph_and_nothing_else(graph) -> None:
+    with pytest.raises(tfl.TeachflowError, match="a Session runs a Graph, not"):
+        tfl.Session(graph)

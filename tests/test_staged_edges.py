@@ -406,6 +406,22 @@ def test_tensor_specs_check_what_they_are_given() -> None:
     with pytest.raises(tfl.DTypeError, match="not a dtype"):
         tfl.TensorSpec((None, 3), "floaty")
     assert tfl.TensorSpec((2**40, 2**40), "float32").size == 2**80  # no int64 overflow
+    with pytest.raises(tfl.ShapeError, match="never negative"):
+        tfl.TensorSpec((-1, 3))  # TensorFlow's None is teachflow's None, not -1
+    with pytest.raises(tfl.DeviceError, match="unknown device 'tpu'"):
+        tfl.TensorSpec((3,), device="tpu")
+
+
+def test_a_tensor_spec_is_float32_on_the_cpu_unless_told() -> None:
+    """As TensorFlow's: the dtype may be left out (float32, also for an explicit None: NumPy's
+    np.dtype(None) would be float64), and the device may be spelled "cuda"."""
+    assert tfl.TensorSpec((None, 3)) == tfl.TensorSpec((None, 3), "float32", "cpu")
+    assert tfl.TensorSpec((2,), None).dtype == np.float32
+    assert tfl.TensorSpec([2], "int64", "cuda:0") == tfl.TensorSpec((2,), np.int64, "gpu")
+    f = tfl.function(lambda x: x * 2, input_signature=[tfl.TensorSpec((None,))])
+    f(tfl.ones(3))
+    f(tfl.ones(5))
+    assert f.trace_count == 1
 
 
 def test_a_staged_classmethod() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -48,6 +51,33 @@ def test_tensor_of_a_tensor_is_a_detached_copy() -> None:
     assert y is not x and not y.requires_grad
     np.testing.assert_array_equal(y.numpy(), x.numpy())
     assert not np.shares_memory(y.numpy(), x.numpy())
+
+
+@pytest.mark.parametrize("copier", [copy.copy, copy.deepcopy,
+                                    lambda t: pickle.loads(pickle.dumps(t))],
+                         ids=["copy", "deepcopy", "pickle"])
+def test_copies_own_their_values_and_a_leaf_stays_a_leaf(copier) -> None:
+    w = tfl.tensor([1.0, 2.0], requires_grad=True)
+    (w * 3).sum().backward()
+    c = copier(w)
+    assert c is not w and c.requires_grad and c.is_leaf
+    with tfl.no_grad():
+        w -= 1.0
+    np.testing.assert_array_equal(c.numpy(), [1.0, 2.0])  # its own values
+    h = copier(w * 2)  # computed: a plain tensor
+    assert not h.requires_grad and h.tolist() == [0.0, 2.0]
+
+
+def test_copying_a_traced_tensor_says_to_clone_at_the_users_line() -> None:
+    def f(x):
+        return copy.copy(x) * 2
+
+    with pytest.raises(tfl.TraceError, match="a traced tensor has no values to copy") as info:
+        tfl.function(f)(tfl.ones(2))
+    assert "x.clone()" in info.value.hint
+    # The line is the learner's (copy.copy's own lines are Python's, not the learner's).
+    assert info.value.location.lineno == f.__code__.co_firstlineno + 1
+    assert info.value.location.filename == __file__
 
 
 def test_tensor_copies_its_input_while_as_tensor_does_not() -> None:

@@ -127,6 +127,13 @@ def unbounded(dtype: np.dtype, above: bool) -> bool | int | float:
         return int(info.max if above else info.min)
     return math.inf if above else -math.inf
 
+# Floor division and its remainder, with Python's signs (the remainder has the divisor's). Not
+# fused: C's / and % round toward zero instead. A floor has no gradient; x % y = x - y⌊x/y⌋.
+floor_divide = Op("floor_divide", lambda xp: xp.floor_divide,
+                  elementwise_rule(lambda xp: xp.floor_divide))
+remainder = Op("remainder", lambda xp: xp.remainder, elementwise_rule(lambda xp: xp.remainder),
+               grads=(lambda g: g, lambda g, x, y: -g * bind(floor_divide, x, y)))
+
 # --- Transcendental and activation functions ---------------------------------------------------
 
 exp = elementwise("exp", lambda xp: xp.exp, "exp({0})",

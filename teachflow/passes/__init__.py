@@ -33,6 +33,8 @@ def resolve(passes: Any) -> list[Pass]:
         return []
     if isinstance(passes, str):
         passes = DEFAULT_PIPELINE if passes == "default" else [passes]
+    elif not isinstance(passes, list | tuple):  # one pass on its own
+        passes = [passes]
     resolved = []
     for p in passes:
         if isinstance(p, str):

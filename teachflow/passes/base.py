@@ -71,20 +71,37 @@ class FunctionPass:
 
     def run(self, graph: Graph) -> tuple[Graph, list[Change]]:
         result = self.fn(graph.clone())  # a clone: the learner's code may edit what it gets
-        if isinstance(result, tuple):
+        changes = None
+        if isinstance(result, tuple) and len(result) == 2:
             result, changes = result
-            return result, list(changes)
         if not isinstance(result, Graph):
             raise TeachflowError(f"pass {self.name} returned {type(result).__name__}, "
                                  "not a Graph", op="compile",
                                  hint="a pass returns the new graph (or (graph, changes))")
-        return result, diff_changes(graph, result, self.name)
+        if changes is not None and (not isinstance(changes, list | tuple) or not all(
+                isinstance(c, Change) for c in changes)):
+            raise TeachflowError(f"pass {self.name} returned changes that are not a list of "
+                                 "Change", op="compile",
+                                 hint="return (graph, [Change(kind, nodes, result, rule, "
+                                      "sentence), ...]), or just the graph")
+        # A learner's graph is checked before anything else uses it: a broken one is explained.
+        try:
+            result.verify()
+        except TeachflowError as err:
+            raise TeachflowError(f"pass {self.name} returned a graph that is not well formed: "
+                                 f"{err.message}", op="compile", location=err.location,
+                                 hint="a pass must keep every value it uses defined before use; "
+                                      "compare with what the pass was given") from err
+        return result, list(changes) if changes is not None else diff_changes(graph, result,
+                                                                                  self.name)
 
 
 def as_pass(p: Any) -> Pass:
     """A pass object from a built-in pass, a learner's pass object, or a plain function."""
     if isinstance(p, BuiltinPass):
         return p
+    if isinstance(p, type) and hasattr(p, "run"):  # a pass class: one instance of it
+        p = p()
     if hasattr(p, "run") and not isinstance(p, type):
         return FunctionPass(p.run, getattr(p, "name", None) or type(p).__name__)
     if callable(p):

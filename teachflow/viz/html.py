@@ -57,8 +57,9 @@ h1 { font: 600 16px system-ui, sans-serif; margin: 0 0 8px; }
 def page_html(data: dict) -> str:
     """The page for `data` (as made by `compilation_data`)."""
     name = escape(data.get("name", ""))
-    # "</" may not appear inside a <script> element; "<\\/" is the same JSON string.
-    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("</", "<\\/")
+    # Inside a <script> element, "</" would end it and "<!--" with "<script" changes how the
+    # browser reads it: every "<" is written as the JSON escape "\\u003c" (the same string).
+    payload = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
     return "\n".join([
         "<!doctype html>",
         '<html lang="en">',
