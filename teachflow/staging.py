@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -375,26 +376,73 @@ class GraphBuilder:
         return guards
 
 
+def _python_function(fn: Callable) -> tuple[types.FunctionType | None, list[tuple[str, Any]]]:
+    """The Python function whose code a call of `fn` runs, and the objects it runs on (an
+    instance, a partial's bound arguments), looked up without calling anything of the user's:
+    a method, a staged method, a ``functools.partial``, a callable object, or a decorated
+    function (followed through ``__wrapped__``)."""
+    owners: list[tuple[str, Any]] = []
+    for _ in range(100):  # (a chain of wrappers, never a cycle)
+        if isinstance(fn, functools.partial):
+            owners += _partial_arguments(fn)
+            fn = fn.func
+            continue
+        if isinstance(fn, types.MethodType):
+            owners.append(("self", fn.__self__))
+            fn = fn.__func__
+            continue
+        wrapped = _own_attribute(fn, "__wrapped__")
+        if wrapped is not None:  # functools.wraps, and a staged function or method
+            instance = _own_attribute(fn, "instance")
+            if instance is not None:
+                owners.append(("self", instance))
+            fn = wrapped
+            continue
+        if isinstance(fn, types.FunctionType):
+            return fn, owners
+        call = inspect.getattr_static(type(fn), "__call__", None)  # a callable object's class
+        if not isinstance(call, types.FunctionType):
+            return None, owners
+        owners.append(("self", fn))
+        fn = call
+    return None, owners
+
+
+def _partial_arguments(fn: functools.partial) -> list[tuple[str, Any]]:
+    """A partial's bound arguments under the names of the parameters they fill."""
+    try:
+        bound = inspect.signature(fn.func).bind_partial(*fn.args, **fn.keywords)
+    except (TypeError, ValueError):  # no signature to read: name them by position
+        return [("partial", (fn.args, fn.keywords))]
+    return list(bound.arguments.items())
+
+
+def _own_attribute(obj: Any, name: str) -> Any:
+    """`obj`'s attribute `name` from its ``__dict__`` (None if absent): no ``__getattr__``."""
+    try:
+        return object.__getattribute__(obj, "__dict__").get(name)
+    except Exception:
+        return None
+
+
 class _Surroundings:
     """What the traced function could leave a tensor of the trace in: the containers reachable
     from its globals, its closure and its instance or static arguments (see
     `teachflow.surroundings`), as they were before the trace, and its closure cells."""
 
     def __init__(self, fn: Callable, args: tuple, kwargs: dict) -> None:
-        inner = inspect.unwrap(fn)
-        code = getattr(inner, "__code__", None)
+        inner, owners = _python_function(fn)
         # The globals the function's code (and the module's functions it calls) names.
-        self.namespace = getattr(inner, "__globals__", {})
-        names = surroundings.global_names(code, self.namespace) if code is not None else set()
+        self.namespace = inner.__globals__ if inner is not None else {}
+        names = surroundings.global_names(inner.__code__, self.namespace) \
+            if inner is not None else set()
         self.globals_before = {n: self.namespace.get(n, _UNBOUND) for n in names}
         roots: list[tuple[str, Any]] = [(n, v) for n, v in self.globals_before.items()
                                         if v is not _UNBOUND]
-        owner = getattr(fn, "__self__", None) or getattr(fn, "instance", None)
-        if owner is not None:
-            roots.append(("self", owner))
+        roots += owners
         roots += [(n, a) for n, a in named_arguments(fn, args, kwargs) if not isinstance(a, Tensor)]
-        cells = dict(zip(getattr(getattr(inner, "__code__", None), "co_freevars", ()),
-                         getattr(inner, "__closure__", None) or (), strict=True))
+        cells = dict(zip(inner.__code__.co_freevars if inner is not None else (),
+                         inner.__closure__ or () if inner is not None else (), strict=True))
         self.cells = {name: (cell, _cell_contents(cell)) for name, cell in cells.items()}
         roots += [(name, value) for name, (_, value) in self.cells.items()]
         self.snapshots = surroundings.snapshots(roots, skip=(Tensor,))

@@ -183,11 +183,9 @@ def global_names(code: types.CodeType, namespace: dict, depth: int = 2) -> set[s
         codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
     if depth > 0:
         for name in list(names):
-            value = namespace.get(name)
-            inner = getattr(value, "__code__", None)
-            if isinstance(inner, types.CodeType) and getattr(value, "__globals__", None) is \
-                    namespace:
-                names |= global_names(inner, namespace, depth - 1)
+            value = namespace.get(name)  # (a plain function's attributes: no user __getattr__)
+            if isinstance(value, types.FunctionType) and value.__globals__ is namespace:
+                names |= global_names(value.__code__, namespace, depth - 1)
     return names
 
 

@@ -10,6 +10,7 @@ afterwards, step for step.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import os
 
@@ -571,3 +572,33 @@ def test_backward_inside_reaching_an_argument_computed_outside_is_refused() -> N
     a = w * 3
     g(a)
     np.testing.assert_allclose(a.numpy(), [6.0, 12.0])
+
+
+class _Cache:
+    """A callable object whose state is its own: a model, or an empty container of layers."""
+
+    def __init__(self) -> None:
+        self.last = None
+        self.w = tfl.tensor([1.0, 2.0])
+
+    def __len__(self) -> int:
+        return 0  # falsy, as an empty Sequential would be
+
+    def __getattr__(self, name: str):
+        raise AttributeError(name)  # as a Module's, which looks in its own tables first
+
+    def __call__(self, x):
+        self.last = x * self.w
+        return self.last + 1.0
+
+
+@pytest.mark.parametrize("wrap", ["object", "partial of a method", "bound method"])
+def test_state_of_a_callable_object_is_watched_as_a_methods_self_is(wrap: str) -> None:
+    model = _Cache()
+    fn = {"object": model,
+          "partial of a method": functools.partial(_Cache.__call__, model),
+          "bound method": model.__call__}[wrap]
+    with pytest.raises(tfl.TraceError, match=r"self\.last was given a tensor of the trace"):
+        tfl.function(fn)(tfl.ones(2))
+    assert model.last is None  # put back as it was
+    np.testing.assert_allclose(model.w.numpy(), [1.0, 2.0])
