@@ -42,7 +42,7 @@ from teachflow.errors import AutodiffError, DTypeError, expect_callable, on_beha
 from teachflow.graph import Value
 from teachflow.ops import creation, elementwise, reduction
 from teachflow.ops import shape as shape_ops
-from teachflow.spec import TensorSpec
+from teachflow.spec import TensorSpec, is_int
 from teachflow.tree import tree_flatten, tree_unflatten
 
 # --- Gradient mode ------------------------------------------------------------------------------
@@ -305,7 +305,10 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
     for i, parent in enumerate(node.parents):
         if parent is None or (relevant is not None and id(parent) not in relevant):
             continue
-        rule, reads = op.rule(i)
+        found = op.rule(i)
+        if found is None:  # an input with no gradient (the `like` of sum_like, an index array)
+            continue
+        rule, reads = found
         kwargs = {name: node.inputs[j] for name, j, _ in reads.inputs}
         if reads.out:
             kwargs["out"] = out
@@ -320,7 +323,7 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
         ct = rule(g, **kwargs)
         if ct is None:
             continue
-        ct = _fit(ct, parent, op.elementwise)
+        ct = _fit(ct, parent, op.broadcasts)
         previous = grads.get(id(parent))
         grads[id(parent)] = ct if previous is None else previous + ct
 
@@ -347,7 +350,7 @@ def backward(tensor: Any, grad: Any = None, retain_graph: bool = False) -> None:
 def _seed(output: Any, grad: Any, who: str) -> Any:
     Tensor = _tensor.Tensor
     if grad is None:
-        if output.size != 1:
+        if output.spec.size != 1:
             raise AutodiffError(
                 f"the output has shape {output.shape}; backward needs a scalar output, or a "
                 "`grad` argument of the output's shape", op=who,
@@ -410,13 +413,13 @@ def grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 def _differentiate(f: Callable, argnums: int | Sequence[int], want_value: bool) -> Callable:
     op = "value_and_grad" if want_value else "grad"
     expect_callable(f, op, f"tfl.{op}(f)(x)")
-    single = isinstance(argnums, int) and not isinstance(argnums, bool)
+    single = is_int(argnums)
     nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, Sequence) else None
-    if nums is None or not nums or not all(
-            isinstance(i, int) and not isinstance(i, bool) for i in nums):
+    if nums is None or not nums or not all(is_int(i) for i in nums):
         raise AutodiffError(f"argnums picks the arguments to differentiate by position: an int "
                             f"or a non-empty tuple of ints, not {argnums!r}", op=op,
                             hint=f"tfl.{op}(f, argnums=0), or argnums=(0, 1) for two")
+    nums = tuple(int(i) for i in nums)
 
     @functools.wraps(f)
     def differentiated(*args: Any, **kwargs: Any) -> Any:
@@ -427,11 +430,11 @@ def _differentiate(f: Callable, argnums: int | Sequence[int], want_value: bool) 
                 raise AutodiffError(f"argnums={argnums} but the function got {len(args)} "
                                     "positional argument(s)", op="grad")
         flat = [tree_flatten(args[i]) for i in nums]  # (leaves, treedef) per differentiated arg
-        # Inside another gradient computation, or with tracked inputs, this backward pass must
-        # itself be recorded so the result can be differentiated again.
-        create_graph = _depth > 0 or any(
-            isinstance(x, _tensor.Tensor) and x._node is not None
-            for leaves, _ in flat for x in leaves)
+        # Inside another gradient computation (``grad(grad(f))``), this backward pass must
+        # itself be recorded so the result can be differentiated again. Otherwise it is not,
+        # even for arguments that require grad (a model's parameters): a gradient is a plain
+        # value, as PyTorch's ``autograd.grad`` gives it unless asked for ``create_graph``.
+        create_graph = _depth > 0
         watched = []
         with enable_grad():
             for i, (leaves, treedef) in zip(nums, flat, strict=True):
@@ -455,7 +458,7 @@ def _differentiate(f: Callable, argnums: int | Sequence[int], want_value: bool) 
 
 
 def _gradients(out: Any, inputs: list, create_graph: bool) -> list:
-    if not isinstance(out, _tensor.Tensor) or out.size != 1:
+    if not isinstance(out, _tensor.Tensor) or out.spec.size != 1:
         what = f"shape {out.shape}" if isinstance(out, _tensor.Tensor) else type(out).__name__
         raise AutodiffError(f"the function must return a scalar tensor, but returned {what}",
                             op="grad", hint="return a scalar such as loss.sum() or loss.mean()")

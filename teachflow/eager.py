@@ -19,7 +19,7 @@ import numpy as np
 from teachflow import autodiff
 from teachflow.backends import CPU, get_backend
 from teachflow.dispatch import set_default_interpreter
-from teachflow.errors import DeviceError, DTypeError, TeachflowError, TraceError
+from teachflow.errors import DeviceError, DTypeError, IndexingError, TeachflowError, TraceError
 from teachflow.graph import Value
 from teachflow.tensor import Tensor, as_constant
 
@@ -58,7 +58,10 @@ class EagerInterpreter:
         result = _new(Tensor)
         result._data = out
         result._backend = backend
-        result._node = autodiff.record(op, args, params, out, backend) if tracked else None
+        # The tape sees the operands as the kernel did (a NumPy scalar as the Python scalar).
+        result._node = autodiff.record(op, tuple(
+            [x if isinstance(x, Tensor) else a for x, a in zip(args, arrays, strict=True)]),
+            params, out, backend) if tracked else None
         result._grad = None
         return result
 
@@ -110,7 +113,9 @@ def _explain(op: Any, args: tuple, params: dict, exc: Exception) -> TeachflowErr
         return err
     except Exception:  # operands too odd even to describe (a ragged list, say)
         pass
-    kind = DTypeError if isinstance(exc, TypeError) or "Integers" in str(exc) else TeachflowError
+    kind = (IndexingError if isinstance(exc, IndexError) else
+            DTypeError if isinstance(exc, TypeError) or "Integers" in str(exc) else
+            TeachflowError)
     return kind(
         f"{exc}", op=op.name, operands=_describe_safely(op, args),
         hint="NumPy/CuPy refused these operands (its error is attached as __cause__); "

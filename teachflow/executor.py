@@ -28,7 +28,7 @@ one of them, so whatever the user calls their arguments, the executor calls what
 from __future__ import annotations
 
 import keyword
-import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import Any
@@ -40,7 +40,6 @@ from teachflow.backends import Backend, get_backend
 from teachflow.dispatch import bind
 from teachflow.errors import TeachflowError, on_behalf_of
 from teachflow.graph import Graph, Node, Value
-from teachflow.ops import OPS
 from teachflow.tensor import Tensor
 
 # Parameter values that print as Python source which reads back equal.
@@ -85,27 +84,27 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     captures = [v for v in graph.captures if id(v) in used]
 
     namespace: dict[str, Any] = {"dtype": np.dtype, "inf": float("inf"), "nan": float("nan")}
-    kernels: dict[str, Any] = {}  # name in the source -> the op it calls
-    kernel_of: dict[int, str] = {}
+    # Every name the source uses is claimed once: first its own (kernels, values, and the
+    # builtins parameter values print as), then the arguments, which may not hide any of them.
+    names = _Names([*namespace, *_BUILTINS_IN_SOURCE])
+    kernel_of: dict[Any, str] = {}  # op -> the name its kernel has in the source
     for node in nodes:
-        kernel = node.op.name
-        while kernels.setdefault(kernel, node.op) is not node.op:  # two ops, one name
-            kernel += "_"
-        namespace.setdefault(kernel, backend.kernels[node.op])
-        kernel_of[id(node)] = kernel
-    names: dict[int, str] = {}
-    # Names the source uses for its own ends: an argument must not hide them.
-    taken = {*namespace, *_BUILTINS_IN_SOURCE}
-    for v in inputs:
-        names[id(v)] = _input_name(v, taken)
+        if node.op not in kernel_of:
+            kernel_of[node.op] = names.claim(node.op.name)
+            namespace[kernel_of[node.op]] = backend.kernels[node.op]
+    name_of: dict[Value, str] = {}
+    for node in nodes:
+        name_of[node.output] = names.claim(f"v{node.id}")
     for v in captures:
-        names[id(v)] = f"c{v.id}"
+        name_of[v] = names.claim(f"c{v.id}")
     for v in graph.constants:
-        names[id(v)] = f"k{v.id}"
-        namespace[names[id(v)]] = backend.asarray(v.data)
+        name_of[v] = names.claim(f"k{v.id}")
+        namespace[name_of[v]] = backend.asarray(v.data)
+    for v in inputs:
+        name_of[v] = names.claim(v.name or f"v{v.id}")
 
     def operand(o: Any) -> str:
-        return names[id(o)] if isinstance(o, Value) else repr(o)
+        return name_of[o] if isinstance(o, Value) else repr(o)
 
     def param(value: Any) -> str:
         if ((isinstance(value, _LITERAL) and not isinstance(value, np.generic))
@@ -113,27 +112,23 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
             return repr(value)
         if isinstance(value, np.dtype):
             return f"dtype('{value.name}')"
-        name = f"p{len(namespace)}"  # anything else (index arrays, ...) is bound by name
+        name = names.claim(f"p{len(namespace)}")  # anything else (index arrays) is bound by name
         namespace[name] = value
         return name
 
     lines = []
     for node in nodes:
-        kernel = kernel_of[id(node)]
-        names[id(node.output)] = f"v{node.id}"
         args = [operand(o) for o in node.inputs]
         args += [f"{k}={param(v)}" for k, v in node.params.items()]
-        lines.append((f"{names[id(node.output)]} = {kernel}({', '.join(args)})",
+        lines.append((f"{name_of[node.output]} = {kernel_of[node.op]}({', '.join(args)})",
                       str(node.source) if node.source else ""))
     returned = ", ".join(operand(v) for v in outputs)
     if len(outputs) == 1:
         returned += ","
     width = max((len(text) for text, _ in lines), default=0)
     body = [f"    {text:<{width}}  # {src}" if src else f"    {text}" for text, src in lines]
-    params = ", ".join(names[id(v)] for v in [*inputs, *captures])
-    fn_name = _function_name(graph.name)
-    if fn_name in taken or fn_name in namespace:  # named like what its body calls (`tanh`)
-        fn_name = f"{fn_name}_graph"
+    params = ", ".join(name_of[v] for v in [*inputs, *captures])
+    fn_name = names.claim(graph.name if not graph.name.startswith("__") else f"graph{graph.name}")
     source = "\n".join([f"def {fn_name}({params}):", *body, f"    return ({returned})", ""])
     code = compile(source, f"<teachflow generated: {graph.name}>", "exec")
     exec(code, namespace)  # the source was generated above from our own graph, not user text
@@ -144,25 +139,33 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
 _BUILTINS_IN_SOURCE = ("slice", "Ellipsis")
 
 
-def _input_name(v: Value, taken: set[str]) -> str:
-    """The argument's own name, unless it could clash with a kernel or a name of the source."""
-    name = v.name if v.name and v.name.isidentifier() else f"v{v.id}"
-    if (keyword.iskeyword(name) or name in OPS or name in taken
-            or (re.fullmatch(r"[vckp]\d+", name) and name != f"v{v.id}")):
-        name = f"{name}_{v.id}"
-    taken.add(name)
-    return name
+class _Names:
+    """The names of one generated source, each used once. Python reads an identifier after
+    normalising it (NFKC: ``ｖ3`` *is* ``v3``), so names are compared the way Python will."""
+
+    def __init__(self, reserved: Sequence[str]) -> None:
+        self._taken = {unicodedata.normalize("NFKC", n) for n in reserved}
+
+    def claim(self, wanted: str) -> str:
+        """`wanted` made a Python identifier (not a keyword), with ``_1``, ``_2``, ... until
+        it is free."""
+        base = unicodedata.normalize("NFKC", wanted)
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "arg"
+        if not base.isidentifier():
+            base = f"_{base}"
+        if keyword.iskeyword(base) or keyword.issoftkeyword(base):
+            base = f"{base}_"
+        name, i = base, 1
+        while name in self._taken:
+            name, i = f"{base}_{i}", i + 1
+        self._taken.add(name)
+        return name
 
 
 def _is_literal_tuple(value: Any) -> bool:
     return isinstance(value, tuple) and all(
         (isinstance(v, _LITERAL) and not isinstance(v, np.generic)) or _is_literal_tuple(v)
         for v in value)
-
-
-def _function_name(name: str) -> str:
-    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
-    return name if name.isidentifier() and not name.startswith("__") else f"graph_{name}"
 
 
 def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] | None = None,

@@ -20,6 +20,7 @@ from teachflow.ops import elementwise as ew
 from teachflow.ops import linalg
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import RuleError, normalize_axis
+from teachflow.spec import is_int
 from teachflow.tensor import (
     NUMPY_TWINS,
     Tensor,
@@ -145,8 +146,8 @@ def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:
     return as_tensor(x).reshape(*shape)
 
 
-def transpose(x: Any, *axes: int | Sequence[int]) -> Tensor:
-    return as_tensor(x).transpose(*axes)
+def transpose(x: Any, *axes: int | Sequence[int], **named: Any) -> Tensor:
+    return as_tensor(x).transpose(*axes, **named)
 
 
 def swapaxes(x: Any, axis1: int, axis2: int) -> Tensor:
@@ -183,7 +184,7 @@ def _tensors(ts: Sequence[Any], op: str) -> list[Tensor]:
 
 
 def _axis(axis: int, ndim: int, op: str) -> int:
-    if not isinstance(axis, int | np.integer) or isinstance(axis, bool):
+    if not is_int(axis):
         raise DTypeError(f"{op} joins along one axis (an int), not {axis!r}", op=op,
                          hint=f"e.g. tfl.{op}([a, b], axis=0)")
     try:

@@ -16,6 +16,13 @@ import numpy as np
 from teachflow.backends import device_name
 from teachflow.errors import DTypeError, ShapeError
 
+
+def is_int(x: Any) -> bool:
+    """A size, an axis or a position: a Python or NumPy integer, never a bool (NumPy and
+    PyTorch refuse ``x.sum(axis=True)``, though ``True == 1``)."""
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+
+
 _SHORT_DTYPE = {
     "float16": "f16",
     "float32": "f32",
@@ -76,11 +83,10 @@ class TensorSpec:
 
 def checked_shape(shape: Any, op: str = "TensorSpec") -> tuple[int | None, ...]:
     """A shape as a tuple of sizes, None where unknown (an int alone is a 1-d shape)."""
-    if isinstance(shape, int | np.integer) and not isinstance(shape, bool):
+    if is_int(shape):
         shape = (shape,)
     if not isinstance(shape, tuple | list) or not all(
-            d is None or (isinstance(d, int | np.integer) and not isinstance(d, bool) and d >= 0)
-            for d in shape):
+            d is None or (is_int(d) and d >= 0) for d in shape):
         example = 'tfl.TensorSpec((None, 3), "float32")' if op == "TensorSpec" \
             else f"tfl.{op}((None, 3))"
         raise ShapeError(f"a shape is a tuple of sizes (None where unknown, never negative), "

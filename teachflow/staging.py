@@ -175,7 +175,9 @@ class GraphBuilder:
                                    no_grad=not autodiff.is_grad_enabled())
         backend = get_backend(spec.device)
         tracked = any(isinstance(x, Tensor) and x._node is not None for x in args)
-        tape = autodiff.record(op, args, params, node.output, backend) if tracked else None
+        tape = autodiff.record(op, tuple(  # the operands as the op takes them (as eagerly)
+            [x if isinstance(x, Tensor) or type(x) in _PYTHON_SCALARS else as_constant(x)
+             for x in args]), params, node.output, backend) if tracked else None
         if tape is not None:
             tape.source = source  # so the gradient's nodes can name this line too
         return Tensor._make(node.output, backend, tape)

@@ -35,7 +35,7 @@ from teachflow.ops import creation, linalg, reduction
 from teachflow.ops import elementwise as ew
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import op_for_ufunc
-from teachflow.spec import TensorSpec
+from teachflow.spec import TensorSpec, is_int
 
 _new = object.__new__
 
@@ -86,11 +86,13 @@ class Tensor:
         return len(self._data.shape)
 
     @property
-    def size(self) -> ElementCount:
-        """The number of elements (-1 while a dimension is unknown, as for a placeholder). Also
-        callable, as PyTorch's ``t.size()`` (the shape) and ``t.size(d)``: see `ElementCount`."""
+    def size(self) -> ElementCount | UnknownCount:
+        """The number of elements. Also callable, as PyTorch's ``t.size()`` (the shape) and
+        ``t.size(d)``: see `ElementCount`."""
         shape = self._data.shape
-        return ElementCount(-1 if None in shape else int(np.prod(shape, dtype=np.int64)), shape)
+        if None in shape:
+            return UnknownCount(shape)
+        return ElementCount(math.prod(shape), shape)
 
     @property
     def spec(self) -> TensorSpec:
@@ -162,7 +164,7 @@ class Tensor:
 
     def item(self) -> float | int | bool:
         """The single value of a one-element tensor, as a Python number."""
-        if self.size != 1:
+        if self.spec.size != 1:
             raise ShapeError(f"item() needs a tensor with one element, this one has shape "
                              f"{self.shape}", op="item", hint="index or reduce it first")
         return self.numpy().item()
@@ -171,7 +173,7 @@ class Tensor:
         return self.numpy().tolist()
 
     def __bool__(self) -> bool:
-        if self.size != 1:
+        if self.spec.size != 1:
             raise ShapeError(
                 f"the truth value of a tensor with shape {self.shape} is ambiguous",
                 op="bool", hint="compare one element (t[0] > 0) or a reduction (t.sum() > 0); "
@@ -206,7 +208,7 @@ class Tensor:
         """``f"{loss:.4f}"``: a one-element tensor formats as its number."""
         if not spec:
             return str(self)
-        if self.size != 1:
+        if self.spec.size != 1:
             raise ShapeError(f"a format such as {spec!r} needs a one-element tensor, this one "
                              f"has shape {self.shape}", op="format",
                              hint="format t.item(), or np.array2string(t.numpy())")
@@ -492,9 +494,15 @@ class Tensor:
         shape = _shape_arg(shape, "reshape", unknown_ok=True)
         return self if shape == self.shape else bind(shape_ops.reshape, self, shape=shape)
 
-    def transpose(self, *axes: int | Sequence[int]) -> Tensor:
-        """Permute the axes; with no arguments, reverse them (``x.T``)."""
-        if len(axes) == 1 and not isinstance(axes[0], int | np.integer):
+    def transpose(self, *axes: int | Sequence[int], **named: Any) -> Tensor:
+        """Permute the axes; with no arguments, reverse them (``x.T``). The axes may also be
+        given as NumPy's ``axes=(1, 0)``."""
+        if named:
+            if set(named) != {"axes"} or axes:
+                raise _keywords_error("transpose", {k: v for k, v in named.items()
+                                                    if k != "axes" or axes})
+            axes = () if named["axes"] is None else (named["axes"],)
+        if len(axes) == 1 and not is_int(axes[0]):
             if not isinstance(axes[0], Sequence):
                 raise DTypeError(f"transpose takes axes (ints), not {axes[0]!r}",
                                  op="transpose", hint="x.transpose() reverses the axes; "
@@ -515,6 +523,9 @@ class Tensor:
     # the tape, or a node of the graph while tracing. (``np.asarray(t)`` is `__array__`, above.)
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        mask_method = _MASK_UFUNCS.get(ufunc)
+        if mask_method is not None and method == "__call__" and not kwargs:
+            return mask_method(*(_mask(x, ufunc.__name__) for x in inputs))
         op = op_for_ufunc(ufunc)
         if op is None or method != "__call__" or kwargs:
             raise _ufunc_error(ufunc, method, kwargs, op)
@@ -626,7 +637,7 @@ class Tensor:
     def _softmax_axes(self, axis: int, op: str) -> tuple[int, ...] | None:
         """The axes to normalise over. A 0-d tensor's one value is its own axis (-1 or 0)."""
         if self.ndim == 0:
-            if not (isinstance(axis, int | np.integer) and axis in (-1, 0)):
+            if not (is_int(axis) and axis in (-1, 0)):
                 raise ShapeError(f"axis {axis!r} is out of range for a 0-d tensor", op=op,
                                  hint="a 0-d tensor is normalised over its one value: use "
                                       "axis=-1 (the default) or 0")
@@ -637,17 +648,24 @@ class Tensor:
         return any(self.shape[a] == 0 for a in (range(self.ndim) if axes is None else axes))
 
     def _shifted(self, axes: tuple[int, ...] | None) -> Tensor:
-        """x minus its (detached) maximum over `axes`; x itself where there is no maximum."""
+        """x minus its (detached) maximum over `axes`; x itself where there is no maximum (a
+        size known only when the graph runs may be 0: then the maximum of nothing is -inf)."""
         if self._empty_along(axes):
             return self
-        return self - self.max(axis=axes, keepdims=True).detach()
+        if None in [self.shape[a] for a in (range(self.ndim) if axes is None else axes)]:
+            top = bind(reduction.max, self, axis=axes, keepdims=True, initial=-math.inf)
+        else:
+            top = self.max(axis=axes, keepdims=True)
+        return self - top.detach()
 
     def unsqueeze(self, dim: int) -> Tensor:
         """A new axis of size 1 at position `dim` (from ``-ndim - 1`` to ``ndim``)."""
-        if not isinstance(dim, int | np.integer):
+        if not is_int(dim):
             raise DTypeError(f"unsqueeze takes one axis (an int), not {dim!r}", op="unsqueeze",
                              hint="e.g. x.unsqueeze(0) for a new first axis")
         (dim,) = reduction.normalize_axes("unsqueeze", dim, (*self.shape, 1))
+        if self.shape.count(None) > 1:  # sizes unknown until the graph runs: keep them
+            return self[(slice(None),) * dim + (None,)]
         return self._reshaped((*self.shape[:dim], 1, *self.shape[dim:]), "unsqueeze")
 
     def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
@@ -655,6 +673,9 @@ class Tensor:
         an axis of `dim` whose size is not 1 stays, as in PyTorch."""
         dims = reduction.normalize_axes("squeeze", dim, self.shape)
         dims = range(self.ndim) if dims is None else dims
+        if self.shape.count(None) > 1:  # sizes unknown until the graph runs: keep them
+            return self[tuple(0 if i in dims and d == 1 else slice(None)
+                              for i, d in enumerate(self.shape))]
         kept = tuple(d for i, d in enumerate(self.shape) if i not in dims or d != 1)
         return self._reshaped(kept, "squeeze")
 
@@ -701,7 +722,7 @@ class Tensor:
 
     def numel(self) -> int:
         """The number of elements (NumPy: ``t.size``)."""
-        return int(self.size)
+        return self.size.__index__()
 
     def dim(self) -> int:
         """The number of axes (NumPy: ``t.ndim``)."""
@@ -723,6 +744,31 @@ class ElementCount(int):
             return self.shape
         (axis,) = reduction.normalize_axes("size", dim, self.shape)
         return self.shape[axis]
+
+
+class UnknownCount:
+    """``t.size`` of a tensor with a size known only when its graph runs (a placeholder's None):
+    the shape, as ``t.size()`` and ``t.size(d)`` give it, but no number to compute with."""
+
+    def __init__(self, shape: tuple) -> None:
+        self.shape = shape
+
+    __call__ = ElementCount.__call__
+
+    def _unknown(self, *_: Any) -> Any:
+        raise TraceError(f"the number of elements of a tensor of shape {self.shape}: a size is "
+                         "known only when the graph runs", op="size",
+                         hint="let an op count them when it runs: x.mean() rather than "
+                              "x.sum() / x.numel(); x.shape gives the sizes known now")
+
+    __index__ = __int__ = __float__ = __bool__ = __array__ = _unknown
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unknown
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __pow__ = __rpow__ = _unknown
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _unknown
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return f"<size of a {self.shape} tensor, known when the graph runs>"
 
 
 #: PyTorch's and NumPy's names for what teachflow spells otherwise: on a Tensor each is a
@@ -849,10 +895,21 @@ def _keywords_error(op: str, given: dict) -> DTypeError:
                       hint=f"e.g. {op}(..., {example})")
 
 
+#: NumPy's ufuncs on masks (``np.logical_and(m1, m2)``, ``np.True_ & m``): the mask operators.
+_MASK_UFUNCS = {
+    np.bitwise_and: lambda a, b: Tensor.__and__(a, b) if isinstance(a, Tensor) else b & a,
+    np.logical_and: lambda a, b: Tensor.__and__(a, b) if isinstance(a, Tensor) else b & a,
+    np.bitwise_or: lambda a, b: Tensor.__or__(a, b) if isinstance(a, Tensor) else b | a,
+    np.logical_or: lambda a, b: Tensor.__or__(a, b) if isinstance(a, Tensor) else b | a,
+    np.invert: Tensor.__invert__,
+    np.logical_not: Tensor.__invert__,
+}
+
+
 def _mask(x: Any, op: str) -> Any:
     """An operand of &, | or ~: a boolean tensor (or a Python bool)."""
-    if isinstance(x, bool) or (isinstance(x, Tensor) and x.dtype == np.bool_):
-        return x
+    if isinstance(x, bool | np.bool_) or (isinstance(x, Tensor) and x.dtype == np.bool_):
+        return bool(x) if isinstance(x, np.bool_) else x
     what = f"a {x.dtype.name} tensor" if isinstance(x, Tensor) else type(x).__name__
     raise DTypeError(f"{op} combines masks (boolean tensors), and this operand is {what}",
                      op=op, hint="compare first, e.g. (x > 0) & (x < 1); for integers' bits "
@@ -892,8 +949,8 @@ def _to_array(data: Any, dtype: Any, backend: Backend, copy: bool) -> Any:
         raise DTypeError(f"cannot make a tensor of {array.dtype} values from "
                          f"{type(data).__name__} data", op="tensor",
                          hint="tensors hold numbers or booleans")
-    if copy and array is data:
-        array = array.copy()
+    if copy and not isinstance(data, list | tuple | bool | int | float | complex):
+        array = array.copy()  # an array, or an object sharing its buffer: our own values
     return array
 
 
@@ -930,6 +987,8 @@ def as_constant(x: Any) -> Any:
                               "the value you passed")
     if isinstance(x, np.generic):
         return x.item()
+    if isinstance(x, bool | int | float):  # a subclass (an IntEnum, ``t.size``): its number
+        return x if type(x) is bool else int(x) if isinstance(x, int) else float(x)
     if isinstance(x, np.ndarray):
         return x
     return _to_array(x, None, backend_of_array(x), copy=False)
@@ -948,14 +1007,14 @@ def as_tensor(data: Any, dtype: Any = None, device: str | None = None) -> Tensor
 def _shape_arg(shape: tuple, op: str, unknown_ok: bool = False) -> tuple[int, ...]:
     """Accept ``f(2, 3)`` and ``f((2, 3))`` alike; sizes must be non-negative integers (one
     may be -1, "whatever is left", where `unknown_ok`)."""
-    if len(shape) == 1 and not isinstance(shape[0], int | np.integer):
+    if len(shape) == 1 and not is_int(shape[0]):
         shape = shape[0]
     if isinstance(shape, Sequence) and any(d is None for d in shape):
         raise ShapeError(f"the shape {tuple(shape)} has a size known only when the graph runs "
                          "(None): it cannot be given as a size", op=op,
                          hint="let the op take sizes from a tensor (tfl.zeros_like(x)), or use "
                               "-1 in a reshape")
-    if not isinstance(shape, Sequence) or not all(isinstance(d, int | np.integer) for d in shape):
+    if not isinstance(shape, Sequence) or not all(is_int(d) for d in shape):
         raise DTypeError(f"a shape must be a sequence of integers, got {shape!r}", op=op)
     shape = tuple(int(d) for d in shape)
     smallest = -1 if unknown_ok else 0

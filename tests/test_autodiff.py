@@ -749,3 +749,69 @@ def test_a_power_of_a_python_base_keeps_only_its_output(no_gc) -> None:
     del y
     assert not alive(y_data)
     z.sum().backward()
+
+
+# --- Operands that are not tensors reach the rules as the kernel saw them ------------------------
+
+
+@pytest.mark.parametrize("stage", [lambda f: f, tfl.function], ids=["eager", "staged"])
+def test_a_list_or_tuple_operand_is_an_array_to_the_gradient_rule(stage) -> None:
+    m = [[1.0, 2.0], [3.0, 4.0]]
+    cases = [
+        (lambda w: (w @ m).sum(), np.ones((2, 2)) @ np.array(m).T),
+        (lambda w: (m @ w).sum(), np.array(m).T @ np.ones((2, 2))),
+        (lambda w: (w @ (1.0, 2.0)).sum(), np.tile([1.0, 2.0], (2, 1))),
+        (lambda w: (w ** [[2.0, 3.0]]).sum(), np.tile([2.0, 3.0], (2, 1))),
+        (lambda w: ([[2.0, 3.0]] ** w).sum(), np.tile(np.log([2.0, 3.0]) * [2.0, 3.0], (2, 1))),
+    ]
+    for loss, want in cases:
+        close(tfl.grad(stage(loss))(tfl.ones(2, 2)), want, rtol=1e-6)
+
+
+def test_an_operand_that_shares_its_buffer_is_copied_for_backward() -> None:
+    values = [1.0, 2.0, 3.0]
+    x = leaf([1.0, 1.0, 1.0])
+    y = (x * values).sum()
+    values[0] = 100.0  # the caller edits its list before backward
+    y.backward()
+    close(x.grad, [1.0, 2.0, 3.0])
+    base = np.array([[1.0, 2.0, 3.0]])
+    view = base[0]  # a view: refilling `base` changes it
+    t = tfl.tensor(view)
+    x = leaf([1.0, 1.0, 1.0])
+    y = (x * view).sum() + (x * t).sum()
+    base[:] = 0.0
+    y.backward()
+    close(x.grad, [2.0, 4.0, 6.0])
+    close(t, [1.0, 2.0, 3.0])  # tfl.tensor copies
+
+
+def test_numpy_scalars_are_the_python_scalars_they_hold_to_the_gradient_rules() -> None:
+    x = tfl.tensor([0.0, 1.0, -2.0])
+    for zero in (0, np.int64(0), np.float32(0.0)):
+        # d(x**0)/dx is 0 whatever flows in, as in PyTorch (not inf * 0)
+        close(tfl.grad(lambda x, zero=zero: ((x ** zero) * np.inf).sum())(x), [0.0, 0.0, 0.0])
+    y = tfl.tensor([1.0, 2.0])
+    staged = tfl.function(tfl.grad(lambda y: (np.float64(2.0) ** y).sum()))
+    close(staged(y), 2.0 ** y.numpy() * np.log(2.0), rtol=1e-6)
+    assert staged.concrete_functions[0].graph.nodes[-1].spec.dtype == np.float32  # no float64
+
+
+def test_the_exponent_gradient_at_a_zero_base_is_nan_for_a_nan_exponent() -> None:
+    y = tfl.tensor([np.nan, 1.0, -1.0])
+    with np.errstate(all="ignore"):
+        for base in (0.0, tfl.zeros(3)):
+            np.testing.assert_array_equal(tfl.grad(lambda y, b=base: (b ** y).sum())(y).numpy(),
+                                          [np.nan, 0.0, -np.inf])  # as PyTorch
+
+
+def test_a_gradient_is_a_plain_value_even_for_parameters_that_require_grad(no_gc) -> None:
+    """As PyTorch's autograd.grad without create_graph: nothing of the forward pass is kept
+    alive by the gradient (or by value_and_grad's value), so a training loop does not grow."""
+    w = leaf([[1.0], [2.0]])
+    x = tfl.tensor(np.ones((1000, 2), np.float32))
+    value, g = tfl.value_and_grad(lambda w: ((x @ w).tanh() ** 2).mean())(w)
+    assert not g.requires_grad and not value.requires_grad
+    assert live_nodes() == 0
+    outer = tfl.grad(lambda w: (tfl.grad(lambda v: (v ** 3).sum())(w) ** 2).sum())(w)
+    close(outer, 2 * 3 * w.numpy() ** 2 * 6 * w.numpy())  # grad of grad still records

@@ -199,6 +199,8 @@ NOT_FIRES = [
     Case("x+0 -> x (integer x only)", traced(lambda x: x + 0, t(X)), (t(X),),
          note="for floats -0.0 + 0 is +0.0"),
     Case("x-0 -> x", traced(lambda x: x - 0.0, t(XI)), (t(XI),), note="0.0 promotes int64"),
+    Case("x-0 -> x", traced(lambda x: x - (-0.0), t(X)), (t(np.array([-0.0, 1.0])),),
+         note="-0.0 - -0.0 is +0.0"),
     Case("x/1 -> x", traced(lambda x: x / 1, t(XI)), (t(XI),),
          note="true division of int64 gives float64"),
     Case("x**1 -> x", traced(lambda x: x ** 1.0, t(XI)), (t(XI),), note="1.0 promotes int64"),
@@ -268,6 +270,26 @@ def test_x_plus_0_keeps_the_sign_of_zero() -> None:
     compiled = tfl.compile(f, x, passes=["simplify"])
     with np.errstate(divide="ignore"):
         assert_same([compiled(x).numpy()], eager(f, x))
+
+
+@pytest.mark.parametrize("f", [lambda x: (x - x) + 1, lambda x: x * 0 + 1],
+                         ids=["x-x", "x*0"])
+def test_integer_zeros_of_a_size_known_only_when_the_graph_runs_are_left_to_the_graph(f) -> None:
+    xi = t(np.array([[1, 2, 3]]))
+    staged = tfl.function(f, input_signature=[tfl.TensorSpec((None, 3), "int64")])
+    np.testing.assert_array_equal(staged(xi).numpy(), [[1, 1, 1]])
+    np.testing.assert_array_equal(staged(t(np.ones((2, 3), np.int64))).numpy(), np.ones((2, 3)))
+
+
+def test_verification_allows_the_rounding_of_a_reordered_sum() -> None:
+    """A fused reduction adds block by block: the last bits differ from NumPy's order (most for
+    float16, and for a sum of big numbers whose result is small). That is not a wrong pass."""
+    x16 = t(np.ones((300, 1000), np.float16))
+    compiled = tfl.compile(lambda x: tfl.tanh(x * 0.5).sum(axis=0), x16, verify=True)
+    np.testing.assert_allclose(compiled(x16).numpy(), 300 * np.tanh(np.float16(0.5)), rtol=1e-2)
+    x32 = t(np.ones((4000, 1000), np.float32))
+    compiled = tfl.compile(lambda x: (x + 100.0).mean(axis=0) - 100.0, x32, verify=True)
+    np.testing.assert_allclose(compiled(x32).numpy(), 1.0, rtol=1e-3)
 
 
 def test_f_x_plus_f_x_becomes_2_f_x_end_to_end() -> None:

@@ -346,7 +346,18 @@ def test_numel_dim_and_a_size_that_is_an_int_and_pytorchs_size() -> None:
     assert tfl.tensor(1.0).size == 1 and tfl.tensor(1.0).size() == ()
     with tfl.Graph():
         p = tfl.placeholder((None, 3))
-        assert p.size == -1 and p.size() == (None, 3) and p.size(1) == 3
+        assert p.size() == (None, 3) and p.size(1) == 3
+        # No number to compute with until the graph runs (not -1, which would compute wrong).
+        for use in (lambda: p.numel(), lambda: p.size + 1, lambda: p.sum() / p.size,
+                    lambda: p.size == 0, lambda: int(p.size)):
+            with pytest.raises(tfl.TraceError, match="known only when the graph runs"):
+                use()
+
+
+def test_a_count_of_elements_is_a_weak_python_number() -> None:
+    x = tfl.ones(2, 3)
+    assert (x.sum() / x.size).dtype == np.float32  # as x.sum() / 6
+    assert tfl.function(lambda x: x * x.size)(x).dtype == np.float32
 
 
 # --- softmax and log_softmax: methods, 0-d, empty -----------------------------------------------
@@ -704,3 +715,64 @@ def test_a_one_element_tensor_formats_as_its_number() -> None:
     assert f"{loss}" == str(loss)
     with pytest.raises(tfl.ShapeError, match=r"'\.2f' needs a one-element tensor.*\(2,\)"):
         f"{tfl.ones(2):.2f}"
+
+
+# --- NumPy's spellings of masks, axes and sizes --------------------------------------------------
+
+
+def test_numpy_booleans_and_numpys_mask_functions_combine_masks() -> None:
+    m = tfl.tensor([1.0, 5.0, 7.0]) > 4
+    want = [False, True, True]
+    for got in (m & np.bool_(True), np.True_ & m, m | np.False_, np.logical_and(m, True),
+                np.logical_or(m, m), np.bitwise_and(m, m), ~np.logical_not(m), np.invert(~m)):
+        assert isinstance(got, tfl.Tensor)
+        np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(tfl.function(lambda m: m & np.True_)(m).numpy(), want)
+    with pytest.raises(tfl.DTypeError, match="combines masks"):
+        np.bitwise_and(tfl.tensor([1, 2]), 3)
+
+
+def test_transpose_takes_numpys_axes_keyword() -> None:
+    x = tfl.ones(2, 3, 4)
+    assert tfl.transpose(x, axes=(2, 0, 1)).shape == (4, 2, 3)
+    assert x.transpose(axes=(1, 0, 2)).shape == (3, 2, 4)
+    assert x.transpose(axes=None).shape == (4, 3, 2)
+    with pytest.raises(tfl.DTypeError, match="unexpected keyword"):
+        x.transpose(1, 0, 2, axes=(1, 0, 2))
+
+
+@pytest.mark.parametrize("use", [
+    lambda x: x.transpose(True, False), lambda x: x.mean(axis=True),
+    lambda x: x.sum(axis=(0, True)), lambda x: x.reshape(True, 6), lambda x: tfl.zeros(True, 3),
+    lambda x: tfl.randn(True), lambda x: x.unsqueeze(True), lambda x: x.argmax(axis=False),
+], ids=["transpose", "mean", "sum", "reshape", "zeros", "randn", "unsqueeze", "argmax"])
+def test_a_bool_is_not_an_axis_or_a_size(use) -> None:
+    with pytest.raises(tfl.DTypeError):  # NumPy and PyTorch refuse them too, though True == 1
+        use(tfl.ones(2, 3))
+
+
+def test_unsqueeze_and_squeeze_keep_sizes_known_only_when_the_graph_runs() -> None:
+    with tfl.Graph() as g:
+        p = tfl.placeholder((None, 1, None), name="p")
+        outs = [p.unsqueeze(0), p.unsqueeze(-1), p.squeeze(), p.squeeze(1), tfl.squeeze(p, 0),
+                tfl.unsqueeze(p, 2).squeeze(2)]
+    assert [o.shape for o in outs] == [(1, None, 1, None), (None, 1, None, 1), (None, None),
+                                       (None, None), (None, 1, None), (None, 1, None)]
+    data = np.arange(6, dtype=np.float32).reshape(2, 1, 3)
+    x = tfl.tensor(data)
+    wants = [x.unsqueeze(0), x.unsqueeze(-1), x.squeeze(), x.squeeze(1), x.squeeze(0),
+             x.unsqueeze(2).squeeze(2)]
+    for got, want in zip(tfl.Session(g).run(outs, feed={p: data}), wants, strict=True):
+        np.testing.assert_array_equal(got, want.numpy())
+
+
+def test_an_index_out_of_range_when_the_graph_runs_is_an_indexing_error() -> None:
+    pick = tfl.function(lambda x, i: x[i])
+    with pytest.raises(tfl.IndexingError, match="out of bounds") as err:
+        pick(tfl.ones(3, 2), tfl.tensor([0, 5]))
+    assert err.value.location.filename.endswith("test_pytorch_habits.py")
+
+
+def test_argnums_may_be_a_numpy_integer() -> None:
+    grad = tfl.grad(lambda a, b: (a * b).sum(), argnums=np.int64(1))
+    np.testing.assert_array_equal(grad(tfl.ones(2), tfl.full((2,), 3.0)).numpy(), [1.0, 1.0])

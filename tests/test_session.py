@@ -361,6 +361,59 @@ def test_gradients_through_a_none_dimension_in_direct_construction(loss) -> None
         np.testing.assert_allclose(session.run(dx, feed={x: data}), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("loss", [
+    lambda x: (x.reshape(-1) ** 3).sum(),
+    lambda x: (x[1:] ** 3).sum(),
+    lambda x: (tfl.softmax(x, axis=0) * tfl.tensor([1.0, 2.0, 3.0])).sum(),
+    lambda x: x.var(axis=0).sum() * 2.0,
+    lambda x: ((x - x.mean(axis=0, keepdims=True)) ** 3).sum(),
+    lambda x: (x[tfl.tensor([2, 0, 1, 1])] ** 3).sum(),
+], ids=["reshape", "slice", "softmax", "var", "centred", "gather"])
+def test_second_order_gradients_through_a_none_dimension(loss) -> None:
+    """The first gradient has ops that take a size from a tensor at run time (reshape_like,
+    sum_like, scatter); their size operand has no gradient of its own."""
+    square = lambda x: (tfl.grad(loss)(x) ** 2).sum()
+    rng = np.random.default_rng(2)
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), name="x")
+        d2 = tfl.grad(square)(x)
+    staged = tfl.function(tfl.grad(square), input_signature=[tfl.TensorSpec((None, 3))])
+    for rows in (3, 5):
+        data = rng.standard_normal((rows, 3)).astype(np.float32)
+        want = tfl.grad(square)(tfl.tensor(data)).numpy()
+        np.testing.assert_allclose(tfl.Session(g).run(d2, feed={x: data}), want, rtol=1e-4,
+                                   atol=1e-5)
+        np.testing.assert_allclose(staged(tfl.tensor(data)).numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_gradient_of_broadcast_to_sums_back_over_sizes_known_at_run_time() -> None:
+    loss = lambda x: (tfl.broadcast_to(x, (2, 3)) * tfl.tensor([1.0, 2.0, 3.0])).sum()
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, None), name="x")
+        dx = tfl.grad(loss)(x)
+    staged = tfl.function(tfl.grad(loss), input_signature=[tfl.TensorSpec((None, None))])
+    for shape in ((2, 1), (1, 3), (2, 3)):
+        data = np.ones(shape, np.float32)
+        want = tfl.grad(loss)(tfl.tensor(data)).numpy()
+        np.testing.assert_array_equal(tfl.Session(g).run(dx, feed={x: data}), want)
+        np.testing.assert_array_equal(staged(tfl.tensor(data)).numpy(), want)
+
+
+@pytest.mark.parametrize("normalise", [tfl.softmax, tfl.log_softmax])
+def test_softmax_over_a_none_dimension_that_is_empty_when_the_graph_runs(normalise) -> None:
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), name="x")
+        y = normalise(x, axis=0)
+    staged = tfl.function(lambda x: normalise(x, axis=0),
+                          input_signature=[tfl.TensorSpec((None, 3))])
+    for rows in (0, 2):
+        data = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
+        want = normalise(tfl.tensor(data), axis=0).numpy()
+        with np.errstate(divide="ignore"):  # (log of the empty sum: no values to take it of)
+            np.testing.assert_allclose(tfl.Session(g).run(y, feed={x: data}), want, rtol=1e-6)
+            np.testing.assert_allclose(staged(tfl.tensor(data)).numpy(), want, rtol=1e-6)
+
+
 def test_the_gradient_into_a_known_operand_sums_over_the_unknown_batch() -> None:
     with tfl.Graph() as g:
         x = tfl.placeholder((None, 3), name="x")

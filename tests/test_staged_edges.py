@@ -8,6 +8,7 @@ Each test states the eager meaning and checks the staged one against it.
 from __future__ import annotations
 
 import os
+import unicodedata
 import warnings
 from dataclasses import dataclass
 
@@ -185,6 +186,36 @@ def test_an_argument_named_like_something_the_executor_calls(name: str) -> None:
     want = f(x, y).numpy()
     for staged in (tfl.function(f), tfl.compile(f, x, y)):
         np.testing.assert_allclose(staged(x, y).numpy(), want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("names", [("sum_1", "sum"), ("slice_1", "slice"), ("v2_1", "v2"),
+                                   ("ｖ3", "v3"), ("ｓlice", "x"), ("ｇetitem", "getitem")],
+                         ids=str)
+def test_two_names_that_one_renaming_or_normalising_would_make_equal(names) -> None:
+    """Python reads ``ｖ3`` as ``v3`` (NFKC), and renaming ``sum`` to ``sum_1`` must not take
+    the name of another argument: every name of the generated source is claimed once."""
+    a, b = names
+    x, y = tfl.tensor([1.0, 2.0]), tfl.tensor([0.5, -3.0])
+    want = (x[0:1] * 2.0 + y).tanh().numpy()
+    if unicodedata.normalize("NFKC", a) != b:  # (else one Python name: only placeholders)
+        namespace: dict = {}
+        exec(f"def f({a}, {b}):\n    return ({a}[0:1] * 2.0 + {b}).tanh()\n", namespace)
+        f = namespace["f"]
+        for staged in (tfl.function(f), tfl.compile(f, x, y)):
+            np.testing.assert_allclose(staged(x, y).numpy(), want, rtol=1e-6)
+    with tfl.Graph() as g:
+        p, q = tfl.placeholder((2,), name=a), tfl.placeholder((2,), name=b)
+        out = (p[0:1] * 2.0 + q).tanh()
+    np.testing.assert_allclose(tfl.Session(g).run(out, feed={p: x.numpy(), q: y.numpy()}), want,
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["class", "None", "match", "ｇetitem", "__init__", "3d"])
+def test_a_graph_named_like_a_keyword_or_a_kernel_runs(name: str) -> None:
+    with tfl.Graph(name) as g:
+        x = tfl.placeholder((2,), name="x")
+        y = x[0:1] * 2.0
+    np.testing.assert_array_equal(tfl.Session(g).run(y, feed={x: np.ones(2)}), [2.0])
 
 
 # --- Run-time failures are explained as eagerly --------------------------------------------------

@@ -37,7 +37,7 @@ def elementwise(
 ) -> Op:
     """Declare an elementwise op: its shape rule is broadcasting, its dtype rule NumPy's."""
     return Op(name, kernel, elementwise_rule(kernel), grads=grads, fusion=fusion,
-              arg_names=arg_names, commutative=commutative)
+              arg_names=arg_names, commutative=commutative, broadcasts=True)
 
 
 def _share(g: Any, x: Any, y: Any, x_wins: Any, to_x: bool) -> Any:
@@ -54,23 +54,26 @@ def _pow_dx(g: Any, x: Any, y: Any) -> Any:
         # derivative of this rule (a masked nan would still poison the next derivative).
         safe_x = bind(where, y == 0, 1, x)
         return bind(where, y == 0, 0, g * y * safe_x ** (y - 1))
-    return g * y * x ** (y - 1) if y != 0 else g * 0
+    if y == 0:  # zeros, even where g is inf or nan (as PyTorch)
+        return bind(where, True, 0, g)
+    return g * y * x ** (y - 1)
 
 
 def _pow_dy(g: Any, x: Any, out: Any) -> Any:
     # d(x**y)/dy = x**y * log(x). At x == 0 with y >= 0 the limit is 0 (x**y is 0, or 1 for
     # y == 0, whatever log says), which is what PyTorch and JAX give; for y < 0, x**y is inf and
-    # so is the gradient. Which case it is, `out` tells (inf only for y < 0), so the rule needs
-    # neither y nor, for ``2.0 ** y``, anything but the output. x is replaced by 1 where the limit
-    # is 0 before the log, so no -inf appears even in the next derivative.
+    # so is the gradient, and for y nan it is nan. Which case it is, `out` tells (0 or 1 only
+    # for y >= 0), so the rule needs neither y nor, for ``2.0 ** y``, anything but the output. x
+    # is replaced by 1 where the limit is 0 before the log, so no -inf appears even in the next
+    # derivative.
     if hasattr(x, "shape"):
-        at_zero = bind(where, x == 0, out != math.inf, False)
+        at_zero = bind(where, x == 0, out <= 1, False)
         log_x = bind(log, bind(where, at_zero, 1, x))
         return bind(where, at_zero, 0, g * out * log_x)
     # A Python-scalar base (``2 ** x``) gets a Python-scalar log: an op on the scalar alone would
     # run on the CPU and clash with a GPU cotangent.
     if x == 0:
-        return g * out * bind(where, out == math.inf, -math.inf, 0)
+        return g * out * bind(where, out <= 1, 0, -math.inf)
     return g * out * math.log(x) if x > 0 else g * out * math.nan
 
 

@@ -72,6 +72,9 @@ class Op:
     commutative: bool | Callable[[np.dtype], bool] = False
     #: False for ops made by the compiler (fused kernels): they are not part of the vocabulary.
     register: bool = True
+    #: The op stretches size-1 (or missing) axes of its inputs: a cotangent flowing back into
+    #: such an input is summed back to its shape (elementwise ops, `broadcast_to`).
+    broadcasts: bool = False
 
     def __post_init__(self) -> None:
         if self.grads is not None:

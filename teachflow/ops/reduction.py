@@ -22,15 +22,15 @@ from teachflow.errors import DTypeError, ShapeError
 from teachflow.ops.elementwise import astype
 from teachflow.ops.op import Op, RuleError, TensorSpec, normalize_axis
 from teachflow.ops.shape import broadcast_as, getitem, reshape
+from teachflow.spec import is_int
 
 
 def normalize_axes(op: str, axis: Any, shape: tuple) -> tuple[int, ...] | None:
     """``axis`` as given by a user (None, an int, or a sequence) -> None or a sorted tuple."""
     if axis is None:
         return None
-    axes = [axis] if isinstance(axis, int | np.integer) else axis
-    if not isinstance(axes, list | tuple) or not all(isinstance(a, int | np.integer)
-                                                      for a in axes):
+    axes = [axis] if is_int(axis) else axis
+    if not isinstance(axes, list | tuple) or not all(is_int(a) for a in axes):
         raise DTypeError(f"axis must be an int, a tuple of ints or None, not {axis!r}", op=op)
     try:
         normalized = tuple(sorted(normalize_axis(int(a), len(shape)) for a in axes))
@@ -55,11 +55,13 @@ def _reduction_dtype(name: str, dtype: np.dtype) -> np.dtype:
 
 
 def _reduction_rule(name: str, needs_elements: bool = False):
-    def rule(x: TensorSpec, *, axis: tuple | None, keepdims: bool) -> TensorSpec:
+    def rule(x: TensorSpec, *, axis: tuple | None, keepdims: bool,
+             initial: Any = None) -> TensorSpec:
         for a in axis or ():
             if a >= x.ndim:
                 raise RuleError(f"axis {a} is out of range for a tensor of {x.ndim} dimensions")
-        if needs_elements and 0 in [x.shape[a] for a in (axis or range(x.ndim))]:
+        if needs_elements and initial is None and \
+                0 in [x.shape[a] for a in (axis or range(x.ndim))]:
             raise RuleError(f"{name} of an empty axis has no value",
                             hint="reduce over a non-empty axis")
         return TensorSpec(reduced_shape(x.shape, axis, keepdims), _reduction_dtype(name, x.dtype))
@@ -71,7 +73,7 @@ def normalize_one_axis(op: str, axis: Any, shape: tuple) -> int | None:
     """``axis`` for argmax/argmin: None (all axes, as if flattened) or one axis, made
     non-negative."""
     axes = normalize_axes(op, axis, shape)
-    if axes is not None and not isinstance(axis, int | np.integer):
+    if axes is not None and not is_int(axis):
         raise DTypeError(f"axis must be an int or None, not {axis!r}", op=op,
                          hint=f"{op} finds one position: along one axis, or in the flattened "
                               "tensor (axis=None)")
@@ -132,10 +134,29 @@ sum = Op("sum", lambda xp: lambda x, *, axis, keepdims: x.sum(axis=axis, keepdim
 mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keepdims=keepdims),
           _reduction_rule("mean"),
           grads=(_mean_grad,))
-max = Op("max", lambda xp: lambda x, *, axis, keepdims: x.max(axis=axis, keepdims=keepdims),
-         _reduction_rule("max", needs_elements=True), grads=(_extreme_grad,))
-min = Op("min", lambda xp: lambda x, *, axis, keepdims: x.min(axis=axis, keepdims=keepdims),
-         _reduction_rule("min", needs_elements=True), grads=(_extreme_grad,))
+
+
+def _extreme_kernel(name: str):
+    """max or min; with `initial` (as NumPy's), also of an empty axis: `initial` there."""
+    def kernel(xp: Any):
+        def extreme(x: Any, *, axis: tuple | None, keepdims: bool, initial: Any = None) -> Any:
+            if initial is None:
+                return getattr(x, name)(axis=axis, keepdims=keepdims)
+            shape = reduced_shape(x.shape, axis, keepdims)
+            if x.size == 0:
+                return xp.full(shape, initial, dtype=x.dtype)
+            combine = xp.maximum if name == "max" else xp.minimum
+            return combine(getattr(x, name)(axis=axis, keepdims=keepdims), initial)
+
+        return extreme
+
+    return kernel
+
+
+max = Op("max", _extreme_kernel("max"), _reduction_rule("max", needs_elements=True),
+         grads=(_extreme_grad,))
+min = Op("min", _extreme_kernel("min"), _reduction_rule("min", needs_elements=True),
+         grads=(_extreme_grad,))
 argmax = Op("argmax",
             lambda xp: lambda x, *, axis, keepdims: x.argmax(axis=axis, keepdims=keepdims),
             _position_rule("argmax"))

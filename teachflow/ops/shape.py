@@ -18,6 +18,7 @@ import numpy as np
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, IndexingError, ShapeError
 from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes
+from teachflow.spec import is_int
 
 
 def _known_size(shape: tuple) -> int | None:
@@ -56,7 +57,7 @@ def permutation(axes: tuple, shape: tuple) -> tuple[int, ...]:
     axis 1.
     """
     ndim = len(shape)
-    if not all(isinstance(a, int | np.integer) for a in axes):
+    if not all(is_int(a) for a in axes):
         raise DTypeError(f"axes must be integers, got {axes!r}", op="transpose")
     axes = tuple(int(a) for a in axes)
     outside = [a for a in axes if not -ndim <= a < ndim]
@@ -249,7 +250,7 @@ reshape = Op("reshape", lambda xp: lambda x, *, shape: x.reshape(shape), _reshap
 transpose = Op("transpose", lambda xp: lambda x, *, axes: x.transpose(axes), _transpose_rule,
                grads=(lambda g, *, axes: bind(transpose, g, axes=tuple(np.argsort(axes))),))
 broadcast_to = Op("broadcast_to", lambda xp: xp.broadcast_to, _broadcast_to_rule,
-                  grads=(lambda g: g,))
+                  grads=(lambda g: g,), broadcasts=True)
 getitem = Op("getitem", lambda xp: lambda x, *, index: x[_on_device(xp, index)], _getitem_rule,
              grads=(lambda g, x_spec, *, index: scatter_into(g, index, x_spec),))
 # ``x[index] = value``, as an op: new values (x with the index set), never a change of x itself.
@@ -366,7 +367,8 @@ def _sum_like_kernel(xp: Any):
 sum_like = Op("sum_like", _sum_like_kernel, _like_rule,
               grads=(lambda g, x: bind(broadcast_like, g, x), None), arg_names=("x", "like"))
 broadcast_like = Op("broadcast_like", lambda xp: lambda x, like: xp.broadcast_to(x, like.shape),
-                    _broadcast_like_rule, grads=(lambda g: g, None), arg_names=("x", "like"))
+                    _broadcast_like_rule, grads=(lambda g: g, None), arg_names=("x", "like"),
+                    broadcasts=True)
 reshape_like = Op("reshape_like", lambda xp: lambda x, like: x.reshape(like.shape), _like_rule,
                   grads=(lambda g, x: bind(reshape_like, g, x), None), arg_names=("x", "like"))
 scatter_add_like = Op("scatter_add_like", _scatter_add_like_kernel,

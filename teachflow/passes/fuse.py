@@ -126,7 +126,7 @@ class Fuse(BuiltinPass):
                     groups[id(group)] = group
                 group.append(node)
                 group_of[id(node)] = group
-            elif node.op.name in REDUCTIONS:
+            elif node.op.name in REDUCTIONS and "initial" not in node.params:
                 operand = node.inputs[0]
                 producer = operand.producer if isinstance(operand, Value) else None
                 if (producer is not None and id(producer) in group_of and producer.op.elementwise

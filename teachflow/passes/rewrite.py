@@ -19,6 +19,7 @@ itself, and those names are what the pass stepper shows.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,8 +109,11 @@ def _match_node(pattern: P, node: Node, m: Match) -> bool:
 
 
 def _is_literal(operand: Any, value: Any) -> bool:
+    """Is `operand` the number `value` as a program means it: ``-0.0`` is not ``0`` (``x - -0.0``
+    turns ``-0.0`` into ``+0.0``), and ``True`` is not ``1``."""
     return (not isinstance(operand, Value) and type(operand) is not bool
-            and isinstance(operand, int | float) and operand == value)
+            and isinstance(operand, int | float) and operand == value
+            and math.copysign(1, operand) == math.copysign(1, value))
 
 
 def _same_operand(a: Any, b: Any) -> bool:

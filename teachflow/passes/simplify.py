@@ -28,6 +28,11 @@ def _integer(m: dict, _context: object) -> bool:
     return isinstance(x, Value) and x.dtype.kind in "biu"
 
 
+def _integer_of_known_shape(m: dict, context: object) -> bool:
+    """An integer x whose zeros can be made by `full` (every size known before the graph runs)."""
+    return _integer(m, context) and None not in m["x"].shape
+
+
 def _zeros_like(m: dict, emit) -> Value:
     x = m["x"]
     return emit("full", shape=x.shape, fill_value=0, dtype=x.dtype, device=x.spec.device)
@@ -51,8 +56,10 @@ RULES = [
     Rule("x/1 -> x", P("div", X, 1), lambda m, emit: m.x),
     Rule("x**1 -> x", P("pow", X, 1), lambda m, emit: m.x),
     Rule("-(-x) -> x", P("neg", P("neg", X)), lambda m, emit: m.x),
-    Rule("x*0 -> 0 (integer x only)", P("mul", X, 0), _zeros_like, where=_integer),
-    Rule("x-x -> 0 (integer x only)", P("sub", X, X), _zeros_like, where=_integer),
+    Rule("x*0 -> 0 (integer x only)", P("mul", X, 0), _zeros_like,
+         where=_integer_of_known_shape),
+    Rule("x-x -> 0 (integer x only)", P("sub", X, X), _zeros_like,
+         where=_integer_of_known_shape),
     # The same computation twice is twice the computation: one of them is no longer needed.
     Rule("f(x) + f(x) -> 2*f(x)", P("add", X, Y), lambda m, emit: emit("mul", m.x, 2),
          where=_same_computation),
