@@ -179,7 +179,7 @@ def compile(f: Any, *example_args: Any, passes: Any = "default", backend: str | 
     from teachflow.function import Function
 
     staged = Function(f, passes=passes, backend=backend, verify=verify)
-    concrete, tensors = staged._concrete_for(example_args, example_kwargs)
+    concrete, tensors, _ = staged._concrete_for(example_args, example_kwargs)
     concrete.compilation.example_inputs = list(tensors)  # for the stepper's values
     concrete.mismatch_hint = ("a Compilation runs the signature it was compiled for: compile "
                               "again for these arguments (tfl.compile(f, *new_args)), or stage f "

@@ -18,6 +18,7 @@ trace, which argument changed and how, so the cost of retracing stays visible.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import inspect
 import warnings
@@ -38,7 +39,7 @@ from teachflow.errors import (
     user_stacklevel,
 )
 from teachflow.executor import explain_failure, generate, interpret
-from teachflow.graph import Graph, Value
+from teachflow.graph import Graph, StateGone, Value
 from teachflow.ops.op import Op
 from teachflow.spec import TensorSpec
 from teachflow.staging import (
@@ -50,7 +51,7 @@ from teachflow.staging import (
     trace_function,
 )
 from teachflow.tensor import Tensor
-from teachflow.tree import tree_flatten, tree_unflatten
+from teachflow.tree import TreeDef, tree_flatten, tree_unflatten
 
 #: After this many traces of one function, each further trace warns.
 RETRACE_WARNING_AFTER = 5
@@ -113,9 +114,11 @@ class ConcreteFunction:
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         try:
-            args, kwargs = canonical_call(self._call_signature, args, kwargs, self.graph.name)
+            args, kwargs, _ = canonical_call(self._call_signature, args, kwargs,
+                                             self.graph.name)
             leaves, treedef = tree_flatten((args, kwargs))
-            keys, tensors = _leaf_keys(_as_inputs(leaves))
+            leaves, arrays = _as_inputs(leaves)
+            keys, tensors = _leaf_keys(leaves)
             if self.input_signature is not None and len(keys) == len(self.signature.names):
                 keys = fit_input_signature(self.input_signature, keys, tensors,
                                            list(self.signature.names), self.graph.name)
@@ -134,14 +137,20 @@ class ConcreteFunction:
                              f"arguments do not fit it: {why}", op="function",
                              hint=self.mismatch_hint)
         if not self.guards_hold(tensors):
-            why = "; ".join(g.reason(tensors) for g in self.guards if not g.holds(tensors))
+            why = "; ".join([g.reason(tensors) for g in self.guards if not g.holds(tensors)]
+                            + [f"{v.data.name} exists" for v in self._traced.graph.captures
+                               if not v.data.alive])
             raise TraceError(f"this concrete function was traced assuming that {why}",
                              op="function", hint=self.mismatch_hint)
-        return self._call_flat(tensors)
+        result = self._call_flat(tensors)
+        _write_into_arrays(arrays)
+        return result
 
     def guards_hold(self, tensors: list[Tensor] | tuple) -> bool:
-        """Does the state outside the graph still look as the trace assumed?"""
-        return all(guard.holds(tensors) for guard in self.guards)
+        """Does the state outside the graph still look as the trace assumed (and does every
+        tensor it reads still exist)?"""
+        return (all(v.data.alive for v in self._traced.graph.captures)
+                and all(guard.holds(tensors) for guard in self.guards))
 
     def _call_flat(self, tensors: list[Tensor] | tuple) -> Any:
         """Run on the flat tensor arguments; write back updated state; give back results in
@@ -276,18 +285,26 @@ class Function:
             else:
                 concrete = self._by_tensor_specs.get(tuple(key))
                 if concrete is not None and (not concrete.guards or concrete.guards_hold(args)):
-                    return concrete._call_flat(args)
-        concrete, tensors = self._concrete_for(args, kwargs)
-        return concrete._call_flat(tensors)
+                    try:
+                        return concrete._call_flat(args)
+                    except StateGone:  # a tensor it read is gone: find (or trace) another
+                        pass
+        concrete, tensors, arrays = self._concrete_for(args, kwargs)
+        result = concrete._call_flat(tensors)
+        _write_into_arrays(arrays)
+        return result
 
     def get_concrete_function(self, /, *args: Any, **kwargs: Any) -> ConcreteFunction:
         """The concrete function for these arguments (tracing it if it is new)."""
         return self._concrete_for(args, kwargs)[0]
 
-    def _concrete_for(self, args: tuple, kwargs: dict) -> tuple[ConcreteFunction, list]:
-        c_args, c_kwargs = canonical_call(self._signature, args, kwargs, self.__name__)
+    def _concrete_for(self, args: tuple, kwargs: dict) -> tuple[ConcreteFunction, list, list]:
+        """The concrete function for a call, the call's tensors, and its NumPy arrays (each
+        with the tensor made of it: see `_as_inputs`)."""
+        c_args, c_kwargs, left_out = canonical_call(self._signature, args, kwargs,
+                                                    self.__name__)
         leaves, treedef = tree_flatten((c_args, c_kwargs))
-        leaves = _as_inputs(leaves)
+        leaves, arrays = _as_inputs(leaves)
         try:
             keys, tensors = _leaf_keys(leaves)
         except _Unhashable as err:
@@ -303,21 +320,24 @@ class Function:
         concrete = next((c for c in candidates if c.guards_hold(tensors)), None)
         if concrete is None:
             c_args, c_kwargs = tree_unflatten(treedef, leaves)
-            concrete = self._trace(treedef, keys, c_args, c_kwargs, tensors, candidates)
+            concrete = self._trace(treedef, keys, c_args, c_kwargs, tensors, candidates,
+                                   left_out)
         if (not kwargs and self.input_signature is None and len(tensors) == len(args)
                 and all(type(a) is Tensor for a in args)):
             self._by_tensor_specs[tuple(k[1:] for k in keys)] = concrete
-        return concrete, tensors
+        return concrete, tensors, arrays
 
     def _trace(self, treedef: Any, keys: tuple, args: tuple, kwargs: dict,
-               tensors: list[Tensor], candidates: list[ConcreteFunction]) -> ConcreteFunction:
+               tensors: list[Tensor], candidates: list[ConcreteFunction],
+               left_out: frozenset[str] = frozenset()) -> ConcreteFunction:
         fn = self.python_function
         signature = Signature(
             tuple((name, _structure(v)) for name, v in named_arguments(fn, args, kwargs)),
             tuple(argument_names(fn, args, kwargs)), keys)
         specs = None if self.input_signature is None else [TensorSpec(k[1], k[2], k[3])
                                                            for k in keys if k[0] == "tensor"]
-        traced = trace_function(fn, args, kwargs, name=self.__name__, specs=specs)
+        traced = trace_function(fn, args, kwargs, name=self.__name__, specs=specs,
+                                left_out=left_out)
         concrete = ConcreteFunction(traced, signature, self._signature, self.passes,
                                     self.backend, self.verify, examples=tensors,
                                     input_signature=self.input_signature)
@@ -470,26 +490,57 @@ class _Unhashable(Exception):
 
 
 def canonical_call(signature: inspect.Signature | None, args: tuple, kwargs: dict,
-                   name: str = "function") -> tuple[tuple, dict]:
+                   name: str = "function") -> tuple[tuple, dict, frozenset[str]]:
     """One form for one call: ``f(x, 3)``, ``f(x, n=3)`` and, if 3 is the default, ``f(x)``
-    all become ``(x, 3)``, so they share a trace."""
+    all become ``(x, 3)``, so they share a trace. Also the parameters that took their default
+    only for that (none with a tensor in it): a trace calls the function without them, as it
+    was called (a wrapper, a ufunc, may not take them all)."""
     if signature is None:
-        return args, _sorted(kwargs)
+        return args, _sorted(kwargs), frozenset()
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
         raise TeachflowError(f"{name}(): {exc}", op="function") from None
+    given = set(bound.arguments)
     bound.apply_defaults()
-    return bound.args, _sorted(bound.kwargs)
+    left_out, keep_positional = set(), False
+    for param in reversed(signature.parameters.values()):  # (a positional-only one kept keeps
+        positional = param.kind is inspect.Parameter.POSITIONAL_ONLY  # those before it)
+        if param.name in given or _holds_tensor(param.default) or (positional and
+                                                                   keep_positional):
+            keep_positional = keep_positional or positional
+        elif param.name in bound.arguments:
+            left_out.add(param.name)
+    return bound.args, _sorted(bound.kwargs), frozenset(left_out)
+
+
+def _holds_tensor(value: Any) -> bool:
+    return any(isinstance(leaf, Tensor | np.ndarray) for leaf in tree_flatten(value)[0])
 
 
 def _sorted(kwargs: dict) -> dict:
     return dict(sorted(kwargs.items()))
 
 
-def _as_inputs(leaves: list) -> list:
-    """A NumPy array argument is data: a tensor input, copied as `tfl.tensor` copies it."""
-    return [Tensor(x) if isinstance(x, np.ndarray) else x for x in leaves]
+def _as_inputs(leaves: list) -> tuple[list, list]:
+    """A NumPy array argument is data: a tensor input, copied as `tfl.tensor` copies it. Also
+    each array with its tensor and the tensor's values now: an update of the tensor inside the
+    function goes back into the array after the call (`_write_into_arrays`), as the same
+    update of the array would eagerly."""
+    inputs, arrays = [], []
+    for x in leaves:
+        if isinstance(x, np.ndarray):
+            t = Tensor(x)
+            arrays.append((t, x, t._data))
+            x = t
+        inputs.append(x)
+    return inputs, arrays
+
+
+def _write_into_arrays(arrays: list) -> None:
+    for tensor, array, before in arrays:
+        if tensor._data is not before:  # updated in place by the call
+            np.copyto(array, tensor.numpy(), casting="same_kind")
 
 
 class _Exact:
@@ -525,17 +576,47 @@ def _exact_key(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return type(value), tuple(_exact_key(getattr(value, f.name))
                                   for f in dataclasses.fields(value))
-    return type(value), value
+    if isinstance(value, _VALUES) or type(value).__eq__ is object.__eq__:
+        return type(value), value
+    # An object that says it equals another (by a name, a config) may still hold other
+    # tensors and compute otherwise: it is the same static argument only if it is the same.
+    return type(value), _Same(value)
 
 
-def _exact_tree(treedef: Any) -> Any:
+#: Values whose equality is what they compute with.
+_VALUES = (str, bytes, int, np.integer, np.bool_, np.dtype, type, enum.Enum, slice, range,
+           type(None), type(Ellipsis), TensorSpec)
+
+
+def _by_identity(value: Any) -> bool:
+    """Is this static argument the same only when it is the same object?"""
+    key = _exact_key(value)[1]
+    return isinstance(key, _Same) or (key is value and not isinstance(value, _VALUES))
+
+
+class _Same:
+    """Equal only to itself (a static argument compared by identity)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
+
+
+def _exact_tree(treedef: TreeDef | None) -> Any:
     """A treedef whose dict keys compare exactly (a dict keyed by 1 is not one keyed by True)."""
     if treedef is None:
         return None
-    kind, meta, children = treedef
-    if issubclass(kind, dict):
-        meta = tuple(_Exact(k) for k in meta)
-    return kind, meta, tuple(_exact_tree(c) for c in children)
+    keys = treedef.keys
+    if issubclass(treedef.kind, dict):
+        keys = tuple(_Exact(k) for k in keys)
+    return treedef.kind, keys, tuple(_exact_tree(c) for c in treedef.children)
 
 
 def _leaf_keys(leaves: list) -> tuple[tuple, list[Tensor]]:
@@ -622,6 +703,9 @@ def retrace_reason(old: Signature, new: Signature) -> str:
             parts = [f"{label} {a[i] if i == 1 else str(a[i])} -> {b[i] if i == 1 else str(b[i])}"
                      for label, i in (("shape", 1), ("dtype", 2), ("device", 3)) if a[i] != b[i]]
             changes.append(f"argument {name}: {', '.join(parts)}")
+        elif a[0] == b[0] == "static" and _by_identity(a[2].value) and _by_identity(b[2].value):
+            changes.append(f"argument {name}: another {type(b[2].value).__name__} object (an "
+                           "object is compared by identity: the same object, or a new trace)")
         elif a[0] == b[0] == "static":
             changes.append(f"argument {name}: Python value {a[2]!r} -> {b[2]!r}")
         else:

@@ -25,6 +25,7 @@ graph to networkx for drawing and analysis; `verify()` checks it is well formed.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,22 +41,49 @@ class GraphError(TeachflowError):
     """A graph that is not well formed (found by `Graph.verify`)."""
 
 
+class StateGone(TraceError):
+    """A graph reads a captured tensor that no longer exists (its name was rebound, or it was
+    deleted): the trace that read it cannot run any more."""
+
+
 class Slot:
     """State outside the graph: the values (``attr="data"``) or the gradient (``attr="grad"``) of
-    a tensor that the traced code captured (`owner` is that tensor), or of its argument number
-    `owner` (an int: which tensor that is, is known only at each call). A capture reads a slot;
-    an `Update` writes one."""
+    a tensor that the traced code captured, or of its argument number `owner` (an int: which
+    tensor that is, is known only at each call). A capture reads a slot; an `Update` writes one.
 
-    __slots__ = ("attr", "name", "owner")
+    A traced function refers to a captured tensor *weakly*: the tensor belongs to the user's
+    code (a global, a model's attribute), and once that code lets go of it (``W = new_W``), no
+    call could read it again, so keeping it would only keep its memory. A graph built by hand
+    (``with tfl.Graph():``) holds its captured tensors, as a TensorFlow graph holds its
+    variables (`hold`)."""
 
-    def __init__(self, owner: Any, attr: str, name: str) -> None:
-        self.owner = owner
+    __slots__ = ("attr", "key", "name", "owner")
+
+    def __init__(self, owner: Any, attr: str, name: str, hold: bool = False) -> None:
+        if isinstance(owner, int):
+            self.owner, self.key = owner, owner
+        else:
+            self.owner = (lambda: owner) if hold else weakref.ref(owner)
+            self.key = id(owner)  # (for finding the capture of a tensor while building)
         self.attr = attr
         self.name = name  # as the text form prints it: "w", "w.grad", "x.grad"
 
     def tensor(self, arguments: Sequence[Any] = ()) -> Any:
         """The tensor whose state this is (an argument is looked up among `arguments`)."""
-        return arguments[self.owner] if isinstance(self.owner, int) else self.owner
+        if isinstance(self.owner, int):
+            return arguments[self.owner]
+        tensor = self.owner()
+        if tensor is None:
+            raise StateGone(
+                f"{self.name}, a tensor the traced code read from outside, no longer exists "
+                "(the name that held it was rebound, or it was deleted)", op="function",
+                hint="call the tfl.function itself: it traces again, for the tensors there "
+                     "are now")
+        return tensor
+
+    @property
+    def alive(self) -> bool:
+        return isinstance(self.owner, int) or self.owner() is not None
 
     def read(self, arguments: Sequence[Any] = ()) -> Any:
         """The state now: the tensor itself, or its ``.grad`` (a tensor, or None)."""
@@ -220,7 +248,7 @@ class Graph:
 
     def capture(self, slot: Slot, spec: TensorSpec) -> Value:
         """The value standing for state outside the graph (one per slot), read at every run."""
-        key = (id(slot.owner), slot.attr)
+        key = (slot.key, slot.attr)
         value = self._captured.get(key)
         if value is None:
             value = self._own(Value(self._new_id(), spec, "capture", name=slot.name, data=slot))
@@ -270,7 +298,7 @@ class Graph:
             copy(v, g.inputs)
         for v in self.captures:
             copy(v, g.captures)
-            g._captured[(id(v.data.owner), v.data.attr)] = new[id(v)]
+            g._captured[(v.data.key, v.data.attr)] = new[id(v)]
         for v in self.constants:
             copy(v, g.constants)
         for node in self.nodes:

@@ -45,7 +45,7 @@ from teachflow.errors import (
     user_frame,
     user_location,
 )
-from teachflow.graph import Graph, Slot, Update, Value
+from teachflow.graph import Graph, Slot, StateGone, Update, Value
 from teachflow.ops.elementwise import identity
 from teachflow.spec import TensorSpec, checked_shape
 from teachflow.tensor import Tensor, as_constant, as_dtype
@@ -66,14 +66,17 @@ class _GradState:
 @dataclass(frozen=True)
 class Guard:
     """Something about state outside the graph that a trace assumed, checked at every call:
-    whether a ``.grad`` was None (`what` = "grad", `expected` its spec or None), whether a
-    tensor required grad (`what` = "requires_grad", which decides what backward() writes), or
-    whether the name the code found a captured tensor by still names it (`what` = "binding",
-    `place` = where that name is bound: ``W = tfl.tensor(...)`` between calls rebinds W to
-    another tensor, which the graph must then read instead), or which of the arguments and
-    captured tensors are one and the same tensor (`what` = "aliases", `place` = the captured
-    tensors, `expected` = for each, the first position of the same tensor: one tensor under
-    two names is one stand-in in the trace, as it is one tensor eagerly)."""
+
+    - "grad": whether a ``.grad`` was None (`expected`: its spec, or None);
+    - "requires_grad": whether a tensor required grad (which decides what backward() writes);
+    - "leaf": whether a tensor the function updates in place is a leaf that requires grad
+      (updating one is refused, eagerly and so while tracing);
+    - "binding": whether the name the code found a captured tensor by still names it (`place`:
+      the `surroundings.Path` to it, followed again link by link: ``W = tfl.tensor(...)`` or
+      ``model = Model()`` between calls rebinds a name, and the graph must read the new tensor);
+    - "aliases": which of the arguments and captured tensors (`place`) are one and the same
+      tensor (`expected`: for each, the first position of the same tensor): one tensor under
+      two names is one stand-in in the trace, as it is one tensor eagerly."""
 
     slot: Slot | None
     what: str
@@ -90,15 +93,25 @@ class Guard:
             return self.place.holds(tensor)
         if self.what == "requires_grad":
             return tensor.requires_grad
+        if self.what == "leaf":
+            return tensor.requires_grad and tensor.is_leaf
         grad = tensor.grad
         return None if grad is None else grad.spec
 
     def holds(self, arguments: Any) -> bool:
-        return self.observe(arguments) == self.expected
+        try:
+            return self.observe(arguments) == self.expected
+        except StateGone:  # a tensor the trace read is gone: nothing about it can hold
+            return False
 
     def reason(self, arguments: Any) -> str:
         """Why it does not hold, in words."""
-        now = self.observe(arguments)
+        try:
+            now = self.observe(arguments)
+        except StateGone as gone:
+            if self.what != "binding":
+                return gone.message
+            now = False  # the tensor traced is gone: its name (if any) names another
         if self.what == "aliases":
             return ("the arguments (and captured tensors) that are one and the same tensor are "
                     "not the ones that were when traced")
@@ -108,6 +121,10 @@ class Guard:
         if self.what == "requires_grad":
             return (f"{self.slot.name}.requires_grad was {self.expected} when traced, now {now} "
                     "(backward() fills the .grad of tensors that require grad)")
+        if self.what == "leaf":
+            was = "a leaf that requires grad" if self.expected else "not a leaf that requires grad"
+            return (f"{self.slot.name}, which the function updates in place, was {was} when "
+                    "traced, and is not now (such a leaf may be updated only under no_grad)")
         def show(spec: TensorSpec | None) -> str:
             return "None" if spec is None else f"a {spec} gradient"
         return (f"{self.slot.name} was {show(self.expected)} when traced, now {show(now)} "
@@ -130,8 +147,10 @@ class GraphBuilder:
         self.guards: list[Guard] = []
         self.aliased: list[Tensor] = []  # captured tensors that are also arguments
         self._names: dict[Tensor, str] = {}  # an outside tensor -> its name in the graph
-        self._places: dict[Tensor, surroundings.Place] = {}  # ... where that name lasts
+        self._places: dict[Tensor, surroundings.Path] = {}  # ... how that name lasts
         self._reach: dict[int, tuple[Any, dict]] = {}  # id(namespace) -> (it, tensor places)
+        # The traced function's code and closure cells (name -> cell): lasting names too.
+        self.closure: tuple[types.CodeType, dict[str, types.CellType]] | None = None
 
     def __enter__(self) -> GraphBuilder:
         self._context = dispatch.interpreting(self)
@@ -217,7 +236,7 @@ class GraphBuilder:
             if position is not None:
                 self.aliased.append(tensor)
                 return next(s for s, i in self.arguments.items() if i == position)
-            slot = Slot(tensor, "data", self._name_for(tensor))
+            slot = Slot(tensor, "data", self._name_for(tensor), hold=self.direct)
             value = self.captured[tensor] = self.graph.capture(slot, tensor.spec)
             standin = self.standins[tensor] = Tensor._make(value, tensor._backend, tensor._node)
             place = self._places.get(tensor)
@@ -280,7 +299,8 @@ class GraphBuilder:
             name = self.graph.inputs[position].name
             outside, slot = self.examples[position], Slot(position, "grad", f"{name}.grad")
         else:
-            outside, slot = tensor, Slot(tensor, "grad", f"{self._name_for(tensor)}.grad")
+            outside, slot = tensor, Slot(tensor, "grad", f"{self._name_for(tensor)}.grad",
+                                         hold=self.direct)
         state = self.grads[tensor] = _GradState(slot, None)
         if reading:  # the trace depends on what .grad holds when it starts
             entry = outside._grad
@@ -306,32 +326,37 @@ class GraphBuilder:
             self._names[tensor] = name
         return name
 
-    def _find(self, tensor: Tensor) -> tuple[str | None, surroundings.Place | None]:
-        """The name the innermost user frame reaches `tensor` by, and the place that name is
-        bound at when it lasts beyond the call: a global, or a place inside an object or a
-        container (``self.w``, ``P["w"]``), rather than a local variable (a loop variable may
-        hold it only for now). Attributes and entries are preferred, as their names last."""
+    def _find(self, tensor: Tensor) -> tuple[str | None, surroundings.Path | None]:
+        """The name the innermost user frame reaches `tensor` by, and the `Path` to it when that
+        lasts beyond the call: from a module's globals or a closure cell of the traced function
+        (every link followed again at each call), or inside an object (``self.w``,
+        ``P["w"]``), rather than a local variable (a loop variable may hold it only for now).
+        Attributes and entries are preferred, as their names read best and last."""
         frame = user_frame()
         if frame is None:
             return None, None
-        places = []
-        for namespace in (frame.f_locals, frame.f_globals):
+        namespaces = [("locals", frame.f_locals), ("globals", frame.f_globals)]
+        if self.closure is not None and frame.f_code is self.closure[0]:
+            namespaces.append(("cells", self.closure[1]))
+        found = []
+        for kind, namespace in namespaces:
             known = self._reach.get(id(namespace))
             if known is None or known[0] is not namespace:  # (indexed once per trace)
-                # Of a module, only the globals this code names (a module may have thousands).
-                names = (surroundings.global_names(frame.f_code, namespace)
-                         if namespace is frame.f_globals else list(namespace))
-                known = self._reach[id(namespace)] = (namespace,
-                                                      _tensor_places(namespace, names))
-            places += [(namespace, p) for p in known[1].get(tensor, ()) if p.holds(tensor)]
-        if not places:
+                known = self._reach[id(namespace)] = (namespace, _tensor_places(
+                    kind, namespace, frame.f_code))
+            found += [p for p in known[1].get(tensor, ()) if p.holds(tensor)]
+        if not found:
             return None, None
-        locals_ = frame.f_locals if frame.f_locals is not frame.f_globals else None
-        nested = [p for ns, p in places if p.container is not ns]
-        global_names = [p for ns, p in places if ns is frame.f_globals and p.container is ns]
-        local_names = [p for ns, p in places if ns is locals_ and p.container is ns]
-        best = (nested or global_names or local_names)[0]
-        return best.name, (None if best in local_names else best)
+
+        def local(place: surroundings.Place) -> bool:
+            return place.parent is None and place.container is frame.f_locals
+
+        def named_directly(place: surroundings.Place) -> bool:  # w, rather than self.w
+            return local(place) or isinstance(place.container, types.CellType) or (
+                place.parent is None and place.container is frame.f_globals)
+
+        best = min(found, key=lambda p: (named_directly(p), local(p)))
+        return best.name, None if local(best) else best.path()
 
     def updates(self) -> list[tuple[Slot, Value | None]]:
         """Every piece of outside state the trace changed, with its new value."""
@@ -369,6 +394,10 @@ class GraphBuilder:
         if aliasing or self.aliased or self.updates():
             guards.append(Guard(None, "aliases", Guard(None, "aliases", None, captured).observe(
                 self.examples), captured))
+        for slot, _ in self.updates():  # updating a leaf that requires grad is refused (eagerly
+            if slot.attr == "data":  # too): whether it is one is assumed
+                tensor = slot.tensor(self.examples)
+                guards.append(Guard(slot, "leaf", tensor.requires_grad and tensor.is_leaf))
         if any(state.written for state in self.grads.values()):
             for position, example in enumerate(self.examples):
                 slot = Slot(position, "data", self.graph.inputs[position].name)
@@ -434,6 +463,7 @@ class _Surroundings:
 
     def __init__(self, fn: Callable, args: tuple, kwargs: dict) -> None:
         inner, owners = _python_function(fn)
+        self.code = inner.__code__ if inner is not None else None
         # The globals the function's code (and the module's functions it calls) names.
         self.namespace = inner.__globals__ if inner is not None else {}
         names = surroundings.global_names(inner.__code__, self.namespace) \
@@ -494,14 +524,25 @@ def _cell_contents(cell: Any) -> Any:
         return None
 
 
-def _tensor_places(namespace: dict, names: Any) -> dict[Tensor, list[surroundings.Place]]:
-    """Where code reaches each tensor through these `names` of `namespace`: the names
-    themselves, then places inside what they name, shortest first."""
+def _tensor_places(kind: str, namespace: dict, code: types.CodeType) -> dict[
+        Tensor, list[surroundings.Place]]:
+    """Where code reaches each tensor through the names of `namespace` (its "locals", its
+    "globals", or the "cells" of its closure, name -> cell): the names themselves, then places
+    inside what they name, shortest first. A global or a cell is where a path that lasts starts;
+    a local is not (its place is where the path stops)."""
+    if kind == "globals":  # of a module, only the globals this code names (there may be 1000s)
+        held = [(surroundings.Place(namespace, n, "item", n), namespace[n])
+                for n in surroundings.global_names(code, namespace) if n in namespace]
+    elif kind == "cells":
+        held = [(surroundings.Place(cell, "cell_contents", "attr", n), _cell_contents(cell))
+                for n, cell in namespace.items()]
+    else:
+        held = [(surroundings.Place(namespace, n, "item", n), v) for n, v in namespace.items()]
     found: dict[Tensor, list[surroundings.Place]] = {}
-    roots = [(n, namespace[n]) for n in names if n in namespace]
-    for name, value in roots:
+    for place, value in held:
         if isinstance(value, Tensor):
-            found.setdefault(value, []).append(surroundings.Place(namespace, name, "item", name))
+            found.setdefault(value, []).append(place)
+    roots = [(place.name, value, None if kind == "locals" else place) for place, value in held]
     for place, value in surroundings.walk(roots, skip=(Tensor,)):
         if isinstance(value, Tensor):
             found.setdefault(value, []).append(place)
@@ -581,11 +622,14 @@ def argument_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
 
 
 def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = None,
-                   specs: list[TensorSpec] | None = None) -> Traced:
+                   specs: list[TensorSpec] | None = None,
+                   left_out: frozenset[str] = frozenset()) -> Traced:
     """Run `fn` once with symbolic tensors in place of its tensor arguments; record the graph.
 
     `specs`, one per tensor argument, trace for those specs instead of the arguments' own (a
-    ``None`` dimension stays unknown: one trace serves every size there).
+    ``None`` dimension stays unknown: one trace serves every size there). `left_out` names
+    parameters that `args` and `kwargs` fill with their defaults only to key the trace: the
+    function is called without them, as the caller called it (a wrapper may not take them).
     """
     expect_callable(fn, "trace", "tfl.trace(f, x)")
     graph = Graph(name or callable_name(fn))
@@ -606,17 +650,25 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
             symbolic.append(standin)
         else:  # static: its value is part of the trace
             symbolic.append(leaf)
-    sym_args, sym_kwargs = tree_unflatten(in_tree, symbolic)
-    around = _Surroundings(fn, args, kwargs)
+    around = None
     try:
         # The graph is the function's own: a caller's no_grad does not become part of it (a
         # call decides for itself whether the tape records it).
         with builder, autodiff.enable_grad():
-            result = fn(*sym_args, **sym_kwargs)
+            # The function gets its containers rebuilt around the stand-ins (inside the trace:
+            # a dataclass's __post_init__ computes with them as it would with the tensors).
+            sym_args, sym_kwargs = tree_unflatten(in_tree, symbolic)
+            # Watched: what it can reach, its own arguments' containers included (an entry
+            # written there would be lost with the rebuilt container after the trace).
+            around = _Surroundings(fn, sym_args, sym_kwargs)
+            if around.code is not None:
+                builder.closure = (around.code, {n: c for n, (c, _) in around.cells.items()})
+            call_args, call_kwargs = _as_called(fn, sym_args, sym_kwargs, left_out)
+            result = fn(*call_args, **call_kwargs)
             out_leaves, out_tree = tree_flatten(result)
             outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
     finally:
-        leaked = around.restore(graph)
+        leaked = around.restore(graph) if around is not None else []
     if leaked:
         names = ", ".join(name for name, _ in leaked)
         raise TraceError(
@@ -642,6 +694,17 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
     returned = [builder.outside(x) for x in out_leaves if isinstance(x, Tensor)]
     guards = builder.finish_guards(aliasing=len(standins) < len(builder.examples))
     return Traced(graph, in_tree, out_tree, outputs, guards, returned)
+
+
+def _as_called(fn: Callable, args: tuple, kwargs: dict, left_out: frozenset[str]) -> Any:
+    """``(args, kwargs)`` without the parameters in `left_out`: ``f(*args, **kwargs)`` is then
+    the call as written."""
+    if not left_out:
+        return args, kwargs
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    for name in left_out:
+        bound.arguments.pop(name, None)
+    return bound.args, bound.kwargs
 
 
 def _argument_standin(value: Value, argument: Tensor) -> Tensor:

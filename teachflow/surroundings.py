@@ -3,22 +3,28 @@
 Tracing runs the user's Python once. Two things about the objects around that code matter:
 
 - **Names.** A captured tensor is best shown by the name the code reaches it by (``w``,
-  ``self.w``, ``model.layer.w``, ``opt.state[0]``), and when that name lasts (a global, an
-  attribute, a dict entry), the trace assumes it keeps naming the same tensor: rebinding it
-  between calls must retrace (see `staging.Guard`).
-- **Leaks.** A Python assignment inside the traced code (``self.w = ...``, ``d["m"] = ...``, a
-  global or nonlocal) runs once, while tracing. If it stores a tensor of the trace, that place
-  would keep a symbolic tensor with no values: it is found, put back, and reported.
+  ``self.w``, ``model.layer.w``, ``opt.state[0]``), and when that name lasts (a global, a closure
+  variable, an attribute, a dict entry), the trace assumes it keeps naming the same tensor. The
+  `Path` to it is followed again at every call, link by link from its root, so rebinding any link
+  (``model = Model()`` in a notebook cell run again, ``model.w = new_w``) retraces (see
+  `staging.Guard`).
+- **Leaks.** A Python assignment inside the traced code (``self.w = ...``, ``d["m"] = ...``,
+  ``Counter.total = ...``, a global or nonlocal) runs once, while tracing. If it stores a tensor
+  of the trace, that place would keep a symbolic tensor with no values: it is found, put back, and
+  reported.
 
-Both need the same thing: the places (dict entries, list items, attributes) reachable from some
-roots, a few levels deep. `walk` visits them breadth first, so the first place a tensor is found
-at is its shortest name, and it stops after a budget of places, so a notebook with thousands of
-globals costs a few milliseconds, not seconds.
+Both need the same thing: the places (dict entries, list items, attributes, the contents of sets)
+reachable from some roots, a few levels deep. `walk` visits them breadth first, so the first place
+a tensor is found at is its shortest name, and it stops after a budget of places, so a notebook
+with thousands of globals costs a few milliseconds, not seconds. Libraries (NumPy, teachflow, the
+standard library) are not looked into: they hold no state of the learner's.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import sys
 import types
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,29 +32,77 @@ from typing import Any
 
 import numpy as np
 
+from teachflow.errors import is_library_file
+
 #: How deep `walk` goes below its roots, and how many places it visits at most.
-DEPTH = 3
+DEPTH = 8
 BUDGET = 5_000
 
 # Values never looked into: they hold no user state (or too much to look at).
-_OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType,
-           types.MethodType, str, bytes, int, float, complex, bool, np.ndarray, np.generic)
+_OPAQUE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, str, bytes, int,
+           float, complex, bool, np.ndarray, np.generic, type(None))
+
+
+def _opaque(value: Any, skip: tuple) -> bool:
+    """Not looked into: plain values, functions, and the modules and classes of libraries."""
+    if isinstance(value, _OPAQUE + skip):
+        return True
+    if isinstance(value, types.ModuleType):
+        return not _is_users(value.__name__)
+    if isinstance(value, type):
+        return not _is_users(value.__module__)
+    return False
+
+
+def _is_users(module_name: str) -> bool:
+    """Is the module of this name the learner's code (a notebook, a script, their package)?"""
+    module = sys.modules.get(module_name)
+    file = getattr(module, "__file__", None)
+    if module_name == "__main__":
+        return True
+    return isinstance(file, str) and not is_library_file(file)
+
+
+@dataclass(frozen=True, eq=False)
+class Path:
+    """How code reaches a value from a root that lasts: ``model.encoder.w`` is the module's
+    globals, then ``"model"``, ``.encoder``, ``.w``. Only the root is held; every link is looked
+    up again when asked, so a rebinding anywhere along the way is seen."""
+
+    root: Any
+    steps: tuple[tuple[str, Any], ...]  # ("item", key) or ("attr", name)
+    name: str
+
+    def resolve(self) -> Any:
+        value = self.root
+        for kind, key in self.steps:
+            value = _get(value, kind, key)
+        return value
+
+    def holds(self, value: Any) -> bool:
+        """Does following the path now lead to `value` (the very object)?"""
+        try:
+            return self.resolve() is value
+        except Exception:  # a link is gone
+            return False
 
 
 @dataclass(frozen=True, eq=False)
 class Place:
-    """A place that holds a value: an entry of a dict or list (``kind="item"``), or an attribute
-    of an object (``kind="attr"``); `name` is how code writes it (``model.w``, ``P['w']``)."""
+    """A place that holds a value: an entry of a dict, list or deque (``kind="item"``), an
+    attribute of an object, a class, a module or a closure cell (``kind="attr"``), or a member of
+    a set (``kind="member"``); `name` is how code writes it (``model.w``, ``P['w']``). `parent`
+    is the place holding the container, up to a root that lasts (None: the container itself is
+    the root)."""
 
     container: Any
     key: Any
     kind: str
     name: str
+    parent: Place | None = None
 
     def get(self) -> Any:
-        if self.kind == "item":
-            return self.container[self.key]
-        return object.__getattribute__(self.container, self.key)
+        return _get(self.container, self.kind, self.key)
 
     def holds(self, value: Any) -> bool:
         """Does this place hold `value` now (the very object)?"""
@@ -57,22 +111,42 @@ class Place:
         except Exception:  # the entry or attribute is gone
             return False
 
+    def path(self) -> Path:
+        """From the root, through every container on the way, to this place."""
+        steps, place, root = [], self, self.container
+        while place is not None:
+            steps.append((place.kind, place.key))
+            root, place = place.container, place.parent
+        return Path(root, tuple(reversed(steps)), self.name)
 
-def walk(roots: list[tuple[str, Any]], skip: tuple = ()) -> Iterator[tuple[Place, Any]]:
+
+def _get(container: Any, kind: str, key: Any) -> Any:
+    if kind == "item":
+        return container[key]
+    if kind == "member":
+        if key not in container:
+            raise KeyError(key)
+        return key
+    return object.__getattribute__(container, key)
+
+
+def walk(roots: list[tuple[str, Any, Place | None]], skip: tuple = ()) -> Iterator[
+        tuple[Place, Any]]:
     """Every place reachable from `roots`, breadth first, at most `DEPTH` levels below them and
-    `BUDGET` places in all, with its value. A root is ``(name, container)``; a root named ""
-    is a namespace (globals, locals), whose entries are named by their keys alone (``w``).
-    Values of the types in `skip` are not looked into."""
+    `BUDGET` places in all, with its value. A root is ``(name, container, place)``: `place` is
+    where the container is held when that lasts (a global), or None; a root named "" is a
+    namespace (globals, locals), whose entries are named by their keys alone (``w``). Values of
+    the types in `skip` are not looked into."""
     seen: set[int] = set()
     level = list(roots)
     budget = BUDGET
     for _ in range(DEPTH + 1):
         below = []
-        for name, container in level:
-            if id(container) in seen or isinstance(container, _OPAQUE + skip):
+        for name, container, held_at in level:
+            if id(container) in seen or _opaque(container, skip):
                 continue
             seen.add(id(container))
-            for place in _places(name, container):
+            for place in _places(name, container, held_at):
                 budget -= 1
                 if budget < 0:
                     return
@@ -81,26 +155,35 @@ def walk(roots: list[tuple[str, Any]], skip: tuple = ()) -> Iterator[tuple[Place
                 except Exception:
                     continue
                 yield place, value
-                below.append((place.name, value))
+                below.append((place.name, value, place))
         level = below
 
 
-def _places(name: str, container: Any) -> list[Place]:
+def _places(name: str, container: Any, parent: Place | None = None) -> list[Place]:
     """The places directly inside `container` (named "": a namespace)."""
     if isinstance(container, dict):
-        return [Place(container, k, "item", f"{name}[{k!r}]" if name else str(k))
+        return [Place(container, k, "item", f"{name}[{k!r}]" if name else str(k), parent)
                 for k in list(container)]
-    if isinstance(container, list | tuple):
-        return [Place(container, i, "item", f"{name}[{i}]") for i in range(len(container))]
-    return [Place(container, attr, "attr", f"{name}.{attr}") for attr in _attributes(container)]
+    if isinstance(container, list | tuple | collections.deque):
+        return [Place(container, i, "item", f"{name}[{i}]", parent)
+                for i in range(len(container))]
+    if isinstance(container, set | frozenset):
+        return [Place(container, v, "member", f"an element of {name}", parent)
+                for v in list(container)]
+    return [Place(container, attr, "attr", f"{name}.{attr}", parent)
+            for attr in _attributes(container)]
 
 
 def _attributes(obj: Any) -> list[str]:
-    """The names of an object's own attributes: its ``__dict__`` and its ``__slots__`` (read
-    without calling a ``__getattr__`` the object may define)."""
+    """The names of an object's own attributes: its ``__dict__`` (a class's own, a module's
+    globals) and its ``__slots__`` (read without calling a ``__getattr__`` the object may
+    define)."""
     names: list[str] = []
     with contextlib.suppress(Exception):  # (no __dict__, or an odd one)
-        names += list(object.__getattribute__(obj, "__dict__"))
+        names += [n for n in object.__getattribute__(obj, "__dict__")
+                  if not (isinstance(obj, type | types.ModuleType) and n.startswith("__"))]
+    if isinstance(obj, types.CellType):
+        return ["cell_contents"]
     for klass in type(obj).__mro__:
         slots = klass.__dict__.get("__slots__", ())
         names += [s for s in ((slots,) if isinstance(slots, str) else slots)
@@ -118,7 +201,7 @@ class Snapshot:
 
     name: str
     container: Any
-    before: dict  # key or attribute -> its value then
+    before: dict  # key or attribute (or, for a set, member) -> its value then
 
     def changed(self) -> Iterator[tuple[Any, str, Any]]:
         """``(key, name, value)`` for each entry whose value is not what it was."""
@@ -132,32 +215,39 @@ class Snapshot:
 
     def put_back(self, key: Any) -> None:
         container = self.container
-        if isinstance(container, list):
-            container[:] = [self.before[i] for i in sorted(self.before)]
+        if isinstance(container, list | collections.deque):
+            kept = [self.before[i] for i in sorted(self.before)]
+            container.clear()
+            container.extend(kept)
+        elif isinstance(container, set):
+            container.discard(key)
         elif isinstance(container, dict):
             if key in self.before:
                 container[key] = self.before[key]
             else:
                 del container[key]
-        elif key in self.before:
-            object.__setattr__(container, key, self.before[key])
         else:
-            object.__delattr__(container, key)
+            # A class's attributes are set through type's own __setattr__, an object's through
+            # object's (no __setattr__ of the user's runs).
+            setter = type if isinstance(container, type) else object
+            if key in self.before:
+                setter.__setattr__(container, key, self.before[key])
+            else:
+                setter.__delattr__(container, key)
 
 
 def snapshots(roots: list[tuple[str, Any]], skip: tuple = ()) -> list[Snapshot]:
-    """The mutable containers reachable from `roots` (dicts, lists, objects with attributes),
-    each with its contents now."""
+    """The mutable containers reachable from `roots` (dicts, lists, deques, sets, objects,
+    classes and modules of the user's), each with its contents now."""
     taken: list[Snapshot] = []
     seen: set[int] = set()
 
     def take(name: str, container: Any) -> None:
-        if id(container) in seen or isinstance(container, _OPAQUE + skip + (tuple,)):
+        if id(container) in seen or _opaque(container, skip + (tuple, frozenset)):
             return
         seen.add(id(container))
-        places = _places(name, container)
         before = {}
-        for place in places:
+        for place in _places(name, container):
             try:
                 before[place.key] = place.get()
             except Exception:
@@ -166,7 +256,7 @@ def snapshots(roots: list[tuple[str, Any]], skip: tuple = ()) -> list[Snapshot]:
 
     for name, root in roots:
         take(name, root)
-    for place, value in walk(roots, skip):
+    for place, value in walk([(name, root, None) for name, root in roots], skip):
         take(place.name, value)
     return taken
 
@@ -189,16 +279,9 @@ def global_names(code: types.CodeType, namespace: dict, depth: int = 2) -> set[s
     return names
 
 
-def holding(value: Any, wanted: Any, depth: int = DEPTH) -> bool:
-    """Does `value`, or something inside it (a few levels deep), satisfy `wanted`?"""
+def holding(value: Any, wanted: Any) -> bool:
+    """Does `value`, or something inside it (within `DEPTH` levels and `BUDGET` places),
+    satisfy `wanted`?"""
     if wanted(value):
         return True
-    if depth == 0 or isinstance(value, _OPAQUE):
-        return False
-    try:
-        inside = (list(value.values()) if isinstance(value, dict) else
-                  list(value) if isinstance(value, list | tuple | set | frozenset) else
-                  [object.__getattribute__(value, a) for a in _attributes(value)])
-    except Exception:
-        return False
-    return any(holding(v, wanted, depth - 1) for v in inside[:1000])
+    return any(wanted(v) for _, v in walk([("", value, None)]))

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import gc
 import inspect
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -602,3 +604,154 @@ def test_state_of_a_callable_object_is_watched_as_a_methods_self_is(wrap: str) -
         tfl.function(fn)(tfl.ones(2))
     assert model.last is None  # put back as it was
     np.testing.assert_allclose(model.w.numpy(), [1.0, 2.0])
+
+
+# --- A captured tensor is found again along the whole path the code took to it --------------------
+
+
+class _Layer:
+    def __init__(self, v: float) -> None:
+        self.w = tfl.tensor([v, v])
+
+
+class _Block:
+    def __init__(self, v: float) -> None:
+        self.layers = [_Layer(v)]
+
+
+class _Net:
+    def __init__(self, v: float) -> None:
+        self.blocks = {"first": _Block(v)}
+
+
+NET = _Net(1.0)
+CONFIG = {"w": tfl.tensor([1.0, 1.0])}
+
+
+def test_rebinding_any_link_of_the_path_to_a_captured_tensor_retraces() -> None:
+    """A notebook cell that makes the model again (``model = Model()``), a config dict replaced,
+    a layer swapped deep inside: each call follows the path again, from the global down."""
+    global NET, CONFIG
+    deep = tfl.function(lambda x: x * NET.blocks["first"].layers[0].w)
+    config = tfl.function(lambda x: x * CONFIG["w"])
+    np.testing.assert_array_equal(deep(tfl.ones(2)).numpy(), [1.0, 1.0])
+    np.testing.assert_array_equal(config(tfl.ones(2)).numpy(), [1.0, 1.0])
+    NET = _Net(3.0)  # the root rebound
+    CONFIG = {"w": tfl.tensor([7.0, 7.0])}
+    np.testing.assert_array_equal(deep(tfl.ones(2)).numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(config(tfl.ones(2)).numpy(), [7.0, 7.0])
+    NET.blocks["first"].layers[0] = _Layer(5.0)  # a link deep inside
+    np.testing.assert_array_equal(deep(tfl.ones(2)).numpy(), [5.0, 5.0])
+    assert deep.trace_count == 3 and config.trace_count == 2
+    assert "NET.blocks['first'].layers[0].w now names another tensor" in deep.retrace_reasons[0]
+    NET.blocks["first"].layers[0].w += 1.0  # in place: the same tensor, no new trace
+    np.testing.assert_array_equal(deep(tfl.ones(2)).numpy(), [6.0, 6.0])
+    assert deep.trace_count == 3
+
+
+def test_a_closure_variable_rebound_with_nonlocal_is_read_anew() -> None:
+    def make():
+        w = tfl.tensor([1.0, 1.0])
+
+        @tfl.function
+        def scale(x):
+            return x * w
+
+        def set_w(v):
+            nonlocal w
+            w = v
+
+        return scale, set_w
+
+    scale, set_w = make()
+    np.testing.assert_array_equal(scale(tfl.ones(2)).numpy(), [1.0, 1.0])
+    set_w(tfl.tensor([10.0, 10.0]))
+    np.testing.assert_array_equal(scale(tfl.ones(2)).numpy(), [10.0, 10.0])
+    assert scale.trace_count == 2 and "w now names another tensor" in scale.retrace_reasons[0]
+
+
+def test_a_tensor_rebound_away_is_not_kept_alive_by_the_old_trace() -> None:
+    global REBOUND_BIG
+    REBOUND_BIG = tfl.zeros(1000, 100)
+    total = tfl.function(lambda x: (x @ REBOUND_BIG).sum())
+    refs = []
+    for _ in range(3):
+        total(tfl.ones(2, 1000))
+        refs.append(weakref.ref(REBOUND_BIG))
+        REBOUND_BIG = tfl.zeros(1000, 100)
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, True]
+    concrete = total.concrete_functions[0]
+    with pytest.raises(tfl.TraceError, match="REBOUND_BIG exists"):
+        concrete(tfl.ones(2, 1000))  # its tensor is gone: it says so
+
+
+def test_a_captured_tensor_that_only_the_trace_knew_is_gone_and_the_call_traces_again() -> None:
+    holder = [tfl.tensor([2.0, 2.0])]
+
+    def make():
+        def f(x):
+            return x * holder[0]
+        return f
+
+    staged = tfl.function(make())
+    np.testing.assert_array_equal(staged(tfl.ones(2)).numpy(), [2.0, 2.0])
+    holder[0] = tfl.tensor([4.0, 4.0])
+    gc.collect()
+    np.testing.assert_array_equal(staged(tfl.ones(2)).numpy(), [4.0, 4.0])
+
+
+# --- Containers given as arguments, and NumPy arrays ----------------------------------------------
+
+
+def test_state_stored_into_an_argument_container_is_refused_and_in_place_updates_work() -> None:
+    def new_entries(params, state):
+        for k, p in params.items():
+            state[k] = 0.9 * p  # a new entry of the caller's dict: it would be lost
+        return params["w"]
+
+    with pytest.raises(tfl.TraceError, match=r"state\['w'\] was given a tensor of the trace"):
+        tfl.function(new_entries)({"w": tfl.ones(2)}, {})
+    with pytest.raises(tfl.TraceError, match=r"xs\[0\] was given a tensor of the trace"):
+        tfl.function(lambda xs, t: xs.append(t * 2))([], tfl.ones(1))
+
+    def momentum(params, grads, state, lr=0.1, mu=0.9):
+        for k, p in params.items():
+            state[k] *= mu
+            state[k] += grads[k]
+            p -= lr * state[k]
+
+    def run(step):
+        params, state = {"w": tfl.tensor([1.0, 2.0])}, {"w": tfl.zeros(2)}
+        for _ in range(4):
+            step(params, {"w": tfl.ones(2)}, state)
+        return params["w"].numpy(), state["w"].numpy()
+
+    for got, want in zip(run(tfl.function(momentum)), run(momentum), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_an_array_argument_updated_in_place_is_updated_as_eagerly() -> None:
+    def step(p, g):
+        p -= 0.5 * g
+
+    eager, staged = np.array([1.0, 2.0], np.float32), np.array([1.0, 2.0], np.float32)
+    for _ in range(2):
+        step(eager, np.ones(2, np.float32))
+        tfl.function(step)(staged, np.ones(2, np.float32))
+    np.testing.assert_array_equal(staged, eager)
+
+
+def test_an_argument_updated_in_place_must_not_be_a_leaf_that_requires_grad() -> None:
+    def f(w, g):
+        w -= g
+        return (w * w).sum()
+
+    staged = tfl.function(f)
+    staged(tfl.ones(2), tfl.ones(2))  # traced with a plain tensor
+    w = tfl.tensor([1.0, 1.0], requires_grad=True)
+    with pytest.raises(tfl.AutodiffError, match="in-place update of a leaf"):
+        staged(w, tfl.ones(2))  # refused, as eagerly
+    with pytest.raises(tfl.AutodiffError, match="in-place update of a leaf"):
+        f(w, tfl.ones(2))
+    np.testing.assert_array_equal(w.numpy(), [1.0, 1.0])

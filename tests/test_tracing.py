@@ -350,7 +350,7 @@ def test_an_eager_tensor_used_inside_is_a_capture_not_an_input() -> None:
     graph = tfl.trace(scale, tfl.ones(3))
     assert len(graph.inputs) == 1
     assert len(graph.captures) == 1  # used twice, captured once
-    assert graph.captures[0].data.owner is w and graph.captures[0].name == "w"
+    assert graph.captures[0].data.tensor() is w and graph.captures[0].name == "w"
     assert graph.captures[0].kind == "capture"
     assert graph.nodes[0].inputs[1] is graph.captures[0]
 
