@@ -82,7 +82,7 @@ from teachflow.functions import (
 from teachflow.graph import Graph, GraphError
 from teachflow.session import Session
 from teachflow.spec import TensorSpec
-from teachflow.staging import placeholder, trace
+from teachflow.staging import SideEffectWarning, placeholder, trace
 from teachflow.tensor import Tensor, as_tensor
 
 __version__ = "0.1.0"
@@ -137,6 +137,7 @@ __all__ = [
     "RetracingWarning",
     "Session",
     "ShapeError",
+    "SideEffectWarning",
     "Snapshot",
     "TeachflowError",
     "Tensor",

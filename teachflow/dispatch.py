@@ -13,8 +13,9 @@ central idea of the TensorFlow Eager paper and of JAX's Autodidax, and nothing e
 asks which mode it is in.
 
 Programs also *change state*: ``p -= lr * g`` updates a tensor in place, ``loss.backward()``
-fills ``.grad``, and ``tfl.tensor([...])`` makes a tensor from data. Those go to the current
-interpreter too (`assign`, `read_grad`, `write_grad`, `lift`), and so does reading a tensor's
+fills ``.grad``, ``w.requires_grad = True`` marks a leaf, and ``tfl.tensor([...])`` makes a
+tensor from data. Those go to the current interpreter too (`assign`, `read_grad`, `write_grad`,
+`mark`, `lift`), and so does reading a tensor's
 values (`values`): eagerly they happen at once; while tracing, the graph builder records the
 changes, so that the graph can compute the new state and the call can write it back, and refuses
 to read values, which exist only when the graph runs (see `teachflow.staging`).
@@ -44,6 +45,9 @@ class Interpreter(Protocol):
 
     def lift(self, tensor: Any) -> Any:
         """A tensor just made from data (`tfl.tensor`), as this mode holds one."""
+
+    def mark(self, tensor: Any, requires_grad: bool) -> None:
+        """``tensor.requires_grad = requires_grad``."""
 
     def values(self, tensor: Any) -> Any:
         """The tensor's values as a NumPy array (``.numpy()``, ``.item()``, ``float()``)."""

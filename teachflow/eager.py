@@ -79,6 +79,9 @@ class EagerInterpreter:
     def lift(self, tensor: Tensor) -> Tensor:
         return tensor
 
+    def mark(self, tensor: Tensor, requires_grad: bool) -> None:
+        tensor._mark(requires_grad)
+
     def values(self, tensor: Tensor) -> np.ndarray:
         return tensor._backend.to_numpy(tensor._data)
 
@@ -100,11 +103,15 @@ def _explain(op: Any, args: tuple, params: dict, exc: Exception) -> TeachflowErr
     stray = next((x._data for x in args if isinstance(x, Tensor) and isinstance(x._data, Value)),
                  None)
     if stray is not None:
+        made = f" (made at {stray.producer.source})" if stray.producer is not None and \
+            stray.producer.source is not None else ""
         return TraceError(
-            f"tensor {stray} is a symbolic tensor of a graph, used where nothing is being traced "
-            "or built: there is no graph here to add the op to, and it has no values",
-            op=op.name, hint="use it inside its `with tfl.Graph():` block, or compute its value "
-                             "with tfl.Session(graph).run(tensor, feed=...)")
+            f"tensor {stray}{made} is a symbolic tensor of a graph, used where nothing is being "
+            "traced or built: there is no graph here to add the op to, and it has no values",
+            op=op.name, hint="a tensor computed inside a staged function lives only in its "
+                             "trace: return it rather than keeping it (in an attribute, a list, "
+                             "a global); a tensor built in `with tfl.Graph():` is used inside "
+                             "that block, and computed with tfl.Session(graph).run(tensor, ...)")
     if isinstance(exc, TeachflowError):
         return exc
     try:

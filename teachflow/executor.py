@@ -188,6 +188,12 @@ def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] |
         args = [env[id(o)] if isinstance(o, Value) else o for o in node.inputs]
         with on_behalf_of(node.source), (no_grad() if node.no_grad else nullcontext()):
             env[id(node.output)] = result = bind(node.op, *args, **node.params)
+        leaf = graph.leaf_values.get(node.output)
+        if leaf is not None:  # an update of a leaf: the leaf, with its new values
+            owner = leaf.tensor(inputs) if state is None else None
+            if owner is not None and owner._node is not None:
+                env[id(node.output)] = result = Tensor._make(result._data, result._backend,
+                                                              owner._node)
         if on_node is not None:
             on_node(node, result)
     return [env[id(v)] for v in outputs]

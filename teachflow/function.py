@@ -187,7 +187,7 @@ class ConcreteFunction:
             # A trace that ran backward(): its gradients are inside already. Its results say so
             # if backward() reaches them again (the state it updated stays plain, as eagerly).
             results = [_not_differentiable_again(r, tracked, self.graph.name) for r in results]
-        results = [r if outside is None else outside.tensor(tensors)  # `return w`: w itself
+        results = [r if outside is None else outside.read(tensors)  # `return w`: w itself
                    for r, outside in zip(results, self._traced.returned, strict=True)]
         if self._single_output:
             return results[0]

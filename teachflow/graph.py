@@ -213,6 +213,9 @@ class Graph:
         self.nodes: list[Node] = []
         self.outputs: list[Value] = []
         self.updates: list[Update] = []  # state written back after a run, from `outputs`
+        # A value that a leaf that requires grad took (under no_grad): on a tape, it is that
+        # leaf again, as the updated tensor is eagerly (see `executor.interpret`).
+        self.leaf_values: dict[Value, Slot] = {}
         self.captures: list[Value] = []
         self.constants: list[Value] = []
         self._captured: dict[tuple[int, str], Value] = {}  # (id(owner), attr) -> its capture
@@ -310,6 +313,7 @@ class Graph:
             g.nodes.append(clone)
         g.outputs = [new[id(v)] for v in self.outputs]
         g.updates = list(self.updates)
+        g.leaf_values = {new[id(v)]: slot for v, slot in self.leaf_values.items() if id(v) in new}
         return g
 
     def new_node(self, op: Op, inputs: tuple, params: dict, spec: TensorSpec,

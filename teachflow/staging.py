@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +45,7 @@ from teachflow.errors import (
     expect_callable,
     user_frame,
     user_location,
+    user_stacklevel,
 )
 from teachflow.graph import Graph, Slot, StateGone, Update, Value
 from teachflow.ops.elementwise import identity
@@ -250,6 +252,7 @@ class GraphBuilder:
                 raise TraceError(f"cannot update tensor {tensor._data} of another graph",
                                  op="assign", hint="return the new value instead")
             tensor._take(value)
+            self._still_the_leaf(tensor, self.outside(tensor))
             return
         if self.direct:
             raise TraceError(
@@ -258,7 +261,15 @@ class GraphBuilder:
                 "write the new values back", op="assign",
                 hint="compute the new value as a tensor of the graph (w_new = w - lr * g), fetch "
                      "it with Session.run, and update w eagerly afterwards")
-        self.standin(tensor)._take(value)  # written back after the call
+        standin = self.standin(tensor)
+        standin._take(value)  # written back after the call
+        self._still_the_leaf(standin, self.captured[tensor].data)
+
+    def _still_the_leaf(self, tensor: Tensor, slot: Slot | None) -> None:
+        """A leaf that requires grad keeps its place on the tape through an update (made under
+        no_grad): running the graph on a tape, the new value must be that leaf again."""
+        if slot is not None and isinstance(tensor._node, autodiff.Leaf):
+            self.graph.leaf_values[tensor._data] = slot
 
     def read_grad(self, tensor: Tensor) -> Tensor | None:
         state = self._grad_state(tensor, reading=True)
@@ -383,7 +394,19 @@ class GraphBuilder:
             return Slot(position, "data", self.graph.inputs[position].name)
         if not isinstance(tensor._data, Value):
             return self.captured[tensor].data
-        return None
+        return next((state.slot for state in self.grads.values() if state.current is tensor),
+                    None)  # ``return w.grad``: the .grad itself, after the write-back
+
+    def mark(self, tensor: Tensor, requires_grad: bool) -> None:
+        if tensor in self.arguments:
+            name = self.graph.inputs[self.arguments[tensor]].name
+            raise TraceError(
+                f"setting {name}.requires_grad inside a staged function cannot be honoured: the "
+                f"function gets a stand-in for argument {name}, and the caller's tensor would "
+                "not change", op="requires_grad",
+                hint=f"set it before the call ({name}.requires_grad = True, or "
+                     "tfl.tensor(..., requires_grad=True))")
+        tensor._mark(requires_grad)
 
     def finish_guards(self, aliasing: bool) -> list[Guard]:
         """The guards of this trace. When it wrote a .grad (backward() ran), what backward
@@ -479,10 +502,13 @@ class _Surroundings:
         roots += [(name, value) for name, (_, value) in self.cells.items()]
         self.snapshots = surroundings.snapshots(roots, skip=(Tensor,))
 
-    def restore(self, graph: Graph) -> list[tuple[str, SourceLocation | None]]:
+    def restore(self, graph: Graph) -> tuple[list[tuple[str, SourceLocation | None]], list[str]]:
         """Put back every place that now holds (or holds something holding) a tensor of `graph`;
-        return their names, each with the line that computed such a tensor."""
+        return their names, each with the line that computed such a tensor. Also the other
+        places the trace changed, in words (Python state that only this run of the code
+        changes)."""
         made: list[SourceLocation | None] = []
+        changed: list[str] = []
 
         def of_graph(value: Any) -> bool:
             if isinstance(value, Tensor) and isinstance(value._data, Value) and \
@@ -498,11 +524,15 @@ class _Surroundings:
                 if surroundings.holding(value, of_graph):
                     leaked.append((name, made[-1]))
                     snapshot.put_back(key)
+                elif not _same_value(snapshot.before.get(key, _UNBOUND), value):
+                    changed.append(_change(name, snapshot.before.get(key, _UNBOUND), value))
         for name, (cell, before) in self.cells.items():
             now = _cell_contents(cell)
             if now is not before and surroundings.holding(now, of_graph):
                 leaked.append((f"nonlocal {name}", made[-1]))
                 cell.cell_contents = before
+            elif not _same_value(before, now):
+                changed.append(_change(f"nonlocal {name}", before, now))
         for name, before in self.globals_before.items():
             now = self.namespace.get(name, _UNBOUND)
             if now is not before and surroundings.holding(now, of_graph):
@@ -511,10 +541,33 @@ class _Surroundings:
                     del self.namespace[name]
                 else:
                     self.namespace[name] = before
-        return leaked
+            elif not _same_value(before, now):
+                changed.append(_change(f"global {name}", before, now))
+        return leaked, changed
 
 
 _UNBOUND = object()  # a global name not bound (yet)
+
+
+def _same_value(before: Any, now: Any) -> bool:
+    """The same object, or an equal Python number or string (``n = n + 0``); or teachflow's
+    own bookkeeping (a staged method cached on its instance when ``super()`` first reaches it)."""
+    if now is before or (type(now).__qualname__ == "Function" and \
+            type(now).__module__ == "teachflow.function"):
+        return True
+    return type(now) is type(before) and isinstance(now, (*_PYTHON_SCALARS, str)) and now == before
+
+
+def _change(name: str, before: Any, now: Any) -> str:
+    plain = (*_PYTHON_SCALARS, str, type(None))
+    if isinstance(before, plain) and isinstance(now, plain):
+        return f"{name}: {before!r} -> {now!r}"
+    return f"{name} (set)" if before is _UNBOUND else name
+
+
+class SideEffectWarning(UserWarning):
+    """A traced function changed Python state (an attribute, a list, a global) while tracing:
+    that ran once, and later calls run the graph, which does not change it again."""
 
 
 def _cell_contents(cell: Any) -> Any:
@@ -623,13 +676,15 @@ def argument_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
 
 def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = None,
                    specs: list[TensorSpec] | None = None,
-                   left_out: frozenset[str] = frozenset()) -> Traced:
+                   left_out: frozenset[str] = frozenset(), staged: bool = True) -> Traced:
     """Run `fn` once with symbolic tensors in place of its tensor arguments; record the graph.
 
     `specs`, one per tensor argument, trace for those specs instead of the arguments' own (a
     ``None`` dimension stays unknown: one trace serves every size there). `left_out` names
     parameters that `args` and `kwargs` fill with their defaults only to key the trace: the
     function is called without them, as the caller called it (a wrapper may not take them).
+    For a function `staged` to be called again (not a `tfl.trace` to look at), Python state
+    the trace changed is worth a `SideEffectWarning`.
     """
     expect_callable(fn, "trace", "tfl.trace(f, x)")
     graph = Graph(name or callable_name(fn))
@@ -668,7 +723,14 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
             out_leaves, out_tree = tree_flatten(result)
             outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
     finally:
-        leaked = around.restore(graph) if around is not None else []
+        leaked, changed = around.restore(graph) if around is not None else ([], [])
+    if changed and staged and not leaked:
+        warnings.warn(
+            f"{graph.name} changed Python state while tracing ({'; '.join(changed[:5])}): Python "
+            "code runs once, while tracing, and later calls run the graph, which will not "
+            "change it again. Keep state that changes at every call in tensors, updated in "
+            "place (self.t += 1 on a tensor is written back at every call)",
+            SideEffectWarning, stacklevel=user_stacklevel())
     if leaked:
         names = ", ".join(name for name, _ in leaked)
         raise TraceError(
@@ -735,4 +797,4 @@ def _identifier(name: str, graph: Graph) -> str:
 
 def trace(fn: Callable, *example_args: Any, **example_kwargs: Any) -> Graph:
     """The raw graph of `fn` for these example arguments (no passes), like a jaxpr."""
-    return trace_function(fn, example_args, example_kwargs).graph
+    return trace_function(fn, example_args, example_kwargs, staged=False).graph

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 import sys
 import types
 from collections.abc import Iterator
@@ -44,23 +45,33 @@ _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, str,
 
 
 def _opaque(value: Any, skip: tuple) -> bool:
-    """Not looked into: plain values, functions, and the modules and classes of libraries."""
+    """Not looked into: plain values, functions, and the modules of libraries, their classes
+    and the objects of their classes (a random generator, a test library's state), but for
+    containers and teachflow's own objects (a model, an optimizer), which hold the user's
+    tensors."""
     if isinstance(value, _OPAQUE + skip):
         return True
     if isinstance(value, types.ModuleType):
         return not _is_users(value.__name__)
-    if isinstance(value, type):
-        return not _is_users(value.__module__)
-    return False
+    if isinstance(value, _CONTAINERS):
+        return False
+    module = value.__module__ if isinstance(value, type) else type(value).__module__
+    return not (_is_users(module) or module.split(".")[0] == "teachflow")
+
+
+_CONTAINERS = (dict, list, tuple, collections.deque, set, frozenset, types.CellType)
 
 
 def _is_users(module_name: str) -> bool:
-    """Is the module of this name the learner's code (a notebook, a script, their package)?"""
-    module = sys.modules.get(module_name)
-    file = getattr(module, "__file__", None)
+    """Is the module of this name the learner's code (a notebook, a script, their package),
+    rather than the standard library's or an installed library's?"""
     if module_name == "__main__":
         return True
-    return isinstance(file, str) and not is_library_file(file)
+    if module_name.split(".")[0] in sys.stdlib_module_names:
+        return False
+    file = getattr(sys.modules.get(module_name), "__file__", None)
+    return not (isinstance(file, str) and (is_library_file(file) or any(
+        f"{os.sep}{d}{os.sep}" in file for d in ("site-packages", "dist-packages"))))
 
 
 @dataclass(frozen=True, eq=False)
@@ -170,8 +181,12 @@ def _places(name: str, container: Any, parent: Place | None = None) -> list[Plac
     if isinstance(container, set | frozenset):
         return [Place(container, v, "member", f"an element of {name}", parent)
                 for v in list(container)]
-    return [Place(container, attr, "attr", f"{name}.{attr}", parent)
-            for attr in _attributes(container)]
+    places = [Place(container, attr, "attr", f"{name}.{attr}", parent)
+              for attr in _attributes(container)]
+    if not isinstance(container, type | types.ModuleType | types.CellType):
+        # Its class too (``type(self).count = ...``), if it is the user's: see `_opaque`.
+        places.append(Place(container, "__class__", "attr", f"type({name})", parent))
+    return places
 
 
 def _attributes(obj: Any) -> list[str]:
@@ -261,21 +276,28 @@ def snapshots(roots: list[tuple[str, Any]], skip: tuple = ()) -> list[Snapshot]:
     return taken
 
 
-def global_names(code: types.CodeType, namespace: dict, depth: int = 2) -> set[str]:
+def global_names(code: types.CodeType, namespace: dict, depth: int = DEPTH) -> set[str]:
     """The global names `code` uses (its own, those of the functions defined inside it, and,
-    `depth` levels down, those of the module's functions it calls): the part of a module a
+    `depth` calls down, those of the module's functions it calls): the part of a module a
     traced function can reach. Walking only these keeps a trace cheap in a big module."""
     names: set[str] = set()
-    codes = [code]
-    while codes:
-        c = codes.pop()
-        names.update(c.co_names)
-        codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
-    if depth > 0:
-        for name in list(names):
-            value = namespace.get(name)  # (a plain function's attributes: no user __getattr__)
-            if isinstance(value, types.FunctionType) and value.__globals__ is namespace:
-                names |= global_names(value.__code__, namespace, depth - 1)
+    seen: set[types.CodeType] = set()
+    level = [code]
+    for _ in range(depth + 1):
+        below = []
+        for c in level:
+            codes = [c]
+            while codes:  # the code and the functions (and lambdas) defined inside it
+                c = codes.pop()
+                if c in seen:
+                    continue
+                seen.add(c)
+                names.update(c.co_names)
+                codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+                # (a plain function's attributes: no user __getattr__)
+                below += [v.__code__ for v in map(namespace.get, c.co_names)
+                          if isinstance(v, types.FunctionType) and v.__globals__ is namespace]
+        level = below
     return names
 
 

@@ -106,6 +106,9 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
+        dispatch.current_interpreter().mark(self, value)
+
+    def _mark(self, value: bool) -> None:
         if value and self._node is None:
             if self.dtype.kind not in "fc":
                 raise DTypeError(f"only floating-point tensors can require gradients, "
@@ -402,6 +405,11 @@ class Tensor:
         if result.shape != self.shape:
             raise ShapeError(f"an in-place update cannot change the shape {self.shape} to "
                              f"{result.shape}", op=op, hint="write x = x + y to rebind instead")
+        if op != "setitem" and not np.can_cast(result.dtype, self.dtype, casting="same_kind"):
+            raise DTypeError(f"an in-place update cannot store {result.dtype} results in this "
+                             f"{self.dtype} tensor (NumPy and PyTorch refuse it too)", op=op,
+                             hint=f"write x = x {op[0]} y for a new {result.dtype} tensor, or "
+                                  f"convert first: x = x.astype('{result.dtype}')")
         dispatch.current_interpreter().assign(self, result.astype(self.dtype))
         return self
 
@@ -426,6 +434,14 @@ class Tensor:
     def __setitem__(self, index: Any, value: Any) -> None:
         """``t[index] = value``: new values with the index set (differentiable, except into a
         leaf that requires grad, which only `no_grad` may change)."""
+        mask = index if isinstance(index, Tensor) and index.dtype == np.bool_ else None
+        if mask is not None and mask.shape == self.shape[:mask.ndim] and _is_scalar(value):
+            # x[mask] = v keeps x's shape: it is where(mask, v, x), in both modes (the positions
+            # a mask picks are known only when a graph runs, but where needs none of them).
+            wide = mask.reshape(mask.shape + (1,) * (self.ndim - mask.ndim)) if \
+                mask.ndim < self.ndim else mask
+            self._assign(bind(ew.where, wide, value, self), "setitem")
+            return
         index = normalize_index(index)
         if any(isinstance(i, Tensor) for i in index):
             raise TraceError("assigning at positions a traced tensor holds is not supported: "
@@ -893,6 +909,12 @@ def _keywords_error(op: str, given: dict) -> DTypeError:
     ours, example = _NUMPY_KEYWORDS[name]
     return DTypeError(f"{op}() takes {ours}= (NumPy's name) where PyTorch takes {name}=", op=op,
                       hint=f"e.g. {op}(..., {example})")
+
+
+def _is_scalar(x: Any) -> bool:
+    """One number: a Python or NumPy scalar, or a tensor or array of one value and no axes."""
+    return isinstance(x, bool | int | float | np.generic) or (
+        isinstance(x, Tensor | np.ndarray) and x.ndim == 0)
 
 
 #: NumPy's ufuncs on masks (``np.logical_and(m1, m2)``, ``np.True_ & m``): the mask operators.

@@ -9,11 +9,14 @@ afterwards, step for step.
 
 from __future__ import annotations
 
+import collections
 import copy
 import functools
 import gc
 import inspect
 import os
+import sys
+import types
 import weakref
 
 import numpy as np
@@ -755,3 +758,174 @@ def test_an_argument_updated_in_place_must_not_be_a_leaf_that_requires_grad() ->
     with pytest.raises(tfl.AutodiffError, match="in-place update of a leaf"):
         f(w, tfl.ones(2))
     np.testing.assert_array_equal(w.numpy(), [1.0, 1.0])
+
+
+# --- Wherever the code leaves a tensor of the trace, it is found and put back ---------------------
+
+
+class _Counter:
+    total = None
+
+
+_LOG: dict = {}
+
+
+def _log3(t):
+    _LOG["last"] = t
+
+
+def _log2(t):
+    _log3(t)
+
+
+def _log1(t):
+    _log2(t)
+
+
+class _Model:
+    count = None
+
+    def __init__(self) -> None:
+        self.w = tfl.ones(2)
+
+    @tfl.function
+    def forward(self, x):
+        type(self).count = x * 2  # a class attribute, reached through the instance
+        return x
+
+
+@pytest.mark.parametrize("where", ["class attribute", "three calls down", "deque", "set",
+                                   "module attribute", "type(self)"])
+def test_a_tensor_of_the_trace_left_anywhere_the_code_reaches_is_refused(where, monkeypatch):
+    module = types.ModuleType("learners_state")
+    module.last = None
+    monkeypatch.setitem(sys.modules, "learners_state", module)
+    queue, bag = collections.deque(), set()
+    fn, kept = {
+        "class attribute": (lambda x: setattr(_Counter, "total", x.sum()),
+                            lambda: _Counter.total),
+        "three calls down": (lambda x: _log1(x * 2), lambda: _LOG.get("last")),
+        "deque": (lambda x: queue.append(x * 2), lambda: queue[0] if queue else None),
+        "set": (lambda x: bag.add(x * 2), lambda: next(iter(bag), None)),
+        "module attribute": (lambda x: setattr(module, "last", x * 2), lambda: module.last),
+        "type(self)": (_Model().forward, lambda: _Model.count),
+    }[where]
+    with pytest.raises(tfl.TraceError, match="was given a tensor of the trace"):
+        tfl.function(fn)(tfl.ones(2))
+    assert kept() is None  # put back as it was
+
+
+def test_python_state_changed_while_tracing_is_said_to_change_only_once() -> None:
+    class Schedule:
+        def __init__(self) -> None:
+            self.t = 0
+            self.w = tfl.ones(2)
+
+        @tfl.function
+        def step(self, g):
+            self.t += 1  # a Python int: this runs while tracing, once
+            self.w -= 0.1 * g / self.t
+
+    schedule = Schedule()
+    with pytest.warns(tfl.SideEffectWarning, match=r"self\.t: 0 -> 1") as record:
+        schedule.step(tfl.ones(2))
+    assert record[0].filename.endswith(HERE)  # at the learner's call
+    schedule.step(tfl.ones(2))
+    assert schedule.t == 1
+
+
+# --- State that backward() and no_grad see -------------------------------------------------------
+
+
+W_LEAF = tfl.tensor([1.0, 2.0, 3.0], requires_grad=True)
+
+
+def test_a_leaf_updated_under_no_grad_inside_stays_the_leaf_for_a_backward_outside() -> None:
+    def on_argument(w, x):
+        with tfl.no_grad():
+            w[0] = 100.0
+        return (w * x).sum()
+
+    def on_capture(x):
+        with tfl.no_grad():
+            W_LEAF.__isub__(0.1 * x)
+        return (W_LEAF * x).sum()
+
+    x = tfl.tensor([0.5, 0.6, 0.7])
+    for run in (on_argument, tfl.function(on_argument)):
+        w = tfl.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        loss = run(w, x)
+        loss.backward()
+        np.testing.assert_allclose(w.grad.numpy(), x.numpy())
+        np.testing.assert_allclose(w.numpy(), [100.0, 2.0, 3.0])
+    for run in (on_capture, tfl.function(on_capture)):
+        W_LEAF.grad = None
+        run(x).backward()
+        np.testing.assert_allclose(W_LEAF.grad.numpy(), x.numpy())
+
+
+def test_returning_a_grad_returns_that_grad_plain_as_eagerly() -> None:
+    def grads(w, x):
+        (w * x).sum().backward()
+        return w.grad
+
+    w = tfl.tensor([1.0, 2.0], requires_grad=True)
+    g = tfl.function(grads)(w, tfl.tensor([3.0, 4.0]))
+    assert g is w.grad and not g.requires_grad
+    v = tfl.tensor([1.0, 1.0], requires_grad=True)
+    (v * g).sum().backward()
+    np.testing.assert_array_equal(v.grad.numpy(), [3.0, 4.0])
+
+
+def test_requires_grad_set_on_an_argument_inside_is_refused() -> None:
+    def mark(w):
+        w.requires_grad = True
+        return w * 2
+
+    with pytest.raises(tfl.TraceError, match=r"setting w\.requires_grad inside") as err:
+        tfl.function(mark)(tfl.ones(2))
+    assert err.value.location.filename.endswith(HERE)
+
+
+# --- Masks and dtypes of in-place updates --------------------------------------------------------
+
+
+def test_a_masked_assignment_is_where_eagerly_and_staged() -> None:
+    def clamp_high(p):
+        p[p > 2] = 0.0
+        q = p * 1.0
+        q[q.sum() > 0] = -1.0  # a 0-d mask: all or nothing
+        return q
+
+    for run in (clamp_high, tfl.function(clamp_high)):
+        p = tfl.tensor([1.0, 3.0, 5.0])
+        np.testing.assert_array_equal(run(p).numpy(), [-1.0, -1.0, -1.0])
+        np.testing.assert_array_equal(p.numpy(), [1.0, 0.0, 0.0])
+
+    def rows(p):
+        p[p.sum(axis=1) > 2] = -1.0  # a mask of the leading axis picks rows
+        return p
+
+    for run in (rows, tfl.function(rows)):
+        np.testing.assert_array_equal(run(tfl.tensor([[1.0, 3.0], [0.0, 1.0]])).numpy(),
+                                      [[-1.0, -1.0], [0.0, 1.0]])
+
+    def loss(x):
+        y = x * 1.0
+        y[y > 2] = 0.0
+        return y.sum()
+
+    x = tfl.tensor([1.0, 3.0, 5.0])
+    for grad in (tfl.grad(loss), tfl.grad(tfl.function(loss))):
+        np.testing.assert_array_equal(grad(x).numpy(), [1.0, 0.0, 0.0])
+
+
+def test_an_in_place_update_that_would_lose_the_fraction_is_refused() -> None:
+    for run in (lambda t: t.__iadd__(0.5), tfl.function(lambda t: t.__iadd__(0.5))):
+        t = tfl.tensor([1, 2])
+        with pytest.raises(tfl.DTypeError, match="cannot store float64 results in this int64"):
+            run(t)
+        np.testing.assert_array_equal(t.numpy(), [1, 2])
+    t = tfl.tensor([1, 2])
+    t[0] = 0.5  # assignment at an index converts, as in NumPy and PyTorch
+    np.testing.assert_array_equal(t.numpy(), [0, 2])
