@@ -270,7 +270,7 @@ class _Verifier:
         outputs = self._run(graph, values)
         if all(_close(a, b, self.scale) for a, b in zip(outputs, self.outputs, strict=True)):
             return
-        culprit = next((n for n in graph.nodes if n.id in self.reference
+        culprit = next((n for n in graph.nodes if n.id in self.reference and n.id in values
                         and not _close(values[n.id], self.reference[n.id], self.scale)), None)
         where = (f"the first node whose value differs is {format_node(culprit)}"
                  if culprit is not None else "the outputs differ")

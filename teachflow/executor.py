@@ -116,16 +116,24 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
         namespace[name] = value
         return name
 
+    # An intermediate is let go of (`del`) right after its last use, as eager mode's
+    # temporaries are: the memory of a big tensor is reused at once instead of held to the end.
+    last_use = {o: node for node in nodes for o in node.inputs if isinstance(o, Value)}
+    kept = set(outputs)
     lines = []
     for node in nodes:
         args = [operand(o) for o in node.inputs]
         args += [f"{k}={param(v)}" for k, v in node.params.items()]
         lines.append((f"{name_of[node.output]} = {kernel_of[node.op]}({', '.join(args)})",
                       str(node.source) if node.source else ""))
+        done = [name_of[o] for o in dict.fromkeys(node.inputs) if isinstance(o, Value)
+                and last_use[o] is node and o.kind == "node" and o not in kept]
+        if done:
+            lines.append((f"del {', '.join(done)}", ""))
     returned = ", ".join(operand(v) for v in outputs)
     if len(outputs) == 1:
         returned += ","
-    width = max((len(text) for text, _ in lines), default=0)
+    width = max((len(text) for text, src in lines if src), default=0)
     body = [f"    {text:<{width}}  # {src}" if src else f"    {text}" for text, src in lines]
     params = ", ".join(name_of[v] for v in [*inputs, *captures])
     fn_name = names.claim(graph.name if not graph.name.startswith("__") else f"graph{graph.name}")

@@ -342,7 +342,8 @@ class GraphBuilder:
         lasts beyond the call: from a module's globals or a closure cell of the traced function
         (every link followed again at each call), or inside an object (``self.w``,
         ``P["w"]``), rather than a local variable (a loop variable may hold it only for now).
-        Attributes and entries are preferred, as their names read best and last."""
+        The name the user gave it is preferred (a global ``w`` over ``params[0]``), then an
+        attribute or entry, and a local name last."""
         frame = user_frame()
         if frame is None:
             return None, None
@@ -362,11 +363,11 @@ class GraphBuilder:
         def local(place: surroundings.Place) -> bool:
             return place.parent is None and place.container is frame.f_locals
 
-        def named_directly(place: surroundings.Place) -> bool:  # w, rather than self.w
-            return local(place) or isinstance(place.container, types.CellType) or (
+        def lasting_name(place: surroundings.Place) -> bool:  # a global w, a closure's w
+            return isinstance(place.container, types.CellType) or (
                 place.parent is None and place.container is frame.f_globals)
 
-        best = min(found, key=lambda p: (named_directly(p), local(p)))
+        best = min(found, key=lambda p: (local(p), not lasting_name(p)))
         return best.name, None if local(best) else best.path()
 
     def updates(self) -> list[tuple[Slot, Value | None]]:
