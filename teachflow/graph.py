@@ -357,14 +357,15 @@ class Graph:
 
     def __str__(self) -> str:
         args = ", ".join(f"{v}: {v.spec}" for v in self.inputs)
-        lines = [f"graph {self.name}({args}) {{"]
+        name = "" if self.name == "graph" else f" {self.name}"  # (a graph built by hand)
+        lines = [f"graph{name}({args}) {{"]
         body = [(f"{v} = capture {v.spec}", "") for v in self.captures]
-        body += [(f"{v} = const {v.spec}", "") for v in self.constants]
+        body += [(f"{v} = const {_format_constant(v.data)}{v.spec}", "") for v in self.constants]
         body += [(format_node(n), str(n.source) if n.source else "") for n in self.nodes]
         width = max((len(text) for text, _ in body), default=0)
         for text, source in body:
             lines.append(f"  {text:<{width}}   # {source}" if source else f"  {text}")
-        if self.results or not self.updates:
+        if self.results:
             lines.append(f"  return {', '.join(str(v) for v in self.results)}")
         for u in self.updates:  # functionalised state: written back after each run
             new = "None" if u.output is None else str(self.outputs[u.output])
@@ -460,6 +461,13 @@ def format_node(node: Node) -> str:
     operands = ", ".join(str(o) if isinstance(o, Value) else repr(o) for o in node.inputs)
     params = f" {{{_format_params(node.params)}}}" if node.params else ""
     return f"{node.output} = {node.op.name} {operands}{params} : {node.spec}".replace("  ", " ")
+
+
+def _format_constant(data: Any) -> str:
+    """A small constant by its values (``2.0 : ``, ``[0, 0, 0] : ``); a big one by its type."""
+    if not isinstance(data, np.ndarray) or data.size > 8:
+        return ""
+    return f"{data.item()!r} : " if data.ndim == 0 else f"{data.tolist()!r} : "
 
 
 def _format_params(params: dict) -> str:

@@ -57,7 +57,7 @@ def test_the_text_form_prints_one_node_per_line() -> None:
     assert [squeeze_spaces(s) for s in str(traced_layer()).splitlines()] == [
         "graph _layer(%x: f32[4,3]) {",
         "%WEIGHT = capture f32[3,3]",  # named as the code that used it names it
-        "%3 = const f32[3]",
+        "%3 = const [0.0, 0.0, 0.0] : f32[3]",  # a small constant shows its values
         f"%2 = matmul %x, %WEIGHT : f32[4,3] # {HERE}:{line + 1}",
         f"%4 = add %2, %3 : f32[4,3] # {HERE}:{line + 1}",
         f"%5 = relu %4 : f32[4,3] # {HERE}:{line + 1}",
@@ -66,6 +66,22 @@ def test_the_text_form_prints_one_node_per_line() -> None:
         "return %7",
         "}",
     ]
+
+
+def test_a_graph_built_by_hand_prints_without_a_name_or_an_empty_return() -> None:
+    with tfl.Graph() as g:
+        x = tfl.placeholder((None, 3), name="x")
+        (x * 2).sum(axis=1)
+    lines = str(g).splitlines()
+    assert lines[0] == "graph(%x: f32[?,3]) {"  # not "graph graph(...)"
+    assert not any(line.strip().startswith("return") for line in lines)  # fetched when run
+
+
+def test_small_constants_print_their_values_and_big_ones_their_type() -> None:
+    small = tfl.compile(lambda x: x * 0 + tfl.full((), 2) * 3, tfl.tensor([2, 3, 4])).graph
+    assert "const [6, 6, 6] : i64[3]" in str(small)
+    big = tfl.trace(lambda x: x + np.zeros(100, np.float32), tfl.ones(100))
+    assert re.search(r"= const f32\[100\]$", str(big), re.M)
 
 
 def test_the_text_form_lines_up_its_source_comments() -> None:

@@ -595,6 +595,15 @@ def test_a_replaced_node_lists_the_originals_it_stands_for() -> None:
     assert mul.lineage == change.nodes == (compiled.snapshots[0].graph.nodes[-1].id,)
 
 
+def test_a_node_an_identity_rewrite_falls_back_to_stands_for_the_removed_node_too() -> None:
+    """``h * 1.0 -> h``: h's node is now also what the mul was, and a kernel that absorbs it
+    lists the mul among the traced nodes it stands for."""
+    compiled = tfl.compile(lambda x: (x.exp() + 1.0) * 1.0, t(X))
+    traced = {n.op.name: n.id for n in compiled.snapshots[0].graph.nodes}
+    (kernel,) = compiled.graph.nodes
+    assert kernel.lineage == tuple(sorted(traced.values()))
+
+
 def test_a_fused_node_lists_every_node_it_absorbed() -> None:
     def f(x, y):
         return ((x * y + 1.0).tanh() - y).sum(axis=0)

@@ -161,6 +161,9 @@ def _sweep(g: Graph, rules: list[Rule], changes: list[Change]) -> bool:
         for new in emitted:
             kept.append(new)
             context.numbering.visit(new)
+        producer = replacement.producer
+        if not emitted and producer is not None:  # x*1 -> x: x's node now stands for both
+            producer.lineage = tuple(sorted({*producer.lineage, *node.lineage}))
         mapping[id(node.output)] = replacement
         found = True
         made = " then ".join(format_node(n) for n in emitted) or str(replacement)
