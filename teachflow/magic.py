@@ -28,6 +28,9 @@ cell, or in the magic's options, points to ``cell In[N], line L`` as it would wi
 from __future__ import annotations
 
 import ast
+import builtins
+import keyword
+import os
 import shlex
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +40,8 @@ from teachflow.tensor import Tensor
 
 _LAST = "__teachflow_last_expression__"
 _VALUES = "__teachflow_notebook_values__"
-_OPTIONS_HINT = "options: --passes a,b,c  --device cpu|gpu  --html PATH  --no-show  --name NAME"
+_OPTIONS_HINT = ("options: --passes a,b,c|none  --device cpu|gpu  --html PATH  --no-show  "
+                 "--name NAME")
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -46,7 +50,8 @@ def load_ipython_extension(ipython: Any) -> None:
 
 
 def compile_magic(line: str, cell: str) -> Any:
-    """%%compile [--passes a,b,...] [--device cpu|gpu] [--html PATH] [--no-show] [--name NAME]"""
+    """%%compile [--passes a,b,...|none] [--device cpu|gpu] [--html PATH] [--no-show]
+    [--name NAME]"""
     from IPython import get_ipython
     from IPython.display import display
 
@@ -54,11 +59,17 @@ def compile_magic(line: str, cell: str) -> Any:
 
     shell = get_ipython()
     where = NotebookCell.register(shell, line, cell)
-    options = _options(line, where.magic_line)
     namespace = shell.user_ns
-    tree = ast.parse("\n" * (where.body_line - 1) + cell, filename=where.filename)
+    try:
+        tree = ast.parse("\n" * (where.body_line - 1) + cell, filename=where.filename)
+    except SyntaxError as err:  # as the notebook says it of a cell without the magic
+        raise TeachflowError(f"the cell is not valid Python: {err.msg}", op="%%compile",
+                             location=SourceLocation(where.filename, err.lineno or 1),
+                             hint="fix the line shown; %%compile runs ordinary Python") from None
     reads = CellReads.of(tree)
-    inputs = [name for name in reads.before_bound if isinstance(namespace.get(name), Tensor)]
+    inputs = [name for name in reads.before_bound if name not in reads.maybe_own
+              and isinstance(namespace.get(name), Tensor)]
+    options = _options(line, where.magic_line, taken={*reads.bound, *reads.before_bound})
     values = {name: namespace[name] for name in reads.before_bound
               if name in reads.bound and name not in inputs and name in namespace}
     fn = _cell_function(tree, inputs, values, reads.bound, namespace, where)
@@ -126,9 +137,10 @@ def _cell_text(raw_cell: str, line: str, body: str) -> tuple[str, int]:
 # --- The options --------------------------------------------------------------------------------
 
 
-def _options(line: str, where: SourceLocation) -> dict:
+def _options(line: str, where: SourceLocation, taken: set[str] = frozenset()) -> dict:
     """The magic's options, checked before anything is compiled: a wrong one is an error that
-    points at the ``%%compile`` line."""
+    points at the ``%%compile`` line. `taken` are the names the cell reads or binds, which
+    ``--name`` must not overwrite."""
     from teachflow.backends import get_backend
     from teachflow.passes import resolve
 
@@ -141,24 +153,45 @@ def _options(line: str, where: SourceLocation) -> dict:
         raise refuse(f"cannot read the options {line!r}: {err}") from None
     options: dict[str, Any] = {"passes": "default", "device": None, "html": None, "show": True,
                                "name": "compiled"}
-    flags = {"--passes": "passes", "--device": "device", "--html": "html", "--name": "name"}
+    flags = {"--passes": "passes", "--device": "device", "--html": "html", "--name": "name",
+             "--no-show": "show"}
+    seen: set[str] = set()
     i = 0
     while i < len(words):
         word = words[i]
+        if word not in flags:
+            raise refuse(f"unknown option {word!r}")
+        if word in seen:
+            raise refuse(f"{word} is given twice")
+        seen.add(word)
         if word == "--no-show":
             options["show"] = False
-        elif word in flags:
+        else:
             if i + 1 == len(words) or words[i + 1].startswith("--"):
                 raise refuse(f"{word} needs a value")
             options[flags[word]] = words[i + 1]
             i += 1
-        else:
-            raise refuse(f"unknown option {word!r}")
         i += 1
-    if not options["name"].isidentifier():
-        raise refuse(f"--name {options['name']!r} is not a Python name")
+    name = options["name"]
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise refuse(f"--name {name!r} is not a Python name the notebook can use")
+    if "--name" in seen and (name in taken or name == "result" or name in vars(builtins)):
+        raise refuse(f"--name {name!r} would overwrite "
+                     + ("a name the cell uses" if name in taken else "the cell's result"
+                        if name == "result" else f"Python's own {name}"),
+                     hint="pick another name for the compilation, e.g. --name compiled_step")
     if options["passes"] != "default":
-        options["passes"] = [p for p in options["passes"].split(",") if p] or None
+        names = options["passes"].split(",")
+        if not all(names):
+            raise refuse(f"--passes {options['passes']!r} names an empty pass",
+                         hint="list passes with commas (--passes simplify,cse), or write "
+                              "--passes none for the graph as traced")
+        options["passes"] = None if names == ["none"] else names
+    if options["html"]:
+        folder = os.path.dirname(os.path.abspath(options["html"]))
+        if not os.path.isdir(folder):
+            raise refuse(f"--html {options['html']!r}: there is no folder {folder}",
+                         hint="write the page into a folder that exists")
     try:
         resolve(options["passes"])
         if options["device"]:
@@ -187,13 +220,30 @@ class CellReads(ast.NodeVisitor):
     A function or lambda defined in the cell runs later: what it reads from outside counts as
     read where it is defined, unless the cell binds that name (it then reads the cell's own).
 
-    After `visit`: ``before_bound`` lists those names in order of their first read, and
-    ``bound`` holds every name the cell binds (the variables it hands back to the notebook).
+    In a loop, a read in a branch (of an ``if``, ``x if c else y``, ``a or b``, an ``except``)
+    may come only after an earlier turn of the loop bound the name::
+
+        for k in range(3):
+            h = (x @ w) if k == 0 else (h @ w)
+
+    Such a name, bound by the cell and read before that only in branches of loops, is in
+    ``maybe_own``: it is the cell's own if the branch reads it only after the binding (then
+    the first run, with no ``h`` in the notebook, and a second run, with one, give the same
+    graph), and the notebook's if the branch runs first (the magic hands it in as a value,
+    which the graph reads only if the trace does).
+
+    After `of`: ``before_bound`` lists those names in order of their first read, ``bound``
+    holds every name the cell binds (the variables it hands back to the notebook), and
+    ``maybe_own`` those of both that are read before bound only in branches of loops.
     """
 
     def __init__(self) -> None:
         self.before_bound: list[str] = []
         self.bound: set[str] = set()
+        self.maybe_own: set[str] = set()
+        self._branches = 0  # how many branches (which may not run) we are inside
+        self._loops = 0  # ... and loops
+        self._in_branches: set[str] = set()  # read before bound only in branches of loops
         self._comprehensions: list[set[str]] = []  # the variables of the ones we are inside
         self._only_in_functions: set[str] = set()  # read so far only by nested functions
 
@@ -204,14 +254,22 @@ class CellReads(ast.NodeVisitor):
         # A nested function reading a name the cell binds (even later) reads the cell's own.
         reads.before_bound = [name for name in reads.before_bound
                               if not (name in reads._only_in_functions and name in reads.bound)]
+        reads.maybe_own = reads._in_branches & reads.bound
         return reads
 
     def read(self, name: str) -> None:
         if any(name in scope for scope in self._comprehensions):
             return
         self._only_in_functions.discard(name)
-        if name not in self.bound and name not in self.before_bound:
+        if name in self.bound:
+            return
+        maybe = self._branches and self._loops
+        if name not in self.before_bound:
             self.before_bound.append(name)
+            if maybe:
+                self._in_branches.add(name)
+        elif not maybe:
+            self._in_branches.discard(name)  # read for certain too
 
     def bind(self, name: str) -> None:
         if self._comprehensions:
@@ -252,11 +310,24 @@ class CellReads(ast.NodeVisitor):
 
     def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
         self.visit(node.iter)
+        self._loops += 1
         self.visit(node.target)
-        for statement in [*node.body, *node.orelse]:
+        for statement in node.body:
+            self.visit(statement)
+        self._loops -= 1
+        for statement in node.orelse:
             self.visit(statement)
 
     visit_AsyncFor = visit_For
+
+    def visit_While(self, node: ast.While) -> None:
+        self._loops += 1
+        self.visit(node.test)
+        for statement in node.body:
+            self.visit(statement)
+        self._loops -= 1
+        for statement in node.orelse:
+            self.visit(statement)
 
     def visit_withitem(self, node: ast.withitem) -> None:
         self.visit(node.context_expr)
@@ -293,10 +364,38 @@ class CellReads(ast.NodeVisitor):
         if node.rest:
             self.bind(node.rest)
 
-    # Expressions whose fields are not in evaluation order.
+    # Branches: what may not run.
+    def _branch(self, *parts: Any) -> None:
+        self._branches += 1
+        for part in parts:
+            for item in part if isinstance(part, list) else [part]:
+                self.visit(item)
+        self._branches -= 1
+
+    def visit_If(self, node: ast.If) -> None:
+        self.visit(node.test)
+        self._branch(node.body, node.orelse)
+
     def visit_IfExp(self, node: ast.IfExp) -> None:
-        for part in (node.test, node.body, node.orelse):
-            self.visit(part)
+        self.visit(node.test)
+        self._branch(node.body, node.orelse)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        self.visit(node.values[0])
+        self._branch(node.values[1:])
+
+    def visit_Try(self, node: ast.Try) -> None:
+        for statement in node.body:
+            self.visit(statement)
+        self._branch(node.handlers, node.orelse)
+        for statement in node.finalbody:
+            self.visit(statement)
+
+    def visit_Match(self, node: ast.Match) -> None:
+        self.visit(node.subject)
+        self._branch(node.cases)
+
+    # Expressions whose fields are not in evaluation order.
 
     def visit_Dict(self, node: ast.Dict) -> None:
         for key, value in zip(node.keys, node.values, strict=True):

@@ -132,6 +132,26 @@ def test_running_a_cell_twice_gives_the_same_graph(ip) -> None:
     assert again.item() == first.item()
 
 
+def test_a_loop_that_reads_its_own_value_from_an_earlier_turn_gives_one_graph(ip) -> None:
+    """h is read (in a branch) before the cell binds it in text order, but only on turns after
+    the first: the cell's own h, not an input, whether or not the notebook has an h."""
+    cell = "for k in range(3):\n    h = (x @ x.T) if k == 0 else (h @ h)\nh.sum()"
+    graphs = []
+    for _ in range(2):
+        ip.run_cell_magic("compile", "--no-show", cell)
+        graphs.append(str(ip.user_ns["compiled"].snapshots[0].graph))
+    assert graphs[0] == graphs[1] and "graph cell(%x: f32[2,3])" in graphs[0]
+
+
+def test_a_branch_that_reads_the_notebooks_value_first_still_reads_it(ip) -> None:
+    ip.user_ns["s"] = tfl.ones(2)
+    cell = "for k in range(1, 3):\n    if k:\n        s = s + k\ns"
+    first = ip.run_cell_magic("compile", "--no-show", cell)
+    second = ip.run_cell_magic("compile", "--no-show", cell)  # reads the s the first made
+    np.testing.assert_array_equal(first.numpy(), [4.0, 4.0])
+    np.testing.assert_array_equal(second.numpy(), [7.0, 7.0])
+
+
 def test_a_name_read_before_the_cell_assigns_it_comes_from_the_notebook(ip) -> None:
     ip.user_ns.update(h=tfl.ones(2, 2), lr=0.5)
     ip.run_cell_magic("compile", "--no-show", "h = h + 1\nlr = lr * 0.5\nh * lr")
@@ -171,9 +191,23 @@ def reads(source: str) -> list[str]:
     ("f = lambda a: a * w\ny = f(x)", ["w", "x"]),
     ("def f():\n    return h\nh = x\ny = f()", ["x"]),  # f reads the cell's own h
     ("del h", ["h"]),
+    ("if c:\n    h = h + 1", ["c", "h"]),  # a branch not in a loop reads what it reads
+    ("for k in ks:\n    h = x if k == 0 else h * x", ["ks", "x", "h"]),  # (h: maybe_own)
 ])
 def test_the_cell_reads_in_evaluation_order(source: str, expected: list[str]) -> None:
     assert reads(source) == expected
+
+
+@pytest.mark.parametrize(("source", "maybe"), [
+    ("for k in ks:\n    h = x if k == 0 else h * x", {"h"}),
+    ("for k in ks:\n    if k:\n        s = s + k", {"s"}),
+    ("while c:\n    y = a or y", {"y"}),
+    ("for k in ks:\n    s = s + k", set()),  # read on the first turn for certain
+    ("if c:\n    h = h + 1", set()),
+    ("for k in ks:\n    t = u if k else 0", set()),  # u is never the cell's own
+])
+def test_reads_in_branches_of_loops_may_be_of_the_cells_own_value(source: str, maybe) -> None:
+    assert CellReads.of(ast.parse(source)).maybe_own == maybe
 
 
 def test_the_cell_binds_what_it_assigns_not_its_comprehension_variables() -> None:
@@ -204,6 +238,14 @@ def test_unknown_options_are_refused(ip) -> None:
     ("--html", tfl.TeachflowError, "--html needs a value"),
     ("--name 1st", tfl.TeachflowError, "not a Python name"),
     ("--passes 'cse", tfl.TeachflowError, "cannot read the options"),
+    ("--passes ''", tfl.TeachflowError, "names an empty pass"),
+    ("--passes ,", tfl.TeachflowError, "names an empty pass"),
+    ("--passes cse --passes dce", tfl.TeachflowError, "--passes is given twice"),
+    ("--name class", tfl.TeachflowError, "not a Python name the notebook can use"),
+    ("--name x", tfl.TeachflowError, "would overwrite a name the cell uses"),
+    ("--name result", tfl.TeachflowError, "would overwrite the cell's result"),
+    ("--name print", tfl.TeachflowError, "would overwrite Python's own print"),
+    ("--html /no/such/folder/x.html", tfl.TeachflowError, "there is no folder /no/such/folder"),
 ])
 def test_a_wrong_option_is_an_error_at_the_compile_line(ip, options, error, words) -> None:
     ran = ip.run_cell(f"%%compile {options}\n{CELL}")
@@ -230,3 +272,17 @@ def test_html_option_writes_the_stepper_page(ip, tmp_path) -> None:
     ip.run_cell_magic("compile", f"--no-show --html {page}", CELL)
     text = page.read_text()
     assert "<script" in text and "tf-stepper" in text and '"stages"' in text
+
+
+def test_a_syntax_error_in_the_cell_points_at_its_line(ip) -> None:
+    ran = ip.run_cell("%%compile\nh = (x @ w\nh")
+    err = ran.error_in_exec
+    assert isinstance(err, tfl.TeachflowError) and "'(' was never closed" in err.message
+    assert err.location.lineno == 2 and err.location.line == "h = (x @ w"
+
+
+def test_passes_none_stages_the_graph_as_traced(ip) -> None:
+    ip.run_cell_magic("compile", "--no-show --passes none", "y = x * 1.0\ny")
+    compiled = ip.user_ns["compiled"]
+    assert [s.pass_name for s in compiled.snapshots] == ["trace"]
+    assert [n.op.name for n in compiled.graph.nodes] == ["mul"]
