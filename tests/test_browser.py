@@ -286,6 +286,15 @@ def test_keys_step_the_static_page_without_a_click_first(page, tmp_path) -> None
     page.click("h1")  # focus anywhere else on the page: the keys still step
     page.keyboard.press("j")
     assert stage_of(page) == 1
+    page.click(".tf-hide-unchanged")  # after a click on the checkbox, and on the slider
+    page.click(".tf-hide-unchanged")
+    page.keyboard.press("j")
+    assert stage_of(page) == 2
+    page.focus(".tf-slider")
+    page.keyboard.press("k")
+    assert stage_of(page) == 1
+    page.keyboard.press("ArrowRight")  # the slider's own key: one step, not two
+    assert stage_of(page) == 2
     assert not page.errors, page.errors
 
 

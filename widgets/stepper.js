@@ -1414,7 +1414,11 @@ function render({ model, el }) {
   }
 
   function onKey(event) {
-    if (event.defaultPrevented || event.target.closest?.("input, textarea, select")) return;
+    // Keys typed into a text field are the field's; on the slider, ←/→ move the slider (which
+    // steps through its own input event); a checkbox or a button leaves every key to us.
+    const field = event.target.closest?.("input, textarea, select");
+    if (event.defaultPrevented || (field && !["checkbox", "range"].includes(field.type))) return;
+    if (field?.type === "range" && event.key.startsWith("Arrow")) return;
     const block = event.target.closest?.(".tf-block");
     if (block && (event.key === "Enter" || event.key === " ")) {
       event.preventDefault();

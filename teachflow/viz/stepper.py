@@ -3,8 +3,11 @@
 The Python side is small on purpose. `PassStepper` is an anywidget whose front-end is
 ``widgets/stepper.js`` (with ``stepper.css``); it syncs two traits: ``data``, the whole compilation
 as plain data (`teachflow.viz.data.compilation_data`), sent once, and ``stage``, the stage on
-show. Stepping happens in the browser, so it needs no round trip to the kernel and still works
-from a saved notebook. ``compilation.show()`` makes one; displaying a compilation shows one too.
+show. Stepping happens in the browser, so it needs no round trip to the kernel (which may be
+busy, or gone, once the stepper is drawn). A notebook saved with its widget state shows it again
+when reopened; one saved without shows that the widget's model is not found, and the cell must
+run again (`Compilation.to_html` keeps a page that needs no kernel at all).
+``compilation.show()`` makes one; displaying a compilation shows one too.
 """
 
 from __future__ import annotations
