@@ -106,9 +106,16 @@ class TapeNode:
         self.released = False  # backward() has run through it and let go of what it kept
 
     def release(self) -> None:
-        """Drop what the gradient rules would read: backward has run, the tape is spent."""
-        self.inputs = self.out = None
-        self.released = True
+        """Drop what the gradient rules would read: backward has run, the tape is spent. Only
+        shapes stay: a node that kept nothing but shapes (reshape, a sum, x + 1) loses nothing
+        and can be gone through again, as in PyTorch, which frees only what it saved (a
+        tensor, or a number such as the 2 of ``x * 2``)."""
+        kept = [x for x in self.inputs or () if x is not None]
+        freed = self.out is not None or not all(isinstance(x, TensorSpec) for x in kept)
+        if self.inputs is not None:
+            self.inputs = tuple(x if isinstance(x, TensorSpec) else None for x in self.inputs)
+        self.out = None
+        self.released = self.released or freed
 
     def __repr__(self) -> str:
         return f"<{self.op.name} node>"

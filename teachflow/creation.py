@@ -19,7 +19,7 @@ from teachflow.errors import DTypeError, ShapeError
 from teachflow.ops import creation
 from teachflow.ops import shape as shape_ops
 from teachflow.random import manual_seed
-from teachflow.tensor import Tensor, _shape_arg, as_dtype
+from teachflow.tensor import Tensor, _shape_arg, as_dtype, as_tensor
 
 __all__ = ["arange", "eye", "full", "full_like", "manual_seed", "ones", "ones_like", "rand",
            "randn", "tensor", "zeros", "zeros_like"]
@@ -82,7 +82,13 @@ def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
 
 
 def full_like(x: Tensor, value: Any, dtype: Any = None) -> Tensor:
-    """A tensor of x's shape (taken from x when the graph runs, where a size is unknown)."""
+    """A tensor of x's shape (taken from x when the graph runs, where a size is unknown). `x`
+    may be anything `tfl.tensor` takes: its shape, dtype and device are what count."""
+    if x is None:
+        raise DTypeError("None is not a tensor: *_like takes the shape of a tensor",
+                         op="full_like", hint="tfl.zeros_like(x) for a tensor x, or "
+                                              "tfl.zeros(shape) for a shape")
+    x = x if isinstance(x, Tensor) else as_tensor(x)
     if None in x.shape:
         one = _filled(((),), value, dtype or x.dtype, x.device, False)
         return bind(shape_ops.broadcast_like, one, x)

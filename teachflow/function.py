@@ -365,9 +365,17 @@ class Function:
             return (f"The shape of argument {name} keeps changing: trace once for every size "
                     f"with tfl.function(f, input_signature=[tfl.TensorSpec({spec.shape}, "
                     f"{spec.dtype.name!r}), ...]) (None marks a dimension that varies).")
-        if any("Python value" in r for r in self.retrace_reasons[-3:]):
-            return ("Python numbers are part of the signature: pass values that change often "
-                    "as tensors (tfl.tensor(lr)), not as Python numbers.")
+        static = _varying_static(recent)
+        if static is not None:
+            name, values = static
+            if all(isinstance(v, int | float | np.number) and not isinstance(v, bool)
+                   for v in values):
+                return (f"Python numbers are part of the signature (argument {name}): pass "
+                        "values that change often as tensors (tfl.tensor(lr)), not as Python "
+                        "numbers.")
+            return (f"Argument {name} is static (a Python value, part of the signature) and "
+                    "takes a new value again and again: each is a new trace. Call it with "
+                    "fewer different values, or make what changes a tensor argument.")
         if any("rebound" in r for r in self.retrace_reasons[-3:]):
             return ("A captured tensor is rebound between calls (w = w - lr * g), so every call "
                     "reads a new tensor: update it in place (w -= lr * g) to keep one trace.")
@@ -664,6 +672,17 @@ def _varying_dimensions(signatures: list[Signature]) -> tuple[str, TensorSpec] |
         if len(set(shapes)) > 1:
             merged = tuple(d[0] if len(set(d)) == 1 else None for d in zip(*shapes, strict=True))
             return name, TensorSpec(merged, keys[0][2])
+    return None
+
+
+def _varying_static(signatures: list[Signature]) -> tuple[str, list] | None:
+    """A static argument whose value changes across `signatures`: its name and values."""
+    if len(signatures) < 2 or len({s.names for s in signatures}) != 1:
+        return None
+    for i, name in enumerate(signatures[0].names):
+        keys = [s.keys[i] for s in signatures]
+        if all(k[0] == "static" for k in keys) and len(set(keys)) > 1:
+            return name, [k[2].value for k in keys]
     return None
 
 

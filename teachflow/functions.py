@@ -119,11 +119,22 @@ def mean(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Ten
 
 
 def max(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    """The largest value over `axis` (for the larger of two tensors: `tfl.maximum`)."""
+    _one_tensor("max", "maximum", axis)
     return as_tensor(x).max(axis, keepdims, **other)
 
 
 def min(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    """The smallest value over `axis` (for the smaller of two tensors: `tfl.minimum`)."""
+    _one_tensor("min", "minimum", axis)
     return as_tensor(x).min(axis, keepdims, **other)
+
+
+def _one_tensor(op: str, elementwise: str, axis: Any) -> None:
+    if isinstance(axis, Tensor | np.ndarray):  # PyTorch's torch.max(a, b)
+        raise DTypeError(f"tfl.{op}(x, axis) reduces one tensor; its second argument is an "
+                         "axis, not a tensor", op=op,
+                         hint=f"for the elementwise {op} of two tensors, tfl.{elementwise}(a, b)")
 
 
 def argmax(x: Any, axis: int | None = None, keepdims: bool = False,
@@ -136,10 +147,10 @@ def argmin(x: Any, axis: int | None = None, keepdims: bool = False,
     return as_tensor(x).argmin(axis, keepdims, **other)
 
 
-def var(x: Any, axis: Axis = None, keepdims: bool = False, correction: int = 1,
-        **other: Any) -> Tensor:
-    """The variance, divided by ``n - correction`` (1: PyTorch's default; 0: NumPy's)."""
-    return as_tensor(x).var(axis, keepdims, correction, **other)
+def var(x: Any, axis: Axis = None, *positional: Any, **named: Any) -> Tensor:
+    """The variance, divided by ``n - correction`` (1: PyTorch's default; 0: NumPy's); the
+    options by name: ``tfl.var(x, 0, keepdims=True, correction=0)``."""
+    return as_tensor(x).var(axis, *positional, **named)
 
 
 def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:

@@ -51,7 +51,8 @@ class Session:
             fed = [Tensor._make(values[id(v)], get_backend(v.spec.device), None) for v in needed]
             raise explain_failure(self.graph, fed, outputs, input_values=needed) from exc
         backend = get_backend(needed[0].spec.device if needed else "cpu")
-        return tree_unflatten(treedef, [backend.to_numpy(a) for a in arrays])
+        fed = [values[id(v)] for v in needed]
+        return tree_unflatten(treedef, [_own(backend.to_numpy(a), fed) for a in arrays])
 
     def _fetch_value(self, fetch: Any) -> Value:
         data = fetch._data if isinstance(fetch, Tensor) else None
@@ -81,6 +82,13 @@ class Session:
                                  "which were not fed", op="Session.run",
                                  hint="add them to feed={placeholder: value, ...}")
         return given
+
+
+def _own(result: np.ndarray, fed: list) -> np.ndarray:
+    """A fetched array of its own: a copy where it is (a view of) what was fed (fetching a
+    placeholder, or a reshape of one), so writing to the feed later cannot change it."""
+    shared = any(isinstance(f, np.ndarray) and np.shares_memory(result, f) for f in fed)
+    return result.copy() if shared else result
 
 
 def _placeholders_needed(graph: Graph, outputs: list[Value]) -> list[Value]:

@@ -64,6 +64,10 @@ class TensorSpec:
                 raise DTypeError(f"{self.dtype!r} is not a dtype", op="TensorSpec",
                                  hint="use a NumPy dtype name such as 'float32' or 'int64'"
                                  ) from None
+            if self.dtype.kind not in "biufc":
+                raise DTypeError(f"{self.dtype} is not a dtype of numbers: tensors hold numbers "
+                                 "or booleans", op="TensorSpec",
+                                 hint="use a NumPy dtype name such as 'float32' or 'int64'")
         if self.device not in ("cpu", "gpu"):  # a spelling ("cuda", "cuda:0"), or a mistake
             object.__setattr__(self, "device", device_name(self.device))
 

@@ -29,7 +29,7 @@ import numpy as np
 from teachflow import autodiff, dispatch
 from teachflow.backends import Backend, backend_of_array, get_backend
 from teachflow.dispatch import bind
-from teachflow.errors import DTypeError, ShapeError, TeachflowError, TraceError
+from teachflow.errors import DTypeError, IndexingError, ShapeError, TeachflowError, TraceError
 from teachflow.graph import Value
 from teachflow.ops import creation, linalg, reduction
 from teachflow.ops import elementwise as ew
@@ -162,8 +162,11 @@ class Tensor:
         return array
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """``np.asarray(t)`` (the values, read-only), ``np.array(t)`` (a copy of them)."""
         array = self.numpy()
-        return array if dtype is None else array.astype(dtype, copy=False)
+        if dtype is not None and np.dtype(dtype) != array.dtype:
+            return array.astype(dtype)  # a new array anyway
+        return array.copy() if copy else array
 
     def item(self) -> float | int | bool:
         """The single value of a one-element tensor, as a Python number."""
@@ -274,7 +277,10 @@ class Tensor:
         return bind(ew.stop_gradient, self)
 
     def to(self, device: str) -> Tensor:
-        """This tensor on `device` ("cpu" or "gpu"); itself if it is there already."""
+        """This tensor on `device` ("cpu" or "gpu"); itself if it is there already. Given a
+        dtype instead (PyTorch's ``x.to(torch.float64)``), this tensor as that dtype."""
+        if isinstance(device, np.dtype | type) or str(device) in _DTYPE_NAMES:
+            return self.astype(device)
         backend = get_backend(device)
         return self if backend is self._backend else bind(creation.to_device, self,
                                                             device=backend.name)
@@ -512,7 +518,19 @@ class Tensor:
 
     def transpose(self, *axes: int | Sequence[int], **named: Any) -> Tensor:
         """Permute the axes; with no arguments, reverse them (``x.T``). The axes may also be
-        given as NumPy's ``axes=(1, 0)``."""
+        given as NumPy's ``axes=(1, 0)``. As in NumPy, the axes are the new order of *all* of
+        them: ``x.transpose(1, 0)`` of a 2-d tensor swaps its two axes, and PyTorch's habit
+        ``x.transpose(0, 1)`` (two axes to swap), which would keep every axis in place, is
+        explained instead."""
+        if len(axes) == 2 and self.ndim == 2 and all(is_int(a) and -2 <= a < 2 for a in axes) \
+                and [a % 2 for a in axes] == [0, 1]:
+            raise ShapeError(
+                f"x.transpose({axes[0]}, {axes[1]}) names the new order of both axes (as in "
+                "NumPy), which keeps them where they are; PyTorch's transpose swaps two axes",
+                op="transpose", hint="swap them with x.T, x.swapaxes(0, 1) or x.transpose(1, 0)")
+        return self._permuted(axes, named)
+
+    def _permuted(self, axes: tuple, named: dict) -> Tensor:
         if named:
             if set(named) != {"axes"} or axes:
                 raise _keywords_error("transpose", {k: v for k, v in named.items()
@@ -600,12 +618,23 @@ class Tensor:
         axis = reduction.normalize_one_axis("argmin", axis, self.shape)
         return bind(reduction.argmin, self, axis=axis, keepdims=bool(keepdims))
 
-    def var(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
-            correction: int = 1, **other: Any) -> Tensor:
+    def var(self, axis: int | Sequence[int] | None = None, *positional: Any,
+            keepdims: bool = False, correction: int | float = 1, **other: Any) -> Tensor:
         """The variance: the squared deviations from the mean, summed and divided by
-        ``n - correction``. The default 1 is PyTorch's (unbiased); ``correction=0`` is NumPy's."""
+        ``n - correction``. The default 1 is PyTorch's (unbiased); ``correction=0`` is NumPy's.
+        Only the axis is taken by position: a second one means keepdims to PyTorch's habits of
+        old (``x.var(1, False)``: unbiased), dtype to NumPy's."""
+        if positional:
+            raise DTypeError(f"var takes one argument by position, the axis; got "
+                             f"{1 + len(positional)}", op="var",
+                             hint="name the others: x.var(1, correction=0) (biased, NumPy's "
+                                  "ddof=0), x.var(1, keepdims=True)")
         if other:
             raise _keywords_error("var", other)
+        if not isinstance(correction, int | float | np.integer | np.floating) or \
+                isinstance(correction, bool):
+            raise DTypeError(f"correction is a number (1: unbiased, 0: biased), not "
+                             f"{correction!r}", op="var", hint="x.var(axis, correction=0)")
         axis = reduction.normalize_axes("var", axis, self.shape)
         sides = [self.shape[a] for a in (range(self.ndim) if axis is None else axis)]
         deviation = self - self.mean(axis=axis, keepdims=True)
@@ -722,7 +751,7 @@ class Tensor:
 
     def permute(self, *dims: int | Sequence[int]) -> Tensor:
         """PyTorch's name for `transpose` with every axis named: ``x.permute(2, 0, 1)``."""
-        return self.transpose(*dims)
+        return self._permuted(dims, {})
 
     def swapaxes(self, axis1: int, axis2: int) -> Tensor:
         """Exchange two axes (what PyTorch's ``x.transpose(0, 1)`` does)."""
@@ -730,7 +759,7 @@ class Tensor:
         (a,) = reduction.normalize_axes("swapaxes", axis1, self.shape)
         (b,) = reduction.normalize_axes("swapaxes", axis2, self.shape)
         order[a], order[b] = order[b], order[a]
-        return self.transpose(*order)
+        return self._permuted(tuple(order), {})
 
     def clone(self) -> Tensor:
         """A copy in new memory; gradients flow through it unchanged."""
@@ -917,6 +946,8 @@ def _is_scalar(x: Any) -> bool:
         isinstance(x, Tensor | np.ndarray) and x.ndim == 0)
 
 
+_DTYPE_NAMES = {np.dtype(t).name for t in "?bBhHiIlLqQefdgFD"}
+
 #: NumPy's ufuncs on masks (``np.logical_and(m1, m2)``, ``np.True_ & m``): the mask operators.
 _MASK_UFUNCS = {
     np.bitwise_and: lambda a, b: Tensor.__and__(a, b) if isinstance(a, Tensor) else b & a,
@@ -990,11 +1021,16 @@ def default_dtype(*numbers: Any) -> np.dtype:
 def as_dtype(dtype: Any, op: str) -> np.dtype:
     """A NumPy dtype from a name or type (``"float32"``, ``np.float32``), or a DTypeError."""
     try:
-        return np.dtype(dtype)
+        result = np.dtype(dtype)
     except TypeError:
         raise DTypeError(f"{dtype!r} is not a dtype", op=op,
                          hint="use a NumPy dtype name such as 'float32', 'int64' or 'bool'"
                          ) from None
+    if result.kind not in "biufc":
+        raise DTypeError(f"{result} is not a dtype of numbers: tensors hold numbers or booleans",
+                         op=op, hint="use a NumPy dtype name such as 'float32', 'int64' or "
+                                     "'bool'")
+    return result
 
 
 def as_constant(x: Any) -> Any:
@@ -1077,7 +1113,13 @@ def normalize_index(index: Any) -> tuple:
             else:
                 item = item.numpy()
         elif isinstance(item, list):
-            item = np.asarray(item) if item else np.zeros(0, dtype=np.intp)
+            try:
+                item = np.asarray(item) if item else np.zeros(0, dtype=np.intp)
+            except ValueError:
+                raise IndexingError(f"the index {item!r} is a ragged list: its rows have "
+                                    "different lengths", op="getitem",
+                                    hint="index arrays must be rectangular; for several axes "
+                                         "give one list per axis: x[[0, 1], [2, 0]]") from None
         elif isinstance(item, np.generic):  # np.int64(1) indexes as 1 does
             item = item.item()
         elif isinstance(item, slice):  # x[k:] with k = np.int64(1), or a 0-d integer tensor

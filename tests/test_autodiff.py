@@ -75,6 +75,26 @@ def test_a_second_backward_through_a_spent_tape_raises_as_pytorch_does() -> None
     close(x.grad, [3.0 + 2 * 2.0, 3.0 - 2 * 4.0])
 
 
+def test_a_part_of_the_tape_that_kept_only_shapes_can_be_gone_through_again() -> None:
+    """As in PyTorch: W.T computed once and used by two backward passes (no values were saved
+    for its gradient), while a node that kept a value (x * x, x * 2) refuses."""
+    w = leaf([[1.0, 2.0], [3.0, 4.0]])
+    w_t = w.T
+    for _ in range(2):
+        (tfl.ones(3, 2, dtype="float64") @ w_t).sum().backward()
+    close(w.grad, np.full((2, 2), 6.0))
+    x = leaf([1.0, 2.0])
+    h = (x + 1.0).reshape(2, 1)
+    h.sum().backward()
+    (h * 3.0).sum().backward()
+    close(x.grad, [4.0, 4.0])
+    for kept_a_value in (lambda x: (x * x).sum(), lambda x: (x * 2.0).sum()):
+        loss = kept_a_value(leaf([1.0, 2.0]))
+        loss.backward()
+        with pytest.raises(tfl.AutodiffError, match="tape was freed"):
+            loss.backward()
+
+
 def test_backward_releases_what_the_tape_kept(no_gc) -> None:
     x = leaf([1.0, 2.0])
     h = x * 3

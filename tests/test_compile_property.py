@@ -121,8 +121,8 @@ def apply(step: Step, pool: list) -> Any:
         return a.reshape(*arg)
     if kind == "reshape twice":
         return a.reshape(-1).reshape(*arg)
-    if kind == "transpose":
-        return a.transpose(*arg)
+    if kind == "transpose":  # (as one tuple: the order of all axes, the identity too)
+        return a.transpose(tuple(arg))
     if kind == "broadcast_to":
         return tfl.broadcast_to(a, arg)
     raise AssertionError(f"unknown step {kind}")

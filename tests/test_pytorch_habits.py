@@ -259,7 +259,8 @@ def test_var_is_pytorchs_by_default_and_numpys_with_correction_0() -> None:
     np.testing.assert_allclose(tfl.var(t, axis=0, correction=0).numpy(), [0.25, 0.25, 2.25])
     for axis in (None, 0, 1, (0, 1)):
         for correction in (0, 1):
-            for got in staged_and_compiled(lambda t, a=axis, c=correction: t.var(a, True, c), t):
+            for got in staged_and_compiled(
+                    lambda t, a=axis, c=correction: t.var(a, keepdims=True, correction=c), t):
                 want = np.var(v, axis=axis, keepdims=True, ddof=correction)
                 assert got.dtype == np.float32 and got.shape == want.shape
                 np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
@@ -776,3 +777,78 @@ def test_an_index_out_of_range_when_the_graph_runs_is_an_indexing_error() -> Non
 def test_argnums_may_be_a_numpy_integer() -> None:
     grad = tfl.grad(lambda a, b: (a * b).sum(), argnums=np.int64(1))
     np.testing.assert_array_equal(grad(tfl.ones(2), tfl.full((2,), 3.0)).numpy(), [1.0, 1.0])
+
+
+# --- Positional habits that would compute something else ------------------------------------------
+
+
+@pytest.mark.parametrize("axes", [(0, 1), (-2, -1), (0, -1)])
+def test_pytorchs_transpose_of_two_axes_on_a_matrix_is_explained(axes) -> None:
+    t = tfl.ones(2, 5)
+    with pytest.raises(tfl.ShapeError, match="PyTorch's transpose swaps two axes") as err:
+        t.transpose(*axes)  # NumPy's reading keeps both axes; PyTorch's swaps them
+    assert "x.T" in err.value.hint
+    assert t.transpose(1, 0).shape == t.T.shape == t.swapaxes(0, 1).shape == (5, 2)
+    assert t.transpose((0, 1)).shape == t.permute(0, 1).shape == (2, 5)  # all axes named
+
+
+def test_var_takes_only_its_axis_by_position() -> None:
+    t = tfl.tensor([[1.0, 2.0, 4.0], [0.0, 1.0, 1.0]])
+    with pytest.raises(tfl.DTypeError, match="one argument by position"):
+        t.var(1, False)  # PyTorch's old var(dim, unbiased): here it would have been keepdims
+    with pytest.raises(tfl.DTypeError, match="correction is a number"):
+        t.var(correction="a")
+    np.testing.assert_allclose(tfl.var(t, 1, correction=0).numpy(), np.var(t.numpy(), axis=1))
+
+
+def test_tensors_hold_numbers_only() -> None:
+    for make in (lambda: tfl.zeros(3, dtype=object), lambda: tfl.ones(2).astype(str),
+                 lambda: tfl.eye(2, dtype="datetime64[s]"),
+                 lambda: tfl.TensorSpec((2,), "U3")):
+        with pytest.raises(tfl.DTypeError, match="numbers or booleans"):
+            make()
+
+
+def test_np_array_of_a_tensor_is_a_copy_and_np_asarray_a_view() -> None:
+    t = tfl.tensor([1.0, 2.0])
+    copied = np.array(t)
+    copied[0] = 5.0  # writable, and the tensor keeps its values
+    assert t.numpy()[0] == 1.0 and np.array(t, copy=True).flags.writeable
+    assert np.shares_memory(np.asarray(t), t.numpy()) and not np.asarray(t).flags.writeable
+    assert np.array(t, dtype=np.float64).dtype == np.float64
+
+
+def test_like_takes_anything_a_tensor_is_made_of() -> None:
+    np.testing.assert_array_equal(tfl.zeros_like([1.0, 2.0]).numpy(), [0.0, 0.0])
+    np.testing.assert_array_equal(tfl.full_like(np.ones((2, 1)), 3.0).numpy(), [[3.0], [3.0]])
+    with pytest.raises(tfl.DTypeError, match="None is not a tensor"):
+        tfl.ones_like(None)
+
+
+def test_a_ragged_index_list_is_an_indexing_error() -> None:
+    with pytest.raises(tfl.IndexingError, match="ragged"):
+        tfl.ones(3, 4)[[[0, 1], [0]]]
+
+
+def test_pytorchs_two_tensor_max_names_maximum() -> None:
+    with pytest.raises(tfl.DTypeError, match=r"tfl\.maximum"):
+        tfl.max(tfl.ones(2), tfl.zeros(2))
+    with pytest.raises(tfl.DTypeError, match=r"tfl\.minimum"):
+        tfl.min(tfl.ones(2), tfl.zeros(2))
+
+
+def test_to_a_dtype_converts_as_pytorch_does() -> None:
+    x = tfl.ones(3)
+    assert x.to(tfl.float64).dtype == np.float64 and x.to("int32").dtype == np.int32
+    assert x.to("cpu") is x
+
+
+def test_the_retracing_advice_for_a_static_argument_fits_what_it_is() -> None:
+    words = tfl.function(lambda x, mode: x * len(mode))
+    numbers = tfl.function(lambda x, lr: x * lr)
+    with pytest.warns(tfl.RetracingWarning, match="Argument mode is static"):
+        for m in "abcdefg":
+            words(tfl.ones(2), m)
+    with pytest.warns(tfl.RetracingWarning, match=r"as tensors \(tfl.tensor\(lr\)\)"):
+        for i in range(7):
+            numbers(tfl.ones(2), 0.1 * i)

@@ -486,3 +486,13 @@ def test_a_feed_that_is_not_a_dict_or_not_an_array_is_explained() -> None:
 def test_a_session_runs_a_graph_and_nothing_else(graph) -> None:
     with pytest.raises(tfl.TeachflowError, match="a Session runs a Graph, not"):
         tfl.Session(graph)
+
+
+def test_a_fetched_array_is_its_own_not_a_view_of_the_feed() -> None:
+    with tfl.Graph() as g:
+        p = tfl.placeholder((2, 3), name="p")
+        flat = p.reshape(6)
+    feed = np.ones((2, 3), np.float32)
+    same, reshaped = tfl.Session(g).run([p, flat], feed={p: feed})
+    feed[:] = 7.0  # the caller reuses its buffer
+    assert same.sum() == 6.0 and reshaped.sum() == 6.0
