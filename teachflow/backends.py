@@ -11,13 +11,14 @@ machines without CUDA. Asking for a GPU that cannot be used raises `DeviceError`
 
 from __future__ import annotations
 
+import warnings
 from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from teachflow.errors import DeviceError
+from teachflow.errors import DeviceError, warn_at_user_line
 
 if TYPE_CHECKING:
     from teachflow.ops.op import Op
@@ -47,6 +48,42 @@ class Backend:
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r}, {self.xp.__name__})"
+
+
+# NumPy warns about a kernel's floating-point trouble (``invalid value encountered in log``) at
+# the line that called the kernel: a line of teachflow, or of the code it generates, which means
+# nothing to a learner. There (and only there: the learner's own NumPy code warns as ever) such
+# a warning is raised instead; whoever ran the kernel catches it and calls
+# `rerun_warning_at_user_line`, which computes the result again and warns at the learner's line.
+# The hot path pays nothing: a filter is consulted only when NumPy warns.
+_KERNEL_CALLERS = r"teachflow\.(eager|generated|ops(\..*)?|passes\.constant_fold)$"
+_filters_with_ours: list | None = None
+
+
+def _keep_warning_filter() -> None:
+    """Put the filter in place, again if needed: a ``warnings.catch_warnings()`` block (pytest
+    collects tests in one) restores the filters it found when it ends, taking the filter out
+    if teachflow was imported inside it. Checked where tensors are made (cheap there)."""
+    global _filters_with_ours
+    if warnings.filters is _filters_with_ours:
+        return
+    if not any(f[0] == "error" and f[2] is RuntimeWarning and f[3] is not None
+               and f[3].pattern == _KERNEL_CALLERS for f in warnings.filters):
+        warnings.filterwarnings("error", category=RuntimeWarning, module=_KERNEL_CALLERS)
+    _filters_with_ours = warnings.filters
+
+
+_keep_warning_filter()
+
+
+def rerun_warning_at_user_line(kernel: Any, arrays: list, params: dict,
+                               warning: RuntimeWarning) -> Any:
+    """`kernel` ran into `warning`: its result after all, and the warning at the user's line."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        out = kernel(*arrays, **params)
+    warn_at_user_line(str(warning))
+    return out
 
 
 class _KernelCache(dict):
@@ -99,6 +136,7 @@ def device_name(device: str) -> str:
 
 def get_backend(device: str | Backend) -> Backend:
     """The backend for a device name: ``"cpu"``, or ``"gpu"`` (alias ``"cuda"``)."""
+    _keep_warning_filter()
     if isinstance(device, Backend):
         return device
     if device_name(device) == "cpu":
@@ -122,4 +160,5 @@ def gpu_unavailable_reason() -> str | None:
 
 def backend_of_array(array: Any) -> Backend:
     """The backend an existing array lives on."""
+    _keep_warning_filter()
     return get_backend("gpu") if _is_cupy_array(array) else CPU

@@ -17,9 +17,15 @@ from typing import Any
 import numpy as np
 
 from teachflow import autodiff
-from teachflow.backends import CPU, get_backend
+from teachflow.backends import CPU, get_backend, rerun_warning_at_user_line
 from teachflow.dispatch import set_default_interpreter
-from teachflow.errors import DeviceError, DTypeError, IndexingError, TeachflowError, TraceError
+from teachflow.errors import (
+    DeviceError,
+    DTypeError,
+    IndexingError,
+    TeachflowError,
+    TraceError,
+)
 from teachflow.graph import Value
 from teachflow.tensor import Tensor, as_constant
 
@@ -51,6 +57,8 @@ class EagerInterpreter:
             backend = CPU
         try:
             out = backend.kernels[op](*arrays, **params)
+        except RuntimeWarning as warning:  # NumPy's (log of a negative number): see below
+            out = rerun_warning_at_user_line(backend.kernels[op], arrays, params, warning)
         except Exception as exc:
             raise _explain(op, args, params, exc) from exc
         if type(out) is not backend.array_type:  # NumPy returns scalars for 0-d results

@@ -16,6 +16,7 @@ import linecache
 import os
 import sys
 import sysconfig
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -132,6 +133,23 @@ def on_behalf_of(location: SourceLocation | None) -> Iterator[None]:
         yield
     finally:
         _on_behalf_of = previous
+
+
+def warn_at_user_line(message: str, category: type[Warning] = RuntimeWarning) -> None:
+    """Warn at the learner's line (or the line an op of a graph came from), not inside
+    teachflow: ``log of a negative number`` belongs where the learner wrote ``x.log()``. Shown
+    once per line and message, as Python shows a warning by default."""
+    where = user_location()
+    if where is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    registry = _warning_registries.setdefault(where.filename, {})
+    warnings.warn_explicit(message, category, where.filename, where.lineno,
+                           module=os.path.splitext(os.path.basename(where.filename))[0],
+                           registry=registry)
+
+
+_warning_registries: dict[str, dict] = {}
 
 
 def user_stacklevel() -> int:

@@ -83,7 +83,8 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
         {id(v) for v in outputs}
     captures = [v for v in graph.captures if id(v) in used]
 
-    namespace: dict[str, Any] = {"dtype": np.dtype, "inf": float("inf"), "nan": float("nan")}
+    namespace: dict[str, Any] = {"dtype": np.dtype, "inf": float("inf"), "nan": float("nan"),
+                                 "__name__": "teachflow.generated"}  # (see eager's warnings)
     # Every name the source uses is claimed once: first its own (kernels, values, and the
     # builtins parameter values print as), then the arguments, which may not hide any of them.
     names = _Names([*namespace, *_BUILTINS_IN_SOURCE])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -536,3 +537,50 @@ def test_a_negative_size_is_a_shape_error(mistake) -> None:
 def test_reshape_rejects_negative_sizes_other_than_minus_one() -> None:
     with pytest.raises(tfl.ShapeError):
         tfl.ones(2, 3).reshape(-2, 3)
+
+
+# --- NumPy's warnings point at the learner's line ----------------------------------------------
+
+
+def _warnings_of(run) -> list[warnings.WarningMessage]:
+    """The RuntimeWarnings `run` gives, as a learner sees them (no filter of the test's own:
+    `pytest.warns` would show every warning where NumPy raised it)."""
+    with warnings.catch_warnings(record=True) as caught:
+        run()
+    return [w for w in caught if issubclass(w.category, RuntimeWarning)]
+
+
+def test_numpys_warnings_point_at_the_learners_line_eagerly_staged_and_in_a_session() -> None:
+    x = tfl.tensor([-1.0, 2.0])
+    staged = tfl.function(lambda a: (a.log() * 2 + 1).tanh())
+    unfused = tfl.function(lambda a: a.sqrt() * 2, passes=None)
+    with tfl.Graph() as g:
+        p = tfl.placeholder((2,), name="p")
+        q = (p / 0.0).exp()
+    runs = {
+        "eager": lambda: x.log(),
+        "staged": lambda: staged(x),
+        "unfused": lambda: unfused(x),
+        "session": lambda: tfl.Session(g).run(q, feed={p: np.array([0.0, 1.0], np.float32)}),
+        "folded": lambda: tfl.compile(lambda a: a + tfl.full((), -1.0).log(), x),
+    }
+    for name, run in runs.items():
+        caught = _warnings_of(run)
+        assert caught, name
+        for w in caught:
+            assert w.filename.endswith(HERE), (name, w.filename, str(w.message))
+            assert "encountered" in str(w.message)
+    with warnings.catch_warnings(record=True) as caught:
+        np.log(np.array([-1.0]))  # the learner's own NumPy code warns as ever
+    assert caught and caught[0].filename.endswith(HERE)
+
+
+def test_the_callers_errstate_holds_in_the_threads_of_a_fused_kernel() -> None:
+    x = tfl.tensor(-np.ones(1_000_000, np.float32))  # several blocks, on several threads
+    staged = tfl.function(lambda a: (a.log() * 2 + 1).tanh())
+    staged(tfl.ones(1_000_000))
+    with np.errstate(all="ignore"):
+        assert _warnings_of(lambda: staged(x)) == []
+    (kernel,) = [n.op for n in staged.concrete_functions[0].graph.nodes]
+    with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+        kernel.kernel(np)(x.numpy())  # raised in a worker thread, as the caller asked

@@ -72,7 +72,8 @@ def numpy_kernel(group: FusedGroup, xp: ModuleType = np) -> Callable[..., Any]:
     function. It takes the arrays of ``group.inputs`` in order and an optional ``out`` array of the
     group's result spec to fill in place; it returns the result."""
     source = numpy_source(group)
-    namespace: dict[str, Any] = {"np": xp, "in_parallel": in_parallel, "results": Recycler(xp)}
+    namespace: dict[str, Any] = {"np": xp, "in_parallel": in_parallel, "results": Recycler(xp),
+                                 "__name__": "teachflow.generated"}  # (see eager's warnings)
     code = compile(source, f"<teachflow fused kernel: {group.name}>", "exec")
     exec(code, namespace)  # the source was generated from the group's own nodes, not user text
     return namespace[group.name]

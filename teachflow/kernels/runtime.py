@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
+import numpy as np
+
 
 class Recycler:
     """Hands out result arrays, reusing the previous one when nothing else refers to it.
@@ -45,6 +47,12 @@ class Recycler:
 _pool: ThreadPoolExecutor | None = None
 
 
+def _with_errstate(errors: dict, blocks: Callable[[int, int], None], first: int,
+                   last: int) -> None:
+    with np.errstate(**errors):
+        blocks(first, last)
+
+
 def in_parallel(blocks: Callable[[int, int], None], rows: int, per_block: int) -> None:
     """Run ``blocks(first, last)`` over ``range(rows)`` split into one contiguous share of whole
     blocks per CPU core, on a pool of threads (or inline when there is one core or one block)."""
@@ -58,7 +66,8 @@ def in_parallel(blocks: Callable[[int, int], None], rows: int, per_block: int) -
         _pool = ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, 8),
                                    thread_name_prefix="teachflow-fused")
     share = -(-n_blocks // workers) * per_block
-    futures = [_pool.submit(blocks, first, min(first + share, rows))
+    errors = np.geterr()  # the caller's np.errstate holds in the workers too
+    futures = [_pool.submit(_with_errstate, errors, blocks, first, min(first + share, rows))
                for first in range(0, rows, share)]
     for future in futures:
         future.result()  # re-raises an error from a worker here

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from teachflow.backends import CPU
+from teachflow.backends import CPU, rerun_warning_at_user_line
+from teachflow.errors import on_behalf_of
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.passes.base import BuiltinPass, Change
 
@@ -44,8 +45,13 @@ class ConstantFold(BuiltinPass):
                 kept.append(node)
                 continue
             operands = [known[id(o)] if isinstance(o, Value) else o for o in node.inputs]
-            result = np.asarray(CPU.kernels[node.op](*operands, **node.params),
-                                dtype=node.spec.dtype)
+            kernel = CPU.kernels[node.op]
+            try:
+                result = kernel(*operands, **node.params)
+            except RuntimeWarning as warning:  # (log(-1.0) of a constant: at its line)
+                with on_behalf_of(node.source):
+                    result = rerun_warning_at_user_line(kernel, operands, node.params, warning)
+            result = np.asarray(result, dtype=node.spec.dtype)
             constant = g.constant(result)
             constant.spec = node.spec  # keeps the device the value is used on
             known[id(constant)] = result
