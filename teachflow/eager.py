@@ -37,7 +37,7 @@ class EagerInterpreter:
 
     def apply(self, op: Any, args: tuple, params: dict) -> Tensor:
         backend = None
-        tracked = False
+        tracked = converted = False
         arrays = []
         for x in args:
             if isinstance(x, Tensor):
@@ -50,6 +50,7 @@ class EagerInterpreter:
                 x = x._data
             elif type(x) not in _PYTHON_SCALARS:  # Python scalars stay weak
                 x = as_constant(x)
+                converted = True
             arrays.append(x)
         if op.placed:  # creation and transfer ops run on the device they are asked for
             backend = get_backend(params["device"])
@@ -57,7 +58,7 @@ class EagerInterpreter:
             backend = CPU
         try:
             out = backend.kernels[op](*arrays, **params)
-        except RuntimeWarning as warning:  # NumPy's (log of a negative number): see below
+        except RuntimeWarning as warning:  # NumPy's (log of a negative number): see backends
             out = rerun_warning_at_user_line(backend.kernels[op], arrays, params, warning)
         except Exception as exc:
             raise _explain(op, args, params, exc) from exc
@@ -66,10 +67,11 @@ class EagerInterpreter:
         result = _new(Tensor)
         result._data = out
         result._backend = backend
-        # The tape sees the operands as the kernel did (a NumPy scalar as the Python scalar).
-        result._node = autodiff.record(op, tuple(
-            [x if isinstance(x, Tensor) else a for x, a in zip(args, arrays, strict=True)]),
-            params, out, backend) if tracked else None
+        if tracked:  # the tape sees the operands as the kernel did (np.float64(2) as 2.0)
+            result._node = autodiff.record(op, _as_taken(args, arrays) if converted else args,
+                                           params, out, backend)
+        else:
+            result._node = None
         result._grad = None
         return result
 
@@ -95,6 +97,10 @@ class EagerInterpreter:
 
 
 _PYTHON_SCALARS = frozenset({bool, int, float})
+
+
+def _as_taken(args: tuple, arrays: list) -> tuple:
+    return tuple([x if isinstance(x, Tensor) else a for x, a in zip(args, arrays, strict=True)])
 
 
 def _mixed_devices(op: Any, args: tuple) -> DeviceError:
