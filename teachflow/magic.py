@@ -308,26 +308,23 @@ class CellReads(ast.NodeVisitor):
         self.visit(node.value)
         self.bound.add(node.target.id)  # even inside a comprehension, := binds in the cell
 
-    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self.visit(node.iter)
+    # Loops: a turn may read what an earlier turn bound (see `maybe_own`).
+    def _loop(self, node: ast.For | ast.AsyncFor | ast.While, *turn: ast.AST) -> None:
         self._loops += 1
-        self.visit(node.target)
-        for statement in node.body:
-            self.visit(statement)
+        for part in [*turn, *node.body]:
+            self.visit(part)
         self._loops -= 1
         for statement in node.orelse:
             self.visit(statement)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self._loop(node, node.target)
 
     visit_AsyncFor = visit_For
 
     def visit_While(self, node: ast.While) -> None:
-        self._loops += 1
-        self.visit(node.test)
-        for statement in node.body:
-            self.visit(statement)
-        self._loops -= 1
-        for statement in node.orelse:
-            self.visit(statement)
+        self._loop(node, node.test)
 
     def visit_withitem(self, node: ast.withitem) -> None:
         self.visit(node.context_expr)

@@ -553,8 +553,8 @@ _UNBOUND = object()  # a global name not bound (yet)
 def _same_value(before: Any, now: Any) -> bool:
     """The same object, or an equal Python number or string (``n = n + 0``); or teachflow's
     own bookkeeping (a staged method cached on its instance when ``super()`` first reaches it)."""
-    if now is before or (type(now).__qualname__ == "Function" and \
-            type(now).__module__ == "teachflow.function"):
+    if now is before or (type(now).__qualname__ == "Function"
+                         and type(now).__module__ == "teachflow.function"):
         return True
     return type(now) is type(before) and isinstance(now, (*_PYTHON_SCALARS, str)) and now == before
 
