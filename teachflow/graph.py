@@ -77,8 +77,8 @@ class Slot:
             raise StateGone(
                 f"{self.name}, a tensor the traced code read from outside, no longer exists "
                 "(the name that held it was rebound, or it was deleted)", op="function",
-                hint="call the tfl.function itself: it traces again, for the tensors there "
-                     "are now")
+                hint="trace again, for the tensors there are now (a tfl.function does so "
+                     "when called; a Compilation is made again with tfl.compile)")
         return tensor
 
     @property
