@@ -51,12 +51,14 @@ class Backend:
 
 
 # NumPy warns about a kernel's floating-point trouble (``invalid value encountered in log``) at
-# the line that called the kernel: a line of teachflow, or of the code it generates, which means
-# nothing to a learner. There (and only there: the learner's own NumPy code warns as ever) such
-# a warning is raised instead; whoever ran the kernel catches it and calls
-# `rerun_warning_at_user_line`, which computes the result again and warns at the learner's line.
-# The hot path pays nothing: a filter is consulted only when NumPy warns.
-_KERNEL_CALLERS = r"teachflow\.(eager|generated|ops(\..*)?|passes\.constant_fold)$"
+# the line that called the kernel. For staged code that line runs as the user's (see
+# `errors.compile_at_user_lines`); eagerly it is a line of teachflow, which means nothing to a
+# learner. There, and only there (the learner's own NumPy code warns as ever), such a warning is
+# raised instead; `eager` catches it and calls `rerun_warning_at_user_line`, which computes the
+# result again and warns at the learner's line. The hot path pays nothing: a filter is consulted
+# only when NumPy warns.
+_KERNEL_CALLERS = r"teachflow\.(eager|passes\.constant_fold)$"
+_FLOATING_POINT = r".* encountered in "  # (NumPy's floating-point warnings, not ComplexWarning)
 _filters_with_ours: list | None = None
 
 
@@ -69,7 +71,8 @@ def _keep_warning_filter() -> None:
         return
     if not any(f[0] == "error" and f[2] is RuntimeWarning and f[3] is not None
                and f[3].pattern == _KERNEL_CALLERS for f in warnings.filters):
-        warnings.filterwarnings("error", category=RuntimeWarning, module=_KERNEL_CALLERS)
+        warnings.filterwarnings("error", message=_FLOATING_POINT, category=RuntimeWarning,
+                                module=_KERNEL_CALLERS)
     _filters_with_ours = warnings.filters
 
 
@@ -78,11 +81,16 @@ _keep_warning_filter()
 
 def rerun_warning_at_user_line(kernel: Any, arrays: list, params: dict,
                                warning: RuntimeWarning) -> Any:
-    """`kernel` ran into `warning`: its result after all, and the warning at the user's line."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
+    """`kernel` ran into `warning`: its result after all, and every warning it gives (as
+    ``np.errstate`` asks: a learner may ignore some) at the user's line."""
+    asked = np.geterr()
+    kinds: list[str] = []
+    with np.errstate(**{k: "call" if v == "warn" else v for k, v in asked.items()},
+                     call=lambda kind, flag: kinds.append(kind)):
         out = kernel(*arrays, **params)
-    warn_at_user_line(str(warning))
+    where = str(warning).partition(" encountered in ")[2]
+    for kind in dict.fromkeys(kinds) or [None]:
+        warn_at_user_line(f"{kind} encountered in {where}" if kind else str(warning))
     return out
 
 

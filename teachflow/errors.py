@@ -12,6 +12,7 @@ The subclasses also derive from the matching built-in exception (`ShapeError` is
 
 from __future__ import annotations
 
+import ast
 import linecache
 import os
 import sys
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+from typing import Any
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -150,6 +152,34 @@ def warn_at_user_line(message: str, category: type[Warning] = RuntimeWarning) ->
 
 
 _warning_registries: dict[str, dict] = {}
+
+
+def compile_at_user_lines(source: str, locations: dict[int, SourceLocation | None],
+                          name: str) -> Any:
+    """Compile generated `source` so that each of its lines runs *as* the user's line it
+    computes (`locations`: line number in `source` -> that line, if any): what NumPy warns
+    about there (``invalid value encountered in log``) is shown at the learner's line, as
+    eagerly, and so is a frame of it in a traceback. The file is the one most of the lines come
+    from; a line from another file, or of the machinery, counts as the line before it. Without
+    any location, the source keeps its own name (`name`)."""
+    files = [loc.filename for loc in locations.values() if loc is not None]
+    if not files:
+        return compile(source, name, "exec")
+    filename = max(set(files), key=files.count)
+    lines = {n: loc.lineno for n, loc in sorted(locations.items())
+             if loc is not None and loc.filename == filename}
+    first = next(iter(lines.values()), 1)
+    mapped, current = {}, first
+    for n in range(1, source.count("\n") + 2):
+        current = lines.get(n, current)
+        mapped[n] = current
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if "lineno" in node._attributes and getattr(node, "lineno", None) is not None:
+            node.lineno = mapped.get(node.lineno, first)
+            node.end_lineno = node.lineno
+            node.end_col_offset = max(node.end_col_offset or 0, node.col_offset or 0)
+    return compile(tree, filename, "exec")
 
 
 def user_stacklevel() -> int:

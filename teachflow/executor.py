@@ -38,7 +38,7 @@ import numpy as np
 from teachflow.autodiff import no_grad
 from teachflow.backends import Backend, get_backend
 from teachflow.dispatch import bind
-from teachflow.errors import TeachflowError, on_behalf_of
+from teachflow.errors import TeachflowError, compile_at_user_lines, on_behalf_of
 from teachflow.graph import Graph, Node, Value
 from teachflow.tensor import Tensor
 
@@ -121,16 +121,18 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     # temporaries are: the memory of a big tensor is reused at once instead of held to the end.
     last_use = {o: node for node in nodes for o in node.inputs if isinstance(o, Value)}
     kept = set(outputs)
-    lines = []
+    lines, nodes_of_lines = [], []
     for node in nodes:
         args = [operand(o) for o in node.inputs]
         args += [f"{k}={param(v)}" for k, v in node.params.items()]
         lines.append((f"{name_of[node.output]} = {kernel_of[node.op]}({', '.join(args)})",
                       str(node.source) if node.source else ""))
+        nodes_of_lines.append(node)
         done = [name_of[o] for o in dict.fromkeys(node.inputs) if isinstance(o, Value)
                 and last_use[o] is node and o.kind == "node" and o not in kept]
         if done:
             lines.append((f"del {', '.join(done)}", ""))
+            nodes_of_lines.append(None)
     returned = ", ".join(operand(v) for v in outputs)
     if len(outputs) == 1:
         returned += ","
@@ -139,7 +141,9 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     params = ", ".join(name_of[v] for v in [*inputs, *captures])
     fn_name = names.claim(graph.name if not graph.name.startswith("__") else f"graph{graph.name}")
     source = "\n".join([f"def {fn_name}({params}):", *body, f"    return ({returned})", ""])
-    code = compile(source, f"<teachflow generated: {graph.name}>", "exec")
+    # Each line runs as the user's line of its node (a NumPy warning is shown there).
+    places = {n: node.source for n, node in enumerate(nodes_of_lines, start=2) if node}
+    code = compile_at_user_lines(source, places, f"<teachflow generated: {graph.name}>")
     exec(code, namespace)  # the source was generated above from our own graph, not user text
     return Executor(source, namespace[fn_name], captures)
 

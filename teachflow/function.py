@@ -22,6 +22,7 @@ import enum
 import functools
 import inspect
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,8 +123,8 @@ class ConcreteFunction:
             if self.input_signature is not None and len(keys) == len(self.signature.names):
                 keys = fit_input_signature(self.input_signature, keys, tensors,
                                            list(self.signature.names), self.graph.name)
-        except (TeachflowError, _Unhashable) as err:
-            why = err.message if isinstance(err, TeachflowError) else "an argument is unhashable"
+        except TeachflowError as err:
+            why = err.message
             keys, treedef = None, None
         same_tree = treedef is not None and _exact_tree(treedef) == _exact_tree(
             self._traced.in_tree)
@@ -132,7 +133,8 @@ class ConcreteFunction:
                 new = Signature(self.signature.arguments, self.signature.names, keys)
                 why = retrace_reason(self.signature, new)
             elif keys is not None:
-                why = "the arguments are structured differently"
+                why = _structure_difference(self._traced.in_tree, treedef) or \
+                    "the arguments are structured differently"
             raise TraceError(f"this concrete function was traced for ({self.signature}); these "
                              f"arguments do not fit it: {why}", op="function",
                              hint=self.mismatch_hint)
@@ -177,9 +179,6 @@ class ConcreteFunction:
         else:
             try:
                 outputs = self._executor.fn(*arrays)
-            except RuntimeWarning:  # NumPy's, inside: op by op, each warns at its own line
-                with autodiff.no_grad():
-                    outputs = [t._data for t in interpret(self._traced.graph, tensors)]
             except Exception as exc:
                 raise explain_failure(self._traced.graph, tensors) from exc
             results = [Tensor._make(a if type(a) is b.array_type else b.xp.asarray(a), b, None)
@@ -267,6 +266,16 @@ class Function:
             self._signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):  # some builtins have none
             self._signature = None
+        # A decorated function shows the signature of the function it wraps (__wrapped__), but
+        # the wrapper may read its arguments otherwise (set a default of its own, take them
+        # only by keyword): its calls are keyed as made, not put in one form.
+        if self._signature is not None and inspect.unwrap(fn) is not fn:
+            try:
+                own = inspect.signature(fn, follow_wrapped=False)
+            except (TypeError, ValueError):
+                own = None
+            if own is None or not _same_parameters(own, self._signature):
+                self._signature = None
 
     @property
     def trace_count(self) -> int:
@@ -308,14 +317,7 @@ class Function:
                                                     self.__name__)
         leaves, treedef = tree_flatten((c_args, c_kwargs))
         leaves, arrays = _as_inputs(leaves)
-        try:
-            keys, tensors = _leaf_keys(leaves)
-        except _Unhashable as err:
-            name = argument_names(self.python_function, c_args, c_kwargs)[err.index]
-            raise TeachflowError(
-                f"argument {name} is a {type(leaves[err.index]).__name__}, neither a tensor nor "
-                "hashable, so it cannot be part of a trace signature", op="function",
-                hint="pass tensors, or Python values that can be dict keys") from None
+        keys, tensors = _leaf_keys(leaves)
         if self.input_signature is not None:
             names = argument_names(self.python_function, c_args, c_kwargs)
             keys = fit_input_signature(self.input_signature, keys, tensors, names, self.__name__)
@@ -495,9 +497,13 @@ def fit_input_signature(specs: list[TensorSpec], keys: tuple, tensors: list[Tens
 # --- Signatures ---------------------------------------------------------------------------------
 
 
-class _Unhashable(Exception):
-    def __init__(self, index: int) -> None:
-        self.index = index
+def _same_parameters(a: inspect.Signature, b: inspect.Signature) -> bool:
+    """The same names, kinds and defaults (the very objects: a tensor default is compared by
+    identity, not by ``==``)."""
+    pa, pb = list(a.parameters.values()), list(b.parameters.values())
+    return len(pa) == len(pb) and all(
+        x.name == y.name and x.kind == y.kind and x.default is y.default
+        for x, y in zip(pa, pb, strict=True))
 
 
 def canonical_call(signature: inspect.Signature | None, args: tuple, kwargs: dict,
@@ -538,11 +544,13 @@ def _as_inputs(leaves: list) -> tuple[list, list]:
     each array with its tensor and the tensor's values now: an update of the tensor inside the
     function goes back into the array after the call (`_write_into_arrays`), as the same
     update of the array would eagerly."""
-    inputs, arrays = [], []
+    inputs, arrays, made = [], [], {}
     for x in leaves:
         if isinstance(x, np.ndarray):
-            t = Tensor(x)
-            arrays.append((t, x, t._data))
+            t = made.get(id(x))  # one array passed twice is one tensor, as it is one array
+            if t is None:
+                t = made[id(x)] = Tensor(x)
+                arrays.append((t, x, t._data))
             x = t
         inputs.append(x)
     return inputs, arrays
@@ -561,11 +569,17 @@ class _Exact:
     is one program however often it is called. So the key compares types and, for numbers,
     their text, all the way into tuples, sets and dataclasses."""
 
-    __slots__ = ("key", "value")
+    __slots__ = ("_value", "key")
 
     def __init__(self, value: Any) -> None:
-        self.value = value
         self.key = _exact_key(value)
+        # An object compared by identity is held weakly (as `_Same` holds it): a model passed
+        # once is not kept alive by the trace made for it.
+        self._value = self.key[1] if isinstance(self.key[1], _Same) else _held(value)
+
+    @property
+    def value(self) -> Any:
+        return self._value.value if isinstance(self._value, _Same) else self._value()
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Exact) and self.key == other.key
@@ -580,6 +594,8 @@ class _Exact:
 def _exact_key(value: Any) -> Any:
     if isinstance(value, float | complex | np.inexact):
         return type(value), repr(value)
+    if isinstance(value, slice):  # (not hashable before Python 3.12)
+        return slice, tuple(_exact_key(v) for v in (value.start, value.stop, value.step))
     if isinstance(value, tuple | list | frozenset | set):
         keys = [_exact_key(v) for v in value]
         return type(value), (frozenset(keys) if isinstance(value, frozenset | set)
@@ -587,10 +603,10 @@ def _exact_key(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return type(value), tuple(_exact_key(getattr(value, f.name))
                                   for f in dataclasses.fields(value))
-    if isinstance(value, _VALUES) or type(value).__eq__ is object.__eq__:
+    if isinstance(value, _VALUES):
         return type(value), value
-    # An object that says it equals another (by a name, a config) may still hold other
-    # tensors and compute otherwise: it is the same static argument only if it is the same.
+    # Any other object is the same static argument only if it is the same object: one that says
+    # it equals another (by a name, a config) may still hold other tensors and compute otherwise.
     return type(value), _Same(value)
 
 
@@ -606,18 +622,37 @@ def _by_identity(value: Any) -> bool:
 
 
 class _Same:
-    """Equal only to itself (a static argument compared by identity)."""
+    """Equal only to itself (a static argument compared by identity), which it holds weakly
+    where it can: once the object is gone, nothing can be the same object again."""
 
-    __slots__ = ("value",)
+    __slots__ = ("_id", "_ref")
 
     def __init__(self, value: Any) -> None:
-        self.value = value
+        self._id = id(value)
+        self._ref = _held(value)
+
+    @property
+    def value(self) -> Any:
+        return self._ref()
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and other.value is self.value
+        if not isinstance(other, _Same) or other._id != self._id:
+            return False
+        mine = self._ref()
+        return mine is not None and mine is other._ref()
 
     def __hash__(self) -> int:
-        return id(self.value)
+        return self._id
+
+
+def _held(value: Any) -> Any:
+    """A callable that gives `value`: a weak reference where one can be made."""
+    if isinstance(value, _VALUES + (float, complex, np.inexact, tuple, list, set, frozenset)):
+        return lambda: value
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return lambda: value
 
 
 def _exact_tree(treedef: TreeDef | None) -> Any:
@@ -633,15 +668,11 @@ def _exact_tree(treedef: TreeDef | None) -> Any:
 def _leaf_keys(leaves: list) -> tuple[tuple, list[Tensor]]:
     """Per flat argument, what the trace depends on; and the tensors, whose values it does not."""
     keys, tensors = [], []
-    for i, leaf in enumerate(leaves):
+    for leaf in leaves:
         if isinstance(leaf, Tensor):
             keys.append(("tensor", leaf.shape, leaf.dtype, leaf.device))
             tensors.append(leaf)
-        else:
-            try:
-                hash(leaf)
-            except TypeError:
-                raise _Unhashable(i) from None
+        else:  # (any value: what compares by value is keyed by it, anything else by identity)
             keys.append(("static", type(leaf), _Exact(leaf)))
     return tuple(keys), tensors
 
@@ -686,6 +717,23 @@ def _varying_static(signatures: list[Signature]) -> tuple[str, list] | None:
         keys = [s.keys[i] for s in signatures]
         if all(k[0] == "static" for k in keys) and len(set(keys)) > 1:
             return name, [k[2].value for k in keys]
+    return None
+
+
+def _structure_difference(traced: TreeDef | None, given: TreeDef | None) -> str | None:
+    """Where two argument structures first differ, when it is a dict's key order (which the
+    function sees: ``for k in d``)."""
+    if traced is None or given is None or traced.kind is not given.kind:
+        return None
+    if issubclass(traced.kind, dict) and traced.keys != given.keys and \
+            set(traced.keys) == set(given.keys):
+        return (f"a dict's keys come in another order ({', '.join(map(repr, given.keys))}) than "
+                f"when traced ({', '.join(map(repr, traced.keys))}), and the function sees that "
+                "order")
+    for a, b in zip(traced.children, given.children, strict=False):
+        found = _structure_difference(a, b)
+        if found:
+            return found
     return None
 
 

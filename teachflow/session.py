@@ -14,7 +14,7 @@ import numpy as np
 
 from teachflow.backends import get_backend
 from teachflow.errors import DTypeError, ShapeError, TeachflowError
-from teachflow.executor import Executor, explain_failure, generate, interpret, live_nodes
+from teachflow.executor import Executor, explain_failure, generate, live_nodes
 from teachflow.graph import Graph, Value
 from teachflow.tensor import Tensor
 from teachflow.tree import tree_flatten, tree_unflatten
@@ -48,8 +48,6 @@ class Session:
         try:
             arrays = executor(*[values[id(v)] for v in needed],
                               *[c.data.read()._data for c in executor.captures])
-        except RuntimeWarning:  # NumPy's, inside: op by op, each warns at its own line
-            arrays = [t._data for t in interpret(self.graph, fed, outputs, input_values=needed)]
         except Exception as exc:  # sizes left open (None) may still disagree when fed
             raise explain_failure(self.graph, fed, outputs, input_values=needed) from exc
         backend = get_backend(needed[0].spec.device if needed else "cpu")

@@ -27,6 +27,7 @@ trace assumed, recorded as a `Guard` that each call checks (a different answer r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import types
@@ -151,8 +152,10 @@ class GraphBuilder:
         self._names: dict[Tensor, str] = {}  # an outside tensor -> its name in the graph
         self._places: dict[Tensor, surroundings.Path] = {}  # ... how that name lasts
         self._reach: dict[int, tuple[Any, dict]] = {}  # id(namespace) -> (it, tensor places)
-        # The traced function's code and closure cells (name -> cell): lasting names too.
-        self.closure: tuple[types.CodeType, dict[str, types.CellType]] | None = None
+        # The traced function's world (its globals, cells, instance): where lasting names of
+        # captured tensors start (see `_find`); and, indexed once, the tensors found there.
+        self.surroundings: _Surroundings | None = None
+        self._rooted: dict[Tensor, list[surroundings.Place]] | None = None
 
     def __enter__(self) -> GraphBuilder:
         self._context = dispatch.interpreting(self)
@@ -338,37 +341,40 @@ class GraphBuilder:
         return name
 
     def _find(self, tensor: Tensor) -> tuple[str | None, surroundings.Path | None]:
-        """The name the innermost user frame reaches `tensor` by, and the `Path` to it when that
-        lasts beyond the call: from a module's globals or a closure cell of the traced function
-        (every link followed again at each call), or inside an object (``self.w``,
-        ``P["w"]``), rather than a local variable (a loop variable may hold it only for now).
-        The name the user gave it is preferred (a global ``w`` over ``params[0]``), then an
-        attribute or entry, and a local name last."""
+        """The name the code reaches `tensor` by, and the `Path` to it when that lasts beyond
+        the call. First from the traced function's own world: a global or closure variable of
+        its code (or of the code it calls), and what they hold (``model.layers[0].w``), every
+        link followed again at each call, so that ``model = Model()`` run again is seen; or
+        inside its instance (``self.w``). Else as the innermost user frame reaches it: inside an
+        object (a path from that object), or by a local name (no path: a loop variable may hold
+        it only for now). A name the user gave (a global ``w``) is preferred to ``params[0]``."""
+        if self._rooted is None:
+            roots = self.surroundings.roots if self.surroundings is not None else []
+            self._rooted = _tensor_places(roots)
+        found = [p for p in self._rooted.get(tensor, ()) if p.holds(tensor)]
+        if found:
+            best = min(found, key=lambda p: p.parent is not None)  # a name first, then BFS
+            return best.name, best.path()
         frame = user_frame()
         if frame is None:
             return None, None
-        namespaces = [("locals", frame.f_locals), ("globals", frame.f_globals)]
-        if self.closure is not None and frame.f_code is self.closure[0]:
-            namespaces.append(("cells", self.closure[1]))
-        found = []
-        for kind, namespace in namespaces:
-            known = self._reach.get(id(namespace))
-            if known is None or known[0] is not namespace:  # (indexed once per trace)
-                known = self._reach[id(namespace)] = (namespace, _tensor_places(
-                    kind, namespace, frame.f_code))
-            found += [p for p in known[1].get(tensor, ()) if p.holds(tensor)]
+        known = self._reach.get(id(frame.f_locals))
+        if known is None or known[0] is not frame.f_locals:  # (indexed once per frame)
+            locals_ = frame.f_locals  # paths inside a local's value start at that value
+            index = _tensor_places([(n, v, None) for n, v in locals_.items()])
+            for n, v in locals_.items():
+                if isinstance(v, Tensor):
+                    index.setdefault(v, []).append(surroundings.Place(locals_, n, "item", ""))
+            known = self._reach[id(locals_)] = (locals_, index)
+        found = [p for p in known[1].get(tensor, ()) if p.holds(tensor)]
         if not found:
             return None, None
-
-        def local(place: surroundings.Place) -> bool:
-            return place.parent is None and place.container is frame.f_locals
-
-        def lasting_name(place: surroundings.Place) -> bool:  # a global w, a closure's w
-            return isinstance(place.container, types.CellType) or (
-                place.parent is None and place.container is frame.f_globals)
-
-        best = min(found, key=lambda p: (local(p), not lasting_name(p)))
-        return best.name, None if local(best) else best.path()
+        best = min(found, key=lambda p: p.parent is None and p.container is frame.f_locals)
+        if best.parent is None and best.container is frame.f_locals:
+            return best.name, None  # a local name: no path that lasts
+        # A path from a local's value (an object the code made, say, holding the tensor):
+        # that object is kept, as later calls would make it again.
+        return best.name, best.path(weak=False)
 
     def updates(self) -> list[tuple[Slot, Value | None]]:
         """Every piece of outside state the trace changed, with its new value."""
@@ -481,35 +487,49 @@ def _own_attribute(obj: Any, name: str) -> Any:
 
 
 class _Surroundings:
-    """What the traced function could leave a tensor of the trace in: the containers reachable
-    from its globals, its closure and its instance or static arguments (see
-    `teachflow.surroundings`), as they were before the trace, and its closure cells."""
+    """The Python world of a traced function: the globals and closure cells its code can reach
+    (see `surroundings.reach`), its instance and its static arguments. As it was before the
+    trace, so that what the trace left in it can be found and put back; and as the roots of the
+    paths that name captured tensors (a global ``model``, then ``.layers[0].w``)."""
 
-    def __init__(self, fn: Callable, args: tuple, kwargs: dict) -> None:
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict,
+                 copies: frozenset[int] = frozenset()) -> None:
+        self.copies = copies  # id()s of the containers rebuilt for the call (see tree)
         inner, owners = _python_function(fn)
         self.code = inner.__code__ if inner is not None else None
-        # The globals the function's code (and the module's functions it calls) names.
-        self.namespace = inner.__globals__ if inner is not None else {}
-        names = surroundings.global_names(inner.__code__, self.namespace) \
-            if inner is not None else set()
-        self.globals_before = {n: self.namespace.get(n, _UNBOUND) for n in names}
-        roots: list[tuple[str, Any]] = [(n, v) for n, v in self.globals_before.items()
-                                        if v is not _UNBOUND]
-        roots += owners
-        roots += [(n, a) for n, a in named_arguments(fn, args, kwargs) if not isinstance(a, Tensor)]
-        cells = dict(zip(inner.__code__.co_freevars if inner is not None else (),
-                         inner.__closure__ or () if inner is not None else (), strict=True))
-        self.cells = {name: (cell, _cell_contents(cell)) for name, cell in cells.items()}
-        roots += [(name, value) for name, (_, value) in self.cells.items()]
-        self.snapshots = surroundings.snapshots(roots, skip=(Tensor,))
+        world = surroundings.reach(inner, [o for _, o in owners]) if inner is not None else \
+            surroundings.Reach([], {})
+        # Names bound now in each namespace (a global the trace creates is new there), and the
+        # values of the names the code uses.
+        self.namespaces = [(namespace, set(namespace), {n: namespace.get(n, _UNBOUND)
+                                                        for n in names})
+                           for namespace, names in world.globals]
+        self.cells = {name: (cell, _cell_contents(cell)) for name, cell in world.cells.items()}
+        own = set(self.code.co_freevars) if self.code is not None else set()
+        self.own_cells = {n: c for n, (c, _) in self.cells.items() if n in own}
+        # Where captured tensors are found: from a global or a cell, a path that lasts, followed
+        # again at every call; from the instance or a static argument (fixed for the trace).
+        self.roots: list[tuple[str, Any, surroundings.Place | None]] = [
+            (n, v, surroundings.Place(namespace, n, "item", ""))
+            for namespace, _, values in self.namespaces
+            for n, v in values.items() if v is not _UNBOUND]
+        self.roots += [(n, v, surroundings.Place(c, "cell_contents", "attr", n))
+                       for n, (c, v) in self.cells.items()]
+        self.roots += [(n, v, None) for n, v in owners]
+        self.roots += [(n, a, None) for n, a in named_arguments(fn, args, kwargs)
+                       if not isinstance(a, Tensor)]
+        self.snapshots = surroundings.snapshots([(n, v) for n, v, _ in self.roots],
+                                                skip=(Tensor,))
 
-    def restore(self, graph: Graph) -> tuple[list[tuple[str, SourceLocation | None]], list[str]]:
+    def restore(self, graph: Graph) -> tuple[list[tuple[str, SourceLocation | None]],
+                                             list[str], list[str]]:
         """Put back every place that now holds (or holds something holding) a tensor of `graph`;
         return their names, each with the line that computed such a tensor. Also the other
         places the trace changed, in words (Python state that only this run of the code
-        changes)."""
+        changes), and those of them in the containers given as arguments, which are copies."""
         made: list[SourceLocation | None] = []
         changed: list[str] = []
+        copied: list[str] = []
 
         def of_graph(value: Any) -> bool:
             if isinstance(value, Tensor) and isinstance(value._data, Value) and \
@@ -526,7 +546,8 @@ class _Surroundings:
                     leaked.append((name, made[-1]))
                     snapshot.put_back(key)
                 elif not _same_value(snapshot.before.get(key, _UNBOUND), value):
-                    changed.append(_change(name, snapshot.before.get(key, _UNBOUND), value))
+                    (copied if id(snapshot.container) in self.copies else changed).append(
+                        _change(name, snapshot.before.get(key, _UNBOUND), value))
         for name, (cell, before) in self.cells.items():
             now = _cell_contents(cell)
             if now is not before and surroundings.holding(now, of_graph):
@@ -534,35 +555,53 @@ class _Surroundings:
                 cell.cell_contents = before
             elif not _same_value(before, now):
                 changed.append(_change(f"nonlocal {name}", before, now))
-        for name, before in self.globals_before.items():
-            now = self.namespace.get(name, _UNBOUND)
-            if now is not before and surroundings.holding(now, of_graph):
-                leaked.append((f"global {name}", made[-1]))
-                if before is _UNBOUND:
-                    del self.namespace[name]
-                else:
-                    self.namespace[name] = before
-            elif not _same_value(before, now):
-                changed.append(_change(f"global {name}", before, now))
-        return leaked, changed
+        for namespace, keys, values in self.namespaces:
+            for name in [*values, *(k for k in list(namespace) if k not in keys)]:
+                before = values.get(name, _UNBOUND)
+                now = namespace.get(name, _UNBOUND)
+                if now is not before and surroundings.holding(now, of_graph):
+                    leaked.append((f"global {name}", made[-1]))
+                    if before is _UNBOUND:
+                        del namespace[name]
+                    else:
+                        namespace[name] = before
+                elif not _same_value(before, now):
+                    changed.append(_change(f"global {name}", before, now))
+        return leaked, changed, copied
 
 
 _UNBOUND = object()  # a global name not bound (yet)
 
 
 def _same_value(before: Any, now: Any) -> bool:
-    """The same object, or an equal Python number or string (``n = n + 0``); or teachflow's
-    own bookkeeping (a staged method cached on its instance when ``super()`` first reaches it)."""
+    """The same object, or equal plain data (``n = n + 0``, ``self.shape = tuple(x.shape)``
+    again); or teachflow's own bookkeeping (a staged method cached on its instance when
+    ``super()`` first reaches it)."""
     if now is before or (type(now).__qualname__ == "Function"
                          and type(now).__module__ == "teachflow.function"):
         return True
-    return type(now) is type(before) and isinstance(now, (*_PYTHON_SCALARS, str)) and now == before
+    return type(now) is type(before) and _plain(now) and _plain(before) and bool(now == before)
+
+
+def _plain(value: Any, depth: int = 3) -> bool:
+    """Numbers, strings, NumPy scalars and dtypes, and small tuples, lists, sets and dicts of
+    them: data whose ``==`` says whether it is the same."""
+    if isinstance(value, bool | int | float | complex | str | bytes | np.generic | np.dtype) \
+            or value is None:
+        return True
+    if depth == 0 or not isinstance(value, tuple | list | set | frozenset | dict) or \
+            len(value) > 100:
+        return False
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+    return all(_plain(v, depth - 1) for v in items)
 
 
 def _change(name: str, before: Any, now: Any) -> str:
     plain = (*_PYTHON_SCALARS, str, type(None))
     if isinstance(before, plain) and isinstance(now, plain):
         return f"{name}: {before!r} -> {now!r}"
+    if now is surroundings.GONE or now is _UNBOUND:
+        return f"{name} (removed)"
     return f"{name} (set)" if before is _UNBOUND else name
 
 
@@ -578,25 +617,14 @@ def _cell_contents(cell: Any) -> Any:
         return None
 
 
-def _tensor_places(kind: str, namespace: dict, code: types.CodeType) -> dict[
+def _tensor_places(roots: list[tuple[str, Any, surroundings.Place | None]]) -> dict[
         Tensor, list[surroundings.Place]]:
-    """Where code reaches each tensor through the names of `namespace` (its "locals", its
-    "globals", or the "cells" of its closure, name -> cell): the names themselves, then places
-    inside what they name, shortest first. A global or a cell is where a path that lasts starts;
-    a local is not (its place is where the path stops)."""
-    if kind == "globals":  # of a module, only the globals this code names (there may be 1000s)
-        held = [(surroundings.Place(namespace, n, "item", n), namespace[n])
-                for n in surroundings.global_names(code, namespace) if n in namespace]
-    elif kind == "cells":
-        held = [(surroundings.Place(cell, "cell_contents", "attr", n), _cell_contents(cell))
-                for n, cell in namespace.items()]
-    else:
-        held = [(surroundings.Place(namespace, n, "item", n), v) for n, v in namespace.items()]
+    """Where each tensor is reached from `roots` (``(name, value, the place holding it)``):
+    the roots themselves, then places inside them, shortest first."""
     found: dict[Tensor, list[surroundings.Place]] = {}
-    for place, value in held:
-        if isinstance(value, Tensor):
+    for _, value, place in roots:
+        if isinstance(value, Tensor) and place is not None:
             found.setdefault(value, []).append(place)
-    roots = [(place.name, value, None if kind == "locals" else place) for place, value in held]
     for place, value in surroundings.walk(roots, skip=(Tensor,)):
         if isinstance(value, Tensor):
             found.setdefault(value, []).append(place)
@@ -716,15 +744,14 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
             sym_args, sym_kwargs = tree_unflatten(in_tree, symbolic)
             # Watched: what it can reach, its own arguments' containers included (an entry
             # written there would be lost with the rebuilt container after the trace).
-            around = _Surroundings(fn, sym_args, sym_kwargs)
-            if around.code is not None:
-                builder.closure = (around.code, {n: c for n, (c, _) in around.cells.items()})
+            around = _Surroundings(fn, sym_args, sym_kwargs, _containers((sym_args, sym_kwargs)))
+            builder.surroundings = around
             call_args, call_kwargs = _as_called(fn, sym_args, sym_kwargs, left_out)
             result = fn(*call_args, **call_kwargs)
             out_leaves, out_tree = tree_flatten(result)
             outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
     finally:
-        leaked, changed = around.restore(graph) if around is not None else ([], [])
+        leaked, changed, copied = around.restore(graph) if around is not None else ([], [], [])
     if changed and staged and not leaked:
         warnings.warn(
             f"{graph.name} changed Python state while tracing ({'; '.join(changed[:5])}): Python "
@@ -732,6 +759,14 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
             "change it again. Keep state that changes at every call in tensors, updated in "
             "place (self.t += 1 on a tensor is written back at every call)",
             SideEffectWarning, stacklevel=user_stacklevel())
+    if copied and staged and not leaked:
+        warnings.warn(
+            f"{graph.name} changed Python values in a container it was given "
+            f"({'; '.join(copied[:5])}): a staged function gets its dict, list and dataclass "
+            "arguments rebuilt around stand-ins for their tensors, so the change stays in that "
+            "copy, and the caller's container never sees it. Keep state that changes at every "
+            "call in tensors, updated in place (written back into the caller's tensors), or "
+            "return the new values", SideEffectWarning, stacklevel=user_stacklevel())
     if leaked:
         names = ", ".join(name for name, _ in leaked)
         raise TraceError(
@@ -757,6 +792,25 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
     returned = [builder.outside(x) for x in out_leaves if isinstance(x, Tensor)]
     guards = builder.finish_guards(aliasing=len(standins) < len(builder.examples))
     return Traced(graph, in_tree, out_tree, outputs, guards, returned)
+
+
+def _containers(tree: Any) -> frozenset[int]:
+    """The id()s of the containers in `tree` that `tree_flatten` takes apart (rebuilt for a
+    call: copies of the caller's)."""
+    found: set[int] = set()
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            found.add(id(node))
+            stack += node.values()
+        elif isinstance(node, list | tuple):
+            found.add(id(node))
+            stack += node
+        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+            found.add(id(node))
+            stack += [getattr(node, f.name, None) for f in dataclasses.fields(node)]
+    return frozenset(found)
 
 
 def _as_called(fn: Callable, args: tuple, kwargs: dict, left_out: frozenset[str]) -> Any:

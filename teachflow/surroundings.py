@@ -27,6 +27,7 @@ import contextlib
 import os
 import sys
 import types
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -46,20 +47,21 @@ _OPAQUE = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, str,
 
 def _opaque(value: Any, skip: tuple) -> bool:
     """Not looked into: plain values, functions, and the modules of libraries, their classes
-    and the objects of their classes (a random generator, a test library's state), but for
-    containers and teachflow's own objects (a model, an optimizer), which hold the user's
-    tensors."""
+    and the objects of their classes (a random generator, a test library's state, teachflow's
+    own staged functions and graphs), but for containers, and for the classes of teachflow
+    that hold the user's state (a model, an optimizer: they say so with ``_user_state``)."""
     if isinstance(value, _OPAQUE + skip):
         return True
     if isinstance(value, types.ModuleType):
         return not _is_users(value.__name__)
     if isinstance(value, _CONTAINERS):
         return False
-    module = value.__module__ if isinstance(value, type) else type(value).__module__
-    return not (_is_users(module) or module.split(".")[0] == "teachflow")
+    cls = value if isinstance(value, type) else type(value)
+    return not (_is_users(cls.__module__) or getattr(cls, "_user_state", False))
 
 
-_CONTAINERS = (dict, list, tuple, collections.deque, set, frozenset, types.CellType)
+_CONTAINERS = (dict, list, tuple, collections.deque, set, frozenset, types.CellType,
+               types.SimpleNamespace)
 
 
 def _is_users(module_name: str) -> bool:
@@ -77,15 +79,18 @@ def _is_users(module_name: str) -> bool:
 @dataclass(frozen=True, eq=False)
 class Path:
     """How code reaches a value from a root that lasts: ``model.encoder.w`` is the module's
-    globals, then ``"model"``, ``.encoder``, ``.w``. Only the root is held; every link is looked
-    up again when asked, so a rebinding anywhere along the way is seen."""
+    globals, then ``"model"``, ``.encoder``, ``.w``. Only the root is held (weakly where it can
+    be: an object the user may drop); every link is looked up again when asked, so a rebinding
+    anywhere along the way is seen."""
 
-    root: Any
+    root: Any  # a callable that gives the root (a weak reference, or a holder)
     steps: tuple[tuple[str, Any], ...]  # ("item", key) or ("attr", name)
     name: str
 
     def resolve(self) -> Any:
-        value = self.root
+        value = self.root()
+        if value is None:
+            raise LookupError("the root is gone")
         for kind, key in self.steps:
             value = _get(value, kind, key)
         return value
@@ -102,15 +107,30 @@ class Path:
 class Place:
     """A place that holds a value: an entry of a dict, list or deque (``kind="item"``), an
     attribute of an object, a class, a module or a closure cell (``kind="attr"``), or a member of
-    a set (``kind="member"``); `name` is how code writes it (``model.w``, ``P['w']``). `parent`
-    is the place holding the container, up to a root that lasts (None: the container itself is
-    the root)."""
+    a set (``kind="member"``). `base` names the container (a string, or the place holding it;
+    "" for a namespace, whose entries are named by their keys alone), and `name` is how code
+    writes this place (``model.w``, ``P['w']``), made only when asked (a walk makes thousands
+    of places and names few). `parent` is the place holding the container, up to a root that
+    lasts (None: the container itself is the root)."""
 
     container: Any
     key: Any
     kind: str
-    name: str
+    base: str | Place
     parent: Place | None = None
+
+    @property
+    def name(self) -> str:
+        base = self.base if isinstance(self.base, str) else self.base.name
+        if self.kind == "member":
+            return f"an element of {base}"
+        if self.kind == "attr":
+            if isinstance(self.container, types.CellType):
+                return base  # a closure variable, by its name
+            return f"type({base})" if self.key == "__class__" else f"{base}.{self.key}"
+        if not isinstance(self.container, dict):
+            return f"{base}[{self.key}]"
+        return f"{base}[{_key_text(self.key)}]" if base else str(self.key)
 
     def get(self) -> Any:
         return _get(self.container, self.kind, self.key)
@@ -122,13 +142,28 @@ class Place:
         except Exception:  # the entry or attribute is gone
             return False
 
-    def path(self) -> Path:
-        """From the root, through every container on the way, to this place."""
+    def path(self, weak: bool = True) -> Path:
+        """From the root, through every container on the way, to this place; the root held
+        weakly (`weak`) where it can be."""
         steps, place, root = [], self, self.container
         while place is not None:
             steps.append((place.kind, place.key))
             root, place = place.container, place.parent
-        return Path(root, tuple(reversed(steps)), self.name)
+        try:
+            held = weakref.ref(root) if weak else None
+        except TypeError:  # a dict (a module's globals), a cell: held as they are
+            held = None
+        return Path(held or (lambda: root), tuple(reversed(steps)), self.name)
+
+
+def _key_text(key: Any) -> str:
+    """A dict key as a name shows it: a plain value as Python writes it, anything else (a
+    tensor keying optimizer state) by its type, on one line, without calling its __repr__."""
+    if isinstance(key, str | bytes | bool | int | float | type(None)) or (
+            isinstance(key, tuple) and all(isinstance(k, str | int) for k in key)):
+        text = repr(key)
+        return text if len(text) <= 40 and "\n" not in text else f"<{type(key).__name__}>"
+    return f"<{type(key).__name__}>"
 
 
 def _get(container: Any, kind: str, key: Any) -> Any:
@@ -141,7 +176,7 @@ def _get(container: Any, kind: str, key: Any) -> Any:
     return object.__getattribute__(container, key)
 
 
-def walk(roots: list[tuple[str, Any, Place | None]], skip: tuple = ()) -> Iterator[
+def walk(roots: list[tuple[str | Place, Any, Place | None]], skip: tuple = ()) -> Iterator[
         tuple[Place, Any]]:
     """Every place reachable from `roots`, breadth first, at most `DEPTH` levels below them and
     `BUDGET` places in all, with its value. A root is ``(name, container, place)``: `place` is
@@ -166,26 +201,22 @@ def walk(roots: list[tuple[str, Any, Place | None]], skip: tuple = ()) -> Iterat
                 except Exception:
                     continue
                 yield place, value
-                below.append((place.name, value, place))
+                below.append((place, value, place))
         level = below
 
 
-def _places(name: str, container: Any, parent: Place | None = None) -> list[Place]:
+def _places(name: str | Place, container: Any, parent: Place | None = None) -> list[Place]:
     """The places directly inside `container` (named "": a namespace)."""
     if isinstance(container, dict):
-        return [Place(container, k, "item", f"{name}[{k!r}]" if name else str(k), parent)
-                for k in list(container)]
+        return [Place(container, k, "item", name, parent) for k in list(container)]
     if isinstance(container, list | tuple | collections.deque):
-        return [Place(container, i, "item", f"{name}[{i}]", parent)
-                for i in range(len(container))]
+        return [Place(container, i, "item", name, parent) for i in range(len(container))]
     if isinstance(container, set | frozenset):
-        return [Place(container, v, "member", f"an element of {name}", parent)
-                for v in list(container)]
-    places = [Place(container, attr, "attr", f"{name}.{attr}", parent)
-              for attr in _attributes(container)]
+        return [Place(container, v, "member", name, parent) for v in list(container)]
+    places = [Place(container, attr, "attr", name, parent) for attr in _attributes(container)]
     if not isinstance(container, type | types.ModuleType | types.CellType):
         # Its class too (``type(self).count = ...``), if it is the user's: see `_opaque`.
-        places.append(Place(container, "__class__", "attr", f"type({name})", parent))
+        places.append(Place(container, "__class__", "attr", name, parent))
     return places
 
 
@@ -214,19 +245,28 @@ class Snapshot:
     """A mutable container's contents before the trace, so that what the trace left in it can
     be found and put back."""
 
-    name: str
+    name: str | Place
     container: Any
     before: dict  # key or attribute (or, for a set, member) -> its value then
 
     def changed(self) -> Iterator[tuple[Any, str, Any]]:
-        """``(key, name, value)`` for each entry whose value is not what it was."""
+        """``(key, name, value)`` for each entry whose value is not what it was, `GONE` for
+        one that is not there any more."""
+        now = set()
         for place in _places(self.name, self.container):
             try:
                 value = place.get()
             except Exception:
                 continue
+            now.add(place.key)
             if place.key not in self.before or self.before[place.key] is not value:
                 yield place.key, place.name, value
+        for key in self.before:
+            if key not in now:
+                kind = "member" if isinstance(self.container, set | frozenset) else "attr" \
+                    if not isinstance(self.container, dict | list | collections.deque) \
+                    else "item"
+                yield key, Place(self.container, key, kind, self.name).name, GONE
 
     def put_back(self, key: Any) -> None:
         container = self.container
@@ -251,13 +291,17 @@ class Snapshot:
                 setter.__delattr__(container, key)
 
 
+#: The value of an entry that a change took away (``d.pop(k)``, ``del obj.attr``).
+GONE = object()
+
+
 def snapshots(roots: list[tuple[str, Any]], skip: tuple = ()) -> list[Snapshot]:
     """The mutable containers reachable from `roots` (dicts, lists, deques, sets, objects,
     classes and modules of the user's), each with its contents now."""
     taken: list[Snapshot] = []
     seen: set[int] = set()
 
-    def take(name: str, container: Any) -> None:
+    def take(name: str | Place, container: Any) -> None:
         if id(container) in seen or _opaque(container, skip + (tuple, frozenset)):
             return
         seen.add(id(container))
@@ -272,33 +316,126 @@ def snapshots(roots: list[tuple[str, Any]], skip: tuple = ()) -> list[Snapshot]:
     for name, root in roots:
         take(name, root)
     for place, value in walk([(name, root, None) for name, root in roots], skip):
-        take(place.name, value)
+        take(place, value)
     return taken
 
 
 def global_names(code: types.CodeType, namespace: dict, depth: int = DEPTH) -> set[str]:
-    """The global names `code` uses (its own, those of the functions defined inside it, and,
-    `depth` calls down, those of the module's functions it calls): the part of a module a
-    traced function can reach. Walking only these keeps a trace cheap in a big module."""
-    names: set[str] = set()
+    """The global names of `namespace` that `code` uses, itself or through the functions it
+    calls (see `reach`)."""
+    found = reach(types.FunctionType(code, namespace), (), depth)
+    return next((names for ns, names in found.globals if ns is namespace), set())
+
+
+@dataclass
+class Reach:
+    """What a function's code can reach: for each module's namespace, the global names used
+    there (by the function, the functions it calls, the methods of the user's classes and
+    objects it meets, a few calls deep); and the closure cells of every function reached."""
+
+    globals: list[tuple[dict, set[str]]]
+    cells: dict[str, types.CellType]
+
+
+#: How many functions `reach` reads at most.
+CODE_BUDGET = 500
+
+
+def reach(fn: types.FunctionType, owners: Any = (), depth: int = DEPTH) -> Reach:
+    """The globals and closure cells that `fn` (and the objects in `owners`, a method's
+    instance) can reach through the code it runs: a traced function's world. Only the names
+    the code uses are taken from a namespace (a notebook may hold thousands)."""
+    namespaces: dict[int, tuple[dict, set[str]]] = {}
+    cells: dict[str, types.CellType] = {}
     seen: set[types.CodeType] = set()
-    level = [code]
+    level: list[types.FunctionType] = [fn, *(m for o in owners for m in _methods(type(o)))]
+    budget = CODE_BUDGET
     for _ in range(depth + 1):
-        below = []
-        for c in level:
-            codes = [c]
-            while codes:  # the code and the functions (and lambdas) defined inside it
-                c = codes.pop()
-                if c in seen:
-                    continue
-                seen.add(c)
-                names.update(c.co_names)
-                codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
-                # (a plain function's attributes: no user __getattr__)
-                below += [v.__code__ for v in map(namespace.get, c.co_names)
-                          if isinstance(v, types.FunctionType) and v.__globals__ is namespace]
+        below: list[types.FunctionType] = []
+        for function in level:
+            if function.__code__ in seen or budget <= 0:
+                continue
+            budget -= 1
+            seen.add(function.__code__)
+            namespace = function.__globals__
+            names = _names_used(function.__code__)
+            entry = namespaces.setdefault(id(namespace), (namespace, set()))
+            used = {n for n in names if n in namespace}
+            entry[1].update(used)
+            for name, cell in zip(function.__code__.co_freevars, function.__closure__ or (),
+                                  strict=True):
+                cells.setdefault(name, cell)
+                below += _functions_in(_contents(cell), names)
+            for name in used:
+                below += _functions_in(namespace[name], names)
         level = below
+    return Reach(list(namespaces.values()), cells)
+
+
+def _names_used(code: types.CodeType) -> set[str]:
+    """The names (globals and attributes) `code` and the functions defined in it use."""
+    names: set[str] = set()
+    codes = [code]
+    while codes:
+        c = codes.pop()
+        names.update(c.co_names)
+        codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
     return names
+
+
+def _functions_in(value: Any, names: set[str]) -> list[types.FunctionType]:
+    """The user's functions a value leads the code to: itself, the function a staged function
+    or a method wraps, the methods of a user class or of its objects, the functions of a user
+    module that the code names."""
+    try:
+        if isinstance(value, types.FunctionType):
+            return [value] if _is_users(value.__module__ or "") else []
+        if isinstance(value, types.MethodType):
+            return _functions_in(value.__func__, names)
+        if isinstance(value, types.ModuleType):
+            if not _is_users(value.__name__):
+                return []
+            attributes = object.__getattribute__(value, "__dict__")
+            return [f for n in names if isinstance(f := attributes.get(n), types.FunctionType)]
+        wrapped = _own(value, "python_function")  # a tfl.function
+        if wrapped is not None:
+            return _functions_in(_own(wrapped, "__wrapped__") or wrapped, names)
+        if isinstance(value, type):
+            return _methods(value)
+        if not _opaque(value, ()) and not isinstance(value, _CONTAINERS):
+            return _methods(type(value))
+    except Exception:  # an odd object: it leads nowhere
+        pass
+    return []
+
+
+def _methods(cls: type) -> list[types.FunctionType]:
+    """The functions defined in a user class and its user base classes."""
+    found = []
+    for klass in cls.__mro__:
+        if _opaque(klass, ()):
+            continue
+        for value in vars(klass).values():
+            value = value.__func__ if isinstance(value, staticmethod | classmethod) else value
+            value = _own(value, "__wrapped__") or value  # a staged method: the function it stages
+            if isinstance(value, types.FunctionType):
+                found.append(value)
+    return found
+
+
+def _own(obj: Any, name: str) -> Any:
+    """`obj`'s own attribute `name` (from its ``__dict__``), or None: no ``__getattr__`` runs."""
+    try:
+        return object.__getattribute__(obj, "__dict__").get(name)
+    except Exception:
+        return None
+
+
+def _contents(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell (a name not yet bound)
+        return None
 
 
 def holding(value: Any, wanted: Any) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import threading
 import warnings
 
 import numpy as np
@@ -584,3 +585,63 @@ def test_the_callers_errstate_holds_in_the_threads_of_a_fused_kernel() -> None:
     (kernel,) = [n.op for n in staged.concrete_functions[0].graph.nodes]
     with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
         kernel.kernel(np)(x.numpy())  # raised in a worker thread, as the caller asked
+    seen: list = []
+    with np.errstate(all="call", call=lambda kind, flag: seen.append(kind)):
+        staged(x)  # a callback in the workers too (not a NameError there)
+    assert "invalid value" in seen
+
+
+def test_a_warning_is_shown_once_per_line_and_every_kind_of_it_is_shown() -> None:
+    def run() -> None:
+        x = tfl.tensor([-1.0, 0.0, 2.0])
+        staged = tfl.function(lambda a: a.log() * 2)
+        for _ in range(3):
+            x.log()
+            staged(x)
+
+    caught = _warnings_of(run)
+    messages = sorted(str(w.message) for w in caught)
+    assert messages == ["divide by zero encountered in log"] * 2 + \
+        ["invalid value encountered in log"] * 2  # eager and staged, each once, both kinds
+
+
+def test_tracing_a_value_that_overflows_its_dtype_warns_and_never_raises() -> None:
+    x16 = tfl.tensor(np.ones(3, np.float16))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_array_equal(tfl.function(lambda x: x + 1e6)(x16).numpy(), np.inf)
+        graph = tfl.trace(lambda s: tfl.where(s > 0, s, -1e9), x16)  # a float16 mask idiom
+    assert graph.nodes[-1].op.name == "where"
+
+
+def test_a_staged_call_that_warns_runs_once() -> None:
+    """Random draws in it are the eager ones (nothing runs a second time to warn)."""
+    f = lambda x: x.log() + tfl.randn(3)
+    x = tfl.tensor([-1.0, 2.0, 3.0])
+    staged = tfl.function(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        staged(x)  # (traced)
+        tfl.manual_seed(0)
+        eager = [f(x).numpy() for _ in range(2)]
+        tfl.manual_seed(0)
+        got = [staged(x).numpy() for _ in range(2)]
+    np.testing.assert_allclose(got, eager, rtol=1e-6)
+
+
+def test_warnings_in_threads_leave_the_filters_as_they_were() -> None:
+    x = tfl.tensor([-1.0, 0.0])  # (making a tensor puts teachflow's own filter in place)
+    before = list(warnings.filters)
+
+    def work() -> None:
+        for _ in range(200):
+            x.log()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert warnings.filters == before

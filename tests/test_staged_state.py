@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import functools
 import gc
 import inspect
 import os
 import sys
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -929,3 +931,175 @@ def test_an_in_place_update_that_would_lose_the_fraction_is_refused() -> None:
     t = tfl.tensor([1, 2])
     t[0] = 0.5  # assignment at an index converts, as in NumPy and PyTorch
     np.testing.assert_array_equal(t.numpy(), [0, 2])
+
+
+# --- Paths found from the staged function's own world ---------------------------------------------
+
+
+class _Lin:
+    def __init__(self, v: float) -> None:
+        self.w = tfl.full((2,), v)
+
+    def __call__(self, x):
+        return x * self.w  # the innermost frame sees only self.w
+
+
+MODEL = _Lin(1.0)
+
+
+def test_a_model_made_again_between_calls_is_the_one_used_though_a_method_reads_it() -> None:
+    global MODEL
+    step = tfl.function(lambda x: MODEL(x))
+    np.testing.assert_array_equal(step(tfl.ones(2)).numpy(), [1.0, 1.0])
+    old = weakref.ref(MODEL)
+    MODEL = _Lin(5.0)  # a notebook cell run again
+    np.testing.assert_array_equal(step(tfl.ones(2)).numpy(), [5.0, 5.0])
+    assert step.trace_count == 2 and "MODEL.w now names another tensor" in step.retrace_reasons[0]
+    assert "%MODEL.w = capture" in str(step.concrete_functions[-1].graph)
+    gc.collect()
+    assert old() is None  # the trace of the old model does not keep it
+
+
+def test_optimizer_state_keyed_by_parameters_is_named_on_one_line_and_updated() -> None:
+    p = tfl.ones(2, 2)
+    state = {p: tfl.zeros(2, 2)}
+
+    @tfl.function
+    def step(x):
+        state[p] *= 0.9
+        state[p] += x
+        return x
+
+    step(tfl.ones(2, 2))
+    step(tfl.ones(2, 2))
+    np.testing.assert_allclose(state[p].numpy(), np.full((2, 2), 1.9))
+    graph = str(step.concrete_functions[0].graph)
+    assert "%state[<Tensor>] = capture" in graph and "tensor(" not in graph
+
+
+ACTIVATIONS: dict = {}
+
+
+class _Recording:
+    def __init__(self) -> None:
+        self.w = tfl.ones(2)
+
+    def __call__(self, x):
+        ACTIVATIONS["h"] = x * self.w  # a global the staged function never names itself
+        return ACTIVATIONS["h"]
+
+
+@pytest.mark.parametrize("where", ["a method's global", "a helper's closure", "a namespace",
+                                   "globals()"])
+def test_a_tensor_left_where_called_code_reaches_is_found(where: str) -> None:
+    store: dict = {}
+    box = types.SimpleNamespace(y=None)
+
+    def keep(y):
+        store["y"] = y  # a closure of a function the staged one calls
+
+    model = _Recording()
+    fn, kept = {
+        "a method's global": (lambda x: model(x), lambda: ACTIVATIONS.get("h")),
+        "a helper's closure": (lambda x: keep(x * 2) or x, lambda: store.get("y")),
+        "a namespace": (lambda x: setattr(box, "y", x * 2) or x, lambda: box.y),
+        "globals()": (lambda x: globals().__setitem__("_LEFT_HERE", x * 2) or x,
+                      lambda: globals().get("_LEFT_HERE")),
+    }[where]
+    with pytest.raises(tfl.TraceError, match="was given a tensor of the trace"):
+        tfl.function(fn)(tfl.ones(2))
+    assert kept() is None
+
+
+def test_python_values_changed_in_an_argument_container_are_said_to_stay_in_a_copy() -> None:
+    def count(state, x):
+        state["step"] += 1
+        return x * state["step"]
+
+    state = {"step": 0}
+    with pytest.warns(tfl.SideEffectWarning, match="stays in that copy"):
+        tfl.function(count)(state, tfl.ones(1))
+    assert state == {"step": 0}
+    log = [1, 2]
+    with pytest.warns(tfl.SideEffectWarning, match=r"log\[1\] \(removed\)"):
+        tfl.function(lambda x: log.pop() and x)(tfl.ones(1))
+
+
+def test_equal_python_values_set_again_are_no_side_effect() -> None:
+    class Layer:
+        def __init__(self) -> None:
+            self.shape, self.config, self.n = (2,), {"act": "relu"}, np.int64(2)
+            self.w = tfl.ones(2)
+
+        @tfl.function
+        def forward(self, x):
+            self.shape = tuple(x.shape)  # the same values, made again
+            self.config = {"act": "relu"}
+            self.n = np.int64(2)
+            return x * self.w
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tfl.SideEffectWarning)
+        Layer().forward(tfl.ones(2))
+
+
+# --- Arguments rebuilt as they were -------------------------------------------------------------
+
+
+def test_arguments_are_rebuilt_with_all_they_hold() -> None:
+    @dataclasses.dataclass
+    class Scaled:
+        w: tfl.Tensor
+        scale: float = dataclasses.field(default=1.0, init=False)
+
+    @dataclasses.dataclass
+    class Custom:
+        w: tfl.Tensor
+
+        def __init__(self, v: float) -> None:
+            self.w = tfl.full((2,), v)
+
+    class Params(dict):
+        def __init__(self, **kw) -> None:
+            super().__init__(**kw)
+            self.note = "kept"
+
+    class Pair(tuple):
+        def __new__(cls, a, b):
+            return super().__new__(cls, (a, b))
+
+    scaled = Scaled(tfl.ones(2))
+    scaled.scale = 5.0
+    np.testing.assert_array_equal(tfl.function(lambda s: s.w * s.scale)(scaled).numpy(), [5, 5])
+    np.testing.assert_array_equal(tfl.function(lambda c: c.w * 2)(Custom(3.0)).numpy(), [6, 6])
+    params = Params(a=tfl.ones(2))
+    assert tfl.function(lambda p: p["a"] * len(p.note))(params).numpy().tolist() == [4.0, 4.0]
+    pair = Pair(tfl.ones(1), tfl.ones(1))
+    np.testing.assert_array_equal(tfl.function(lambda t: t[0] + t[1])(pair).numpy(), [2.0])
+
+
+def test_one_array_passed_twice_is_one_array() -> None:
+    def bump(p, q):
+        p += 1
+        q += 1
+
+    eager, staged = np.zeros(2, np.float32), np.zeros(2, np.float32)
+    bump(eager, eager)
+    tfl.function(bump)(staged, staged)
+    np.testing.assert_array_equal(staged, eager)
+
+
+def test_a_static_argument_object_is_not_kept_alive_by_its_trace() -> None:
+    class Model:
+        def __init__(self) -> None:
+            self.w = tfl.zeros(100, 10)
+
+    run = tfl.function(lambda m, x: x @ m.w)
+    refs = []
+    for _ in range(3):
+        model = Model()
+        run(model, tfl.ones(2, 100))
+        refs.append(weakref.ref(model))
+    del model
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, True]

@@ -43,12 +43,14 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from teachflow.errors import compile_at_user_lines
 from teachflow.graph import Node, Value, format_node
 from teachflow.kernels.group import FusedGroup
 from teachflow.kernels.runtime import Recycler, in_parallel
@@ -73,8 +75,16 @@ def numpy_kernel(group: FusedGroup, xp: ModuleType = np) -> Callable[..., Any]:
     group's result spec to fill in place; it returns the result."""
     source = numpy_source(group)
     namespace: dict[str, Any] = {"np": xp, "in_parallel": in_parallel, "results": Recycler(xp),
-                                 "__name__": "teachflow.generated"}  # (see eager's warnings)
-    code = compile(source, f"<teachflow fused kernel: {group.name}>", "exec")
+                                 "__name__": "teachflow.generated"}
+    # Each line that computes a node runs as the user's line of that node (its comment names
+    # it: ``# %3 = mul ...``), so a NumPy warning in the kernel is shown there.
+    sources = {n.id: n.source for n in group.nodes}
+    places = {}
+    for number, line in enumerate(source.splitlines(), start=1):
+        found = re.search(r"# %(\d+)\b", line)
+        if found:
+            places[number] = sources.get(int(found.group(1)))
+    code = compile_at_user_lines(source, places, f"<teachflow fused kernel: {group.name}>")
     exec(code, namespace)  # the source was generated from the group's own nodes, not user text
     return namespace[group.name]
 

@@ -261,7 +261,8 @@ def shape_of(x: Any) -> tuple:
 @lru_cache(maxsize=4096)
 def _numpy_result_dtype(kernel: Kernel, operands: tuple) -> np.dtype:
     samples = [np.empty(0, dtype=o) if isinstance(o, np.dtype) else o[1] for o in operands]
-    return np.dtype(kernel(*samples).dtype)
+    with np.errstate(all="ignore"):  # (a Python scalar sample may overflow the dtype: 1e39)
+        return np.dtype(kernel(*samples).dtype)
 
 
 def elementwise_rule(kernel: Callable[[ModuleType], Kernel]) -> Callable[..., TensorSpec]:
