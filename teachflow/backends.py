@@ -131,6 +131,11 @@ def _gpu_backend() -> Backend | str:
     return Backend("gpu", cupy)
 
 
+def is_device_name(name: str) -> bool:
+    """Does `name` spell a device (``"cpu"``, ``"gpu"``, ``"cuda:0"``), usable here or not?"""
+    return name.lower().split(":")[0] in _ALIASES
+
+
 def device_name(device: str) -> str:
     """teachflow's name for a device: ``"cpu"`` or ``"gpu"`` (``"cuda"``, ``"cuda:0"``: gpu)."""
     name = _ALIASES.get(device.lower().split(":")[0]) if isinstance(device, str) else None

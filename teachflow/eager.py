@@ -151,4 +151,6 @@ def _describe_safely(op: Any, args: tuple) -> tuple[str, ...]:
         return tuple(type(a).__name__ for a in args)
 
 
-set_default_interpreter(EagerInterpreter())
+#: The eager interpreter: `bind` outside any trace, and for whoever must compute now.
+EAGER = EagerInterpreter()
+set_default_interpreter(EAGER)

@@ -163,7 +163,7 @@ class _Names:
         """`wanted` made a Python identifier (not a keyword), with ``_1``, ``_2``, ... until
         it is free."""
         base = unicodedata.normalize("NFKC", wanted)
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "arg"
+        base = "".join(c if (f"a{c}").isidentifier() else "_" for c in base) or "arg"
         if not base.isidentifier():
             base = f"_{base}"
         if keyword.iskeyword(base) or keyword.issoftkeyword(base):

@@ -49,6 +49,7 @@ from teachflow.staging import (
     callable_name,
     is_tracing,
     named_arguments,
+    signature_of,
     trace_function,
 )
 from teachflow.tensor import Tensor
@@ -248,10 +249,12 @@ class Function:
         expect_callable(fn, "function", "tfl.function(f)")
         # A function's name, docstring and attributes; a callable object (a model) or a
         # functools.partial lends only a name, that of its class or of the function it calls.
-        plain = inspect.isfunction(fn) or inspect.ismethod(fn)
-        functools.update_wrapper(self, fn, updated=functools.WRAPPER_UPDATES if plain else ())
-        if not plain:
+        if inspect.isfunction(fn) or inspect.ismethod(fn):
+            functools.update_wrapper(self, fn)
+        else:  # (read from the class: an object's own __getattr__ may do anything)
+            self.__wrapped__ = fn
             self.__name__ = self.__qualname__ = callable_name(fn)
+            self.__doc__ = inspect.getattr_static(type(fn), "__doc__", None)
         self.python_function = fn
         self.passes = passes
         self.backend = backend
@@ -262,18 +265,12 @@ class Function:
         self._bound_to_classes: dict[type, Function] = {}  # (a staged classmethod)
         # Calls with tensors only, by position, find their concrete function here directly.
         self._by_tensor_specs: dict[tuple, ConcreteFunction] = {}
-        try:
-            self._signature: inspect.Signature | None = inspect.signature(fn)
-        except (TypeError, ValueError):  # some builtins have none
-            self._signature = None
+        self._signature = signature_of(fn)
         # A decorated function shows the signature of the function it wraps (__wrapped__), but
         # the wrapper may read its arguments otherwise (set a default of its own, take them
         # only by keyword): its calls are keyed as made, not put in one form.
-        if self._signature is not None and inspect.unwrap(fn) is not fn:
-            try:
-                own = inspect.signature(fn, follow_wrapped=False)
-            except (TypeError, ValueError):
-                own = None
+        if self._signature is not None and inspect.isfunction(fn) and inspect.unwrap(fn) is not fn:
+            own = signature_of(fn, follow_wrapped=False)
             if own is None or not _same_parameters(own, self._signature):
                 self._signature = None
 

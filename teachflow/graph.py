@@ -458,16 +458,32 @@ class Graph:
 
 def format_node(node: Node) -> str:
     """``%3 = mul %1, %2 : f32[64,128]``, with parameters in braces when there are any."""
-    operands = ", ".join(str(o) if isinstance(o, Value) else repr(o) for o in node.inputs)
+    operands = ", ".join(str(o) if isinstance(o, Value) else _format_scalar(o, node.spec.dtype)
+                         for o in node.inputs)
     params = f" {{{_format_params(node.params)}}}" if node.params else ""
     return f"{node.output} = {node.op.name} {operands}{params} : {node.spec}".replace("  ", " ")
 
 
+def _format_scalar(value: Any, dtype: np.dtype) -> str:
+    """A Python scalar operand; a float that a narrower float dtype holds exactly is written as
+    that dtype writes it (``np.float32(0.3)`` became the float 0.30000001192092896: ``0.3``)."""
+    if isinstance(value, float) and dtype.kind == "f" and dtype.itemsize < 8:
+        narrow = dtype.type(value)
+        if float(narrow) == value or value != value:
+            return str(narrow)
+    return repr(value)
+
+
 def _format_constant(data: Any) -> str:
-    """A small constant by its values (``2.0 : ``, ``[0, 0, 0] : ``); a big one by its type."""
+    """A small constant by its values (``2.0 : ``, ``[0, 0, 0] : ``); a big one by its type.
+    Each value as its own dtype writes it (a float32 0.3 is ``0.3``, not its float64 digits)."""
     if not isinstance(data, np.ndarray) or data.size > 8:
         return ""
-    return f"{data.item()!r} : " if data.ndim == 0 else f"{data.tolist()!r} : "
+
+    def text(a: np.ndarray) -> str:
+        return str(a[()]) if a.ndim == 0 else f"[{', '.join(text(row) for row in a)}]"
+
+    return f"{text(data)} : "
 
 
 def _format_params(params: dict) -> str:

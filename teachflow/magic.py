@@ -66,10 +66,12 @@ def compile_magic(line: str, cell: str) -> Any:
         raise TeachflowError(f"the cell is not valid Python: {err.msg}", op="%%compile",
                              location=SourceLocation(where.filename, err.lineno or 1),
                              hint="fix the line shown; %%compile runs ordinary Python") from None
+    _check_cell(tree, where)
     reads = CellReads.of(tree)
     inputs = [name for name in reads.before_bound if name not in reads.maybe_own
               and isinstance(namespace.get(name), Tensor)]
-    options = _options(line, where.magic_line, taken={*reads.bound, *reads.before_bound})
+    options = _options(line, where.magic_line, taken={*reads.bound, *reads.before_bound},
+                       namespace=namespace)
     values = {name: namespace[name] for name in reads.before_bound
               if name in reads.bound and name not in inputs and name in namespace}
     fn = _cell_function(tree, inputs, values, reads.bound, namespace, where)
@@ -134,13 +136,33 @@ def _cell_text(raw_cell: str, line: str, body: str) -> tuple[str, int]:
     return f"%%compile {line}\n{body}", 2
 
 
+def _check_cell(tree: ast.Module, where: NotebookCell) -> None:
+    """A cell is a module's code: ``return`` and ``yield`` outside a function are errors, as
+    Python says of a cell without the magic (the magic's function would take them)."""
+    functions = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, functions):
+            continue
+        if isinstance(node, ast.Return | ast.Yield | ast.YieldFrom):
+            what = "return" if isinstance(node, ast.Return) else "yield"
+            raise TeachflowError(f"'{what}' outside a function: a cell is not a function body",
+                                 op="%%compile", location=SourceLocation(where.filename,
+                                                                         node.lineno),
+                                 hint="end the cell with the expression to show (its value "
+                                      "becomes `result`)")
+        stack += ast.iter_child_nodes(node)
+
+
 # --- The options --------------------------------------------------------------------------------
 
 
-def _options(line: str, where: SourceLocation, taken: set[str] = frozenset()) -> dict:
+def _options(line: str, where: SourceLocation, taken: set[str] = frozenset(),
+             namespace: dict | None = None) -> dict:
     """The magic's options, checked before anything is compiled: a wrong one is an error that
-    points at the ``%%compile`` line. `taken` are the names the cell reads or binds, which
-    ``--name`` must not overwrite."""
+    points at the ``%%compile`` line. ``--name`` must not overwrite a name the cell reads or
+    binds (`taken`), nor anything of the notebook's (`namespace`) but a compilation."""
     from teachflow.backends import get_backend
     from teachflow.passes import resolve
 
@@ -175,10 +197,15 @@ def _options(line: str, where: SourceLocation, taken: set[str] = frozenset()) ->
     name = options["name"]
     if not name.isidentifier() or keyword.iskeyword(name):
         raise refuse(f"--name {name!r} is not a Python name the notebook can use")
-    if "--name" in seen and (name in taken or name == "result" or name in vars(builtins)):
+    from teachflow.compiler import Compilation
+
+    held = (namespace or {}).get(name)
+    if "--name" in seen and (name in taken or name == "result" or name in vars(builtins) or (
+            held is not None and not isinstance(held, Compilation))):
         raise refuse(f"--name {name!r} would overwrite "
                      + ("a name the cell uses" if name in taken else "the cell's result"
-                        if name == "result" else f"Python's own {name}"),
+                        if name == "result" else f"the notebook's {name}"
+                        if held is not None else f"Python's own {name}"),
                      hint="pick another name for the compilation, e.g. --name compiled_step")
     if options["passes"] != "default":
         names = options["passes"].split(",")
@@ -192,6 +219,9 @@ def _options(line: str, where: SourceLocation, taken: set[str] = frozenset()) ->
         if not os.path.isdir(folder):
             raise refuse(f"--html {options['html']!r}: there is no folder {folder}",
                          hint="write the page into a folder that exists")
+        if os.path.isdir(options["html"]):
+            raise refuse(f"--html {options['html']!r} is a folder, not a page",
+                         hint="name the page to write, e.g. --html stepper.html")
     try:
         resolve(options["passes"])
         if options["device"]:

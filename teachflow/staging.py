@@ -32,7 +32,7 @@ import functools
 import inspect
 import types
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ import numpy as np
 
 from teachflow import autodiff, dispatch, surroundings
 from teachflow.backends import get_backend
+from teachflow.eager import EAGER
 from teachflow.errors import (
     SourceLocation,
     TraceError,
@@ -542,7 +543,13 @@ class _Surroundings:
         leaked = []
         for snapshot in self.snapshots:
             for key, name, value in list(snapshot.changed()):
-                if surroundings.holding(value, of_graph):
+                if isinstance(snapshot.container, set | frozenset):
+                    constant = None
+                else:
+                    constant = _constant_tensor(graph, value)
+                if constant is not None:  # a constant made lazily (self.mask = tfl.tensor(...))
+                    snapshot.replace(key, constant)  # is that constant, as eagerly
+                elif surroundings.holding(value, of_graph):
                     leaked.append((name, made[-1]))
                     snapshot.put_back(key)
                 elif not _same_value(snapshot.before.get(key, _UNBOUND), value):
@@ -571,6 +578,35 @@ class _Surroundings:
 
 
 _UNBOUND = object()  # a global name not bound (yet)
+
+
+def _constant_tensor(graph: Graph, value: Any) -> Tensor | None:
+    """`value`, a tensor of the trace, as an eager tensor, where its values are known while
+    tracing: a constant made from data, or computed from such constants alone (no argument,
+    captured tensor or random draw); else None."""
+    if not (isinstance(value, Tensor) and isinstance(value._data, Value)
+            and graph.owns(value._data)):
+        return None
+    needed, stack = [], [value._data]
+    while stack:
+        v = stack.pop()
+        if v.kind == "const" or v in needed:
+            continue
+        if v.kind != "node" or v.producer.op.random:
+            return None
+        needed.append(v)
+        stack += [o for o in v.producer.inputs if isinstance(o, Value)]
+    backend = value._backend
+    computed: dict[Value, Tensor] = {}
+    with autodiff.no_grad():
+        for node in (n for n in graph.nodes if n.output in needed):
+            args = [(computed[o] if o in computed else Tensor._make(backend.asarray(o.data),
+                                                                      backend, None))
+                    if isinstance(o, Value) else o for o in node.inputs]
+            computed[node.output] = EAGER.apply(node.op, tuple(args), node.params)
+    if value._data.kind == "const":
+        return Tensor._make(backend.asarray(value._data.data), backend, None)
+    return computed[value._data]
 
 
 def _same_value(before: Any, now: Any) -> bool:
@@ -671,12 +707,25 @@ class Traced:
         self.returned = returned
 
 
+def signature_of(fn: Callable, follow_wrapped: bool = True) -> inspect.Signature | None:
+    """`fn`'s signature (None where it has none). A callable object's is its class's
+    ``__call__``'s, read from the class: asking the object could run a ``__getattr__`` of the
+    user's, which may do anything."""
+    try:
+        if isinstance(fn, types.FunctionType | types.MethodType | types.BuiltinFunctionType |
+                      functools.partial | np.ufunc) or _own_attribute(fn, "__signature__"):
+            return inspect.signature(fn, follow_wrapped=follow_wrapped)
+        call = inspect.getattr_static(type(fn), "__call__", None)
+        signature = inspect.signature(call, follow_wrapped=follow_wrapped)
+        return signature.replace(parameters=list(signature.parameters.values())[1:])
+    except (TypeError, ValueError):  # builtins and callables without a signature
+        return None
+
+
 def named_arguments(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
     """``(name, value)`` for each argument as passed: parameter names for positional ones."""
-    try:
-        params = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):  # builtins and callables without a signature
-        params = []
+    signature = signature_of(fn)
+    params = list(signature.parameters.values()) if signature is not None else []
     kinds = inspect.Parameter
     fixed = [p.name for p in params
              if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
@@ -689,10 +738,14 @@ def named_arguments(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, 
 def callable_name(fn: Callable) -> str:
     """What to call `fn` in a graph and in messages: its own name; for a callable object its
     class's, for a ``functools.partial`` that of the function it calls."""
-    inner = getattr(fn, "func", None) if isinstance(fn, functools.partial) else None
-    if inner is not None:
-        return callable_name(inner)
-    name = getattr(fn, "__name__", None)
+    if isinstance(fn, functools.partial):
+        return callable_name(fn.func)
+    if isinstance(fn, types.FunctionType | types.MethodType | types.BuiltinFunctionType | type):
+        return fn.__name__
+    # An object's own name (a ufunc's, a staged function's), unless reading it would run a
+    # __getattr__ of the user's, which may do anything; else its class's name.
+    own = inspect.getattr_static(type(fn), "__getattr__", None) is None
+    name = getattr(fn, "__name__", None) if own else _own_attribute(fn, "__name__")
     return name if isinstance(name, str) else type(fn).__name__
 
 
@@ -748,6 +801,12 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
             builder.surroundings = around
             call_args, call_kwargs = _as_called(fn, sym_args, sym_kwargs, left_out)
             result = fn(*call_args, **call_kwargs)
+            if isinstance(result, Iterator | Awaitable):
+                raise TraceError(
+                    f"{graph.name} returns a {type(result).__name__}, whose values would be "
+                    "computed later, outside the trace", op="trace",
+                    hint="return the tensors themselves (in a tuple or list): a staged "
+                         "function cannot be a generator")
             out_leaves, out_tree = tree_flatten(result)
             outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
     finally:
@@ -818,7 +877,7 @@ def _as_called(fn: Callable, args: tuple, kwargs: dict, left_out: frozenset[str]
     the call as written."""
     if not left_out:
         return args, kwargs
-    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound = signature_of(fn).bind(*args, **kwargs)
     for name in left_out:
         bound.arguments.pop(name, None)
     return bound.args, bound.kwargs

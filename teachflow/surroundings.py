@@ -290,6 +290,14 @@ class Snapshot:
             else:
                 setter.__delattr__(container, key)
 
+    def replace(self, key: Any, value: Any) -> None:
+        """Make the entry (a dict's, a list's) or attribute `key` hold `value` instead."""
+        if isinstance(self.container, dict | list | collections.deque):
+            self.container[key] = value
+        else:
+            setter = type if isinstance(self.container, type) else object
+            setter.__setattr__(self.container, key, value)
+
 
 #: The value of an entry that a change took away (``d.pop(k)``, ``del obj.attr``).
 GONE = object()

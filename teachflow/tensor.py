@@ -27,9 +27,16 @@ from typing import Any
 import numpy as np
 
 from teachflow import autodiff, dispatch
-from teachflow.backends import Backend, backend_of_array, get_backend
+from teachflow.backends import Backend, backend_of_array, get_backend, is_device_name
 from teachflow.dispatch import bind
-from teachflow.errors import DTypeError, IndexingError, ShapeError, TeachflowError, TraceError
+from teachflow.errors import (
+    DeviceError,
+    DTypeError,
+    IndexingError,
+    ShapeError,
+    TeachflowError,
+    TraceError,
+)
 from teachflow.graph import Value
 from teachflow.ops import creation, linalg, reduction
 from teachflow.ops import elementwise as ew
@@ -276,14 +283,31 @@ class Tensor:
         """The same values, cut off from the tape (no gradient flows through)."""
         return bind(ew.stop_gradient, self)
 
-    def to(self, device: str) -> Tensor:
-        """This tensor on `device` ("cpu" or "gpu"); itself if it is there already. Given a
-        dtype instead (PyTorch's ``x.to(torch.float64)``), this tensor as that dtype."""
-        if isinstance(device, np.dtype | type) or str(device) in _DTYPE_NAMES:
-            return self.astype(device)
+    def to(self, *where: Any, device: str | None = None, dtype: Any = None) -> Tensor:
+        """This tensor on `device` ("cpu" or "gpu"), as `dtype`; itself if it is that already.
+        As PyTorch's, either may be given by position (``x.to("gpu")``, ``x.to(tfl.float64)``,
+        ``x.to("gpu", tfl.float16)``), or another tensor, whose device and dtype it takes."""
+        for arg in where:
+            if isinstance(arg, Tensor):
+                device, dtype = device or arg.device, dtype or arg.dtype
+            elif isinstance(arg, str) and is_device_name(arg):
+                device = arg
+            else:
+                try:
+                    dtype = as_dtype(arg, "to")
+                except DTypeError:
+                    # A word that is no dtype was most likely meant as a device (PyTorch's too).
+                    error = DeviceError if isinstance(arg, str) else DTypeError
+                    raise error(f"x.to({arg!r}): {arg!r} is neither a device nor a dtype",
+                                op="to", hint="devices are 'cpu' and 'gpu' (or 'cuda'): "
+                                              "x.to('gpu'), x.to('float64'), or both: "
+                                              "x.to('gpu', 'float16')") from None
+        result = self if dtype is None else self.astype(dtype)
+        if device is None:
+            return result
         backend = get_backend(device)
-        return self if backend is self._backend else bind(creation.to_device, self,
-                                                            device=backend.name)
+        return result if backend is result._backend else bind(creation.to_device, result,
+                                                              device=backend.name)
 
     def cpu(self) -> Tensor:
         return self.to("cpu")
@@ -945,8 +969,6 @@ def _is_scalar(x: Any) -> bool:
     return isinstance(x, bool | int | float | np.generic) or (
         isinstance(x, Tensor | np.ndarray) and x.ndim == 0)
 
-
-_DTYPE_NAMES = {np.dtype(t).name for t in "?bBhHiIlLqQefdgFD"}
 
 #: NumPy's ufuncs on masks (``np.logical_and(m1, m2)``, ``np.True_ & m``): the mask operators.
 _MASK_UFUNCS = {

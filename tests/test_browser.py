@@ -293,7 +293,7 @@ def test_keys_step_the_static_page_without_a_click_first(page, tmp_path) -> None
     page.focus(".tf-slider")
     page.keyboard.press("k")
     assert stage_of(page) == 1
-    page.keyboard.press("ArrowRight")  # the slider's own key: one step, not two
+    page.keyboard.press("ArrowRight")  # the slider's own key: one step, not two (nor none)
     assert stage_of(page) == 2
     assert not page.errors, page.errors
 

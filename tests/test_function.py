@@ -27,6 +27,7 @@ import pytest
 import teachflow as tfl
 from teachflow.backends import CPU
 from teachflow.ops import OPS
+from teachflow.staging import is_tracing
 
 HERE = os.path.basename(__file__)
 
@@ -782,3 +783,34 @@ def test_a_staged_function_lets_go_of_each_intermediate_after_its_last_use() -> 
         finally:
             tracemalloc.stop()
         assert peak < 3 * 4_000_000 + 500_000, peak  # at most two intermediates at once, not 7
+
+
+def test_a_callable_object_whose_getattr_raises_is_staged_without_asking_it() -> None:
+    """A model's ``__getattr__`` (PyTorch's Module has one) may raise or compute: the staged
+    function reads the name, signature and docstring from the class."""
+    class Model:
+        """Doubles."""
+
+        def __getattr__(self, name):
+            raise RuntimeError(f"no {name} here")
+
+        def __call__(self, x, scale=2.0):
+            return x * scale
+
+    run = tfl.function(Model())
+    assert run.__name__ == "Model" and run.__doc__ == "Doubles."
+    np.testing.assert_array_equal(run(tfl.ones(2)).numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(run(tfl.ones(2), scale=3.0).numpy(), [3.0, 3.0])
+    compiled = tfl.compile(Model(), tfl.ones(2))
+    np.testing.assert_array_equal(compiled(tfl.ones(2)).numpy(), [2.0, 2.0])
+
+
+def test_a_generator_function_is_refused_at_trace_time() -> None:
+    def squares(x):
+        for k in range(3):
+            yield x * k
+
+    with pytest.raises(tfl.TraceError, match="returns a generator") as info:
+        tfl.function(squares)(tfl.ones(2))
+    assert "cannot be a generator" in info.value.hint
+    assert not is_tracing()

@@ -354,3 +354,15 @@ def test_interpret_records_on_the_tape_for_tracked_inputs() -> None:
     (out,) = interpret(graph, [x])
     out.backward()
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_a_constant_prints_its_values_as_its_dtype_writes_them() -> None:
+    """A float32 0.3 is 0.3 (not 0.30000001192092896), a constant or a scalar operand; nested
+    rows keep their brackets."""
+    graph = tfl.trace(lambda x: x * np.float32(0.3) + np.array([[0.1, 0.2]], np.float32),
+                      tfl.ones(1, 2))
+    text = str(graph)
+    assert "mul %x, 0.3 :" in text and "const [[0.1, 0.2]] : f32[1,2]" in text
+    assert "0.300000" not in text
+    assert "const [True, False] : bool[2]" in str(
+        tfl.trace(lambda x: x * np.array([True, False]), tfl.ones(2)))

@@ -246,6 +246,8 @@ def test_unknown_options_are_refused(ip) -> None:
     ("--name result", tfl.TeachflowError, "would overwrite the cell's result"),
     ("--name print", tfl.TeachflowError, "would overwrite Python's own print"),
     ("--html /no/such/folder/x.html", tfl.TeachflowError, "there is no folder /no/such/folder"),
+    ("--html /tmp", tfl.TeachflowError, "is a folder, not a page"),
+    ("--name tfl", tfl.TeachflowError, "would overwrite the notebook's tfl"),
 ])
 def test_a_wrong_option_is_an_error_at_the_compile_line(ip, options, error, words) -> None:
     ran = ip.run_cell(f"%%compile {options}\n{CELL}")
@@ -286,3 +288,28 @@ def test_passes_none_stages_the_graph_as_traced(ip) -> None:
     compiled = ip.user_ns["compiled"]
     assert [s.pass_name for s in compiled.snapshots] == ["trace"]
     assert [n.op.name for n in compiled.graph.nodes] == ["mul"]
+
+
+def test_naming_an_earlier_compilation_again_replaces_it(ip) -> None:
+    ip.run_cell_magic("compile", "--no-show --name step", CELL)
+    first = ip.user_ns["step"]
+    ip.run_cell_magic("compile", "--no-show --name step", CELL)
+    assert ip.user_ns["step"] is not first and isinstance(ip.user_ns["step"], tfl.Compilation)
+
+
+@pytest.mark.parametrize(("body", "word", "line"), [
+    ("h = x * 2\nreturn h", "return", 3),
+    ("if True:\n    yield x", "yield", 3),
+    ("h = [x]\nfor t in h:\n    h = (yield from h)", "yield", 4),
+])
+def test_return_or_yield_outside_a_function_is_refused_at_its_line(ip, body, word, line) -> None:
+    ran = ip.run_cell(f"%%compile\n{body}")
+    err = ran.error_in_exec
+    assert isinstance(err, tfl.TeachflowError), err
+    assert f"'{word}' outside a function" in err.message
+    assert err.location.lineno == line
+
+
+def test_return_inside_a_function_of_the_cell_is_fine(ip) -> None:
+    ip.run_cell_magic("compile", "--no-show", "def double(t):\n    return t * 2\nh = double(x)\nh")
+    np.testing.assert_array_equal(ip.user_ns["h"].numpy(), ip.user_ns["x"].numpy() * 2)

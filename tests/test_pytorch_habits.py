@@ -837,10 +837,17 @@ def test_pytorchs_two_tensor_max_names_maximum() -> None:
         tfl.min(tfl.ones(2), tfl.zeros(2))
 
 
-def test_to_a_dtype_converts_as_pytorch_does() -> None:
+def test_to_takes_every_spelling_pytorch_does() -> None:
     x = tfl.ones(3)
     assert x.to(tfl.float64).dtype == np.float64 and x.to("int32").dtype == np.int32
-    assert x.to("cpu") is x
+    assert x.to("cpu") is x and x.to(device="cpu") is x and x.to(dtype="float32") is x
+    assert x.to("cpu", tfl.float16).dtype == np.float16
+    assert x.to(device="cpu", dtype=np.int64).dtype == np.int64
+    assert x.to(tfl.zeros(2, dtype=tfl.int32)).dtype == np.int32  # another tensor's dtype
+    with pytest.raises(tfl.DeviceError, match="'tpu' is neither a device nor a dtype"):
+        x.to("tpu")
+    with pytest.raises(tfl.DTypeError, match="3 is neither a device nor a dtype"):
+        x.to(3)
 
 
 def test_the_retracing_advice_for_a_static_argument_fits_what_it_is() -> None:

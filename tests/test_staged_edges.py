@@ -210,7 +210,8 @@ def test_two_names_that_one_renaming_or_normalising_would_make_equal(names) -> N
                                rtol=1e-6)
 
 
-@pytest.mark.parametrize("name", ["class", "None", "match", "ｇetitem", "__init__", "3d"])
+@pytest.mark.parametrize("name", ["class", "None", "match", "ｇetitem", "__init__", "3d",
+                                  "x\u09f4", "\u2160", "a\u00b7b", "·"])
 def test_a_graph_named_like_a_keyword_or_a_kernel_runs(name: str) -> None:
     with tfl.Graph(name) as g:
         x = tfl.placeholder((2,), name="x")

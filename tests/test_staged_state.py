@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
+from teachflow.graph import Value
 
 HERE = os.path.basename(__file__)
 
@@ -1103,3 +1104,38 @@ def test_a_static_argument_object_is_not_kept_alive_by_its_trace() -> None:
     del model
     gc.collect()
     assert [r() is None for r in refs] == [True, True, True]
+
+
+def test_a_constant_made_lazily_inside_is_kept_as_that_constant() -> None:
+    """A module that makes its mask on first use (``self.mask = tfl.tensor(np.tril(...))``)
+    keeps it as eagerly: its values are known while tracing, so it is no leak."""
+    class Causal:
+        mask = None
+
+        def __call__(self, x):
+            if self.mask is None:
+                self.mask = tfl.tensor(np.tril(np.ones((3, 3), np.float32))) * 2.0
+            return x * self.mask
+
+    eager, staged = Causal(), Causal()
+    x = tfl.ones(3, 3)
+    want = eager(x).numpy()
+    run = tfl.function(staged)
+    np.testing.assert_array_equal(run(x).numpy(), want)
+    assert not isinstance(staged.mask._data, Value)  # an eager tensor, usable anywhere
+    np.testing.assert_array_equal(staged.mask.numpy(), eager.mask.numpy())
+    np.testing.assert_array_equal(run(x + 1).numpy(), eager(x + 1).numpy())
+
+
+def test_a_value_computed_from_an_argument_left_in_the_model_is_still_a_leak() -> None:
+    class Keeps:
+        last = None
+
+        def __call__(self, x):
+            self.last = x * 2.0
+            return x
+
+    keeps = Keeps()
+    with pytest.raises(tfl.TraceError, match="last"):
+        tfl.function(keeps)(tfl.ones(2))
+    assert keeps.last is None  # put back as it was

@@ -1414,11 +1414,11 @@ function render({ model, el }) {
   }
 
   function onKey(event) {
-    // Keys typed into a text field are the field's; on the slider, ←/→ move the slider (which
-    // steps through its own input event); a checkbox or a button leaves every key to us.
+    // Keys typed into a text field are the field's; on the checkbox and the slider they step
+    // (the slider's own arrows are taken over: JupyterLab would swallow them, and a page would
+    // step twice).
     const field = event.target.closest?.("input, textarea, select");
     if (event.defaultPrevented || (field && !["checkbox", "range"].includes(field.type))) return;
-    if (field?.type === "range" && event.key.startsWith("Arrow")) return;
     const block = event.target.closest?.(".tf-block");
     if (block && (event.key === "Enter" || event.key === " ")) {
       event.preventDefault();
