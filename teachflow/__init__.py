@@ -7,18 +7,21 @@
     loss.backward()
     x.grad
 
-The package reads in the order of the course: tensors and ops (`tensor`, `ops`), the one dispatch
-point (`dispatch`, `eager`), autodiff (`autodiff`), devices (`backends`), then staged execution:
-tracing (`staging`), the graph IR (`graph`), running graphs (`executor`, `session`) and
-polymorphic functions (`function`).
+The package reads in the order of the course, each module importing only those before it: errors,
+specs and devices (`errors`, `spec`, `backends`); ops (`ops`) and the one dispatch point
+(`dispatch`); the graph IR (`graph`); the autodiff tape (`autodiff`), tensors (`tensor`), eager
+execution (`eager`) and gradients as functions (`gradients`); then staged execution: tracing
+(`staging`), running graphs (`executor`, `session`), the passes and their kernels (`passes`,
+`kernels`), the pipeline (`compiler`), polymorphic functions and `tfl.compile` (`function`); and
+seeing it all (`viz`, `magic`). README.md has the table.
 """
 
 import numpy as _np
 
 from teachflow import eager as _eager  # installs the eager interpreter behind `bind`
-from teachflow.autodiff import enable_grad, grad, is_grad_enabled, no_grad, value_and_grad
+from teachflow.autodiff import enable_grad, is_grad_enabled, no_grad
 from teachflow.backends import devices
-from teachflow.compiler import Compilation, Snapshot, compile
+from teachflow.compiler import Compilation, Snapshot
 from teachflow.creation import (
     arange,
     eye,
@@ -43,7 +46,7 @@ from teachflow.errors import (
     TeachflowError,
     TraceError,
 )
-from teachflow.function import ConcreteFunction, Function, RetracingWarning, function
+from teachflow.function import ConcreteFunction, Function, RetracingWarning, compile, function
 from teachflow.functions import (
     abs,
     argmax,
@@ -79,6 +82,7 @@ from teachflow.functions import (
     var,
     where,
 )
+from teachflow.gradients import grad, value_and_grad
 from teachflow.graph import Graph, GraphError
 from teachflow.session import Session
 from teachflow.spec import TensorSpec

@@ -27,23 +27,18 @@ that is how ``tfl.grad(tfl.grad(f))`` works, and how a staged function gets a ba
 
 from __future__ import annotations
 
-import functools
 import weakref
-from collections.abc import Callable, Sequence
 from contextlib import ContextDecorator
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
-from teachflow import tensor as _tensor
 from teachflow.dispatch import bind
-from teachflow.errors import AutodiffError, DTypeError, expect_callable, on_behalf_of
-from teachflow.graph import Value
+from teachflow.errors import AutodiffError, on_behalf_of
 from teachflow.ops import creation, elementwise, reduction
 from teachflow.ops import shape as shape_ops
-from teachflow.spec import TensorSpec, is_int
-from teachflow.tree import tree_flatten, tree_unflatten
+from teachflow.spec import TensorSpec
 
 # --- Gradient mode ------------------------------------------------------------------------------
 
@@ -85,6 +80,19 @@ def enable_grad() -> _GradMode:
 
 
 # --- The tape -----------------------------------------------------------------------------------
+
+
+class Tracked:
+    """What the tape knows of a tensor: its array (`_data`), its device (`_backend`) and its node
+    on the tape (`_node`; None when nothing tracks it).
+
+    `teachflow.tensor.Tensor`, the next chapter, is a `Tracked` with everything a user sees
+    added. The tape knows no more of it than this, so it reads before it: a gradient rule gets
+    its tensors rebuilt as ``type(t)._make(array, backend, node)``, the class of the tensors
+    the tape was given.
+    """
+
+    __slots__ = ("_backend", "_data", "_node")
 
 
 class TapeNode:
@@ -147,8 +155,7 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
     """
     if not _enabled or op.grads is None or out.dtype.kind not in "fc":
         return None  # (integer and boolean results carry no gradient)
-    Tensor = _tensor.Tensor
-    parents = tuple([x._node if isinstance(x, Tensor) else None for x in args])
+    parents = tuple([x._node if isinstance(x, Tracked) else None for x in args])
     plan = op.tape_plan(tuple([p is not None for p in parents]))
     if plan is None:
         return None
@@ -169,12 +176,11 @@ def _saved(x: Any, what: str) -> Any:
     the rule reads only the spec, the spec is kept (unless a size is unknown until the graph
     runs: then the symbolic tensor, which costs nothing to keep, gives the size at run time).
     """
-    Tensor = _tensor.Tensor
-    if isinstance(x, Tensor):
+    if isinstance(x, Tracked):
         data = x._data
         if what == "spec" and None not in data.shape:
             return TensorSpec(data.shape, data.dtype, x._backend.name)
-        return Tensor._make(data, x._backend, x._node)
+        return type(x)._make(data, x._backend, x._node)
     if isinstance(x, np.ndarray):
         return x.copy()
     return x
@@ -235,7 +241,7 @@ def _fit(ct: Any, parent: TapeNode | Leaf, broadcasts: bool) -> Any:
     Where a size of that value is known only when the graph runs, an op that broadcasts may
     have stretched a size 1 there: the sums over such axes are then decided at run time, from
     the value itself (a graph value, so keeping it costs nothing)."""
-    like = _runtime_like(parent) if broadcasts and None in parent.shape else None
+    like = _runtime_like(parent, type(ct)) if broadcasts and None in parent.shape else None
     if like is not None:
         ct = bind(shape_ops.sum_like, ct, like)
     elif ct.shape != parent.shape:
@@ -245,12 +251,12 @@ def _fit(ct: Any, parent: TapeNode | Leaf, broadcasts: bool) -> Any:
     return ct
 
 
-def _runtime_like(node: TapeNode | Leaf) -> Any:
+def _runtime_like(node: TapeNode | Leaf, tensor_type: type) -> Any:
     """A symbolic tensor of the value `node` stands for (its size known when the graph runs)."""
     if type(node) is Leaf:
         return node.tensor()
     if node.out is not None:
-        return _tensor.Tensor._make(node.out, node.backend, None)
+        return tensor_type._make(node.out, node.backend, None)
     return None
 
 
@@ -308,7 +314,7 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
     op = node.op
     out = None
     if node.out is not None:
-        out = _tensor.Tensor._make(node.out, node.backend, node if create_graph else None)
+        out = type(g)._make(node.out, node.backend, node if create_graph else None)
     for i, parent in enumerate(node.parents):
         if parent is None or (relevant is not None and id(parent) not in relevant):
             continue
@@ -335,8 +341,9 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
         grads[id(parent)] = ct if previous is None else previous + ct
 
 
-def backward(tensor: Any, grad: Any = None, retain_graph: bool = False) -> None:
-    """``tensor.backward()``: accumulate d(tensor)/d(leaf) into every leaf's ``.grad``.
+def backward(tensor: Tracked, grad: Tracked | None = None, retain_graph: bool = False) -> None:
+    """``tensor.backward()``: accumulate d(tensor)/d(leaf) into every leaf's ``.grad``; `grad`
+    is the gradient of `tensor` to start from (1 for a scalar when not given).
 
     The tape is spent afterwards (its nodes release what they kept), so a second backward()
     through it raises instead of silently adding the gradients again; ``retain_graph=True``
@@ -347,15 +354,15 @@ def backward(tensor: Any, grad: Any = None, retain_graph: bool = False) -> None:
             "requires_grad=True (or it was computed under tfl.no_grad())",
             op="backward", hint="create inputs with requires_grad=True, e.g. "
                                 "tfl.tensor(data, requires_grad=True)")
-    seed = _seed(tensor, grad, "backward")
+    seed = seed_of(tensor, grad, "backward")
     for leaf, g in backpropagate(tensor._node, seed, release=not retain_graph):
         owner = leaf.tensor()
         if owner is not None:
             owner.grad = g if owner.grad is None else owner.grad + g
 
 
-def _seed(output: Any, grad: Any, who: str) -> Any:
-    Tensor = _tensor.Tensor
+def seed_of(output: Tracked, grad: Tracked | None, who: str) -> Tracked:
+    """The cotangent backpropagation starts from: `grad`, or 1 for a scalar `output`."""
     if grad is None:
         if output.spec.size != 1:
             raise AutodiffError(
@@ -363,118 +370,7 @@ def _seed(output: Any, grad: Any, who: str) -> Any:
                 "`grad` argument of the output's shape", op=who,
                 hint="reduce it first, e.g. loss = out.sum() or out.mean()")
         return filled_like(output, 1)
-    grad = grad if isinstance(grad, Tensor) else _tensor.as_tensor(grad, dtype=output.dtype,
-                                                                   device=output.device)
     if grad.shape != output.shape:
         raise AutodiffError(f"grad has shape {grad.shape} but the output has {output.shape}",
                             op=who)
     return grad
-
-
-# --- Functional gradients -----------------------------------------------------------------------
-
-
-def _watch(x: Any, argnum: int, connected: bool) -> Any:
-    """A tensor standing for argument `x`, whose gradient backward can stop at."""
-    x = _tensor.as_tensor(x)
-    if x.dtype.kind not in "fc":
-        raise DTypeError(f"cannot differentiate with respect to argument {argnum}: it has dtype "
-                         f"{x.dtype.name}, and gradients need floating point", op="grad",
-                         hint="pass a float tensor, e.g. x.astype('float32')")
-    if connected and x._node is not None:
-        # Tracked by someone else (an outer tfl.grad, say): stay connected, so they can
-        # differentiate through this gradient.
-        return bind(elementwise.identity, x)
-    # The same values on a new leaf. An eager tensor goes through an op, so that while tracing
-    # it is read when the graph runs (the gradient then sees its values at that time).
-    if not isinstance(x._data, Value):
-        x = bind(elementwise.stop_gradient, x)
-    fresh = _tensor.Tensor._make(x._data, x._backend, None)
-    fresh.requires_grad = True
-    return fresh
-
-
-#: How many value_and_grad calls are running their function right now (nesting depth).
-_depth = 0
-
-
-def value_and_grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """``value_and_grad(f)(*args) -> (f(*args), df/dargs)`` for a scalar-valued `f`.
-
-    `argnums` picks the arguments to differentiate (an int, or a tuple for a tuple of
-    gradients). An argument may be a tensor or a list/tuple/dict of tensors; its gradient has
-    the same structure.
-
-    Gradients of gradients work: when an argument is itself tracked (it requires grad, for
-    instance because an outer `grad` is differentiating with respect to it), the backward pass is
-    recorded too, so the gradient returned can be differentiated again.
-    """
-    return _differentiate(f, argnums, want_value=True)
-
-
-def grad(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """``grad(f)(*args)``: the gradient of scalar-valued `f` with respect to ``args[argnums]``."""
-    return _differentiate(f, argnums, want_value=False)
-
-
-def _differentiate(f: Callable, argnums: int | Sequence[int], want_value: bool) -> Callable:
-    op = "value_and_grad" if want_value else "grad"
-    expect_callable(f, op, f"tfl.{op}(f)(x)")
-    single = is_int(argnums)
-    nums = (argnums,) if single else tuple(argnums) if isinstance(argnums, Sequence) else None
-    if nums is None or not nums or not all(is_int(i) for i in nums):
-        raise AutodiffError(f"argnums picks the arguments to differentiate by position: an int "
-                            f"or a non-empty tuple of ints, not {argnums!r}", op=op,
-                            hint=f"tfl.{op}(f, argnums=0), or argnums=(0, 1) for two")
-    nums = tuple(int(i) for i in nums)
-
-    @functools.wraps(f)
-    def differentiated(*args: Any, **kwargs: Any) -> Any:
-        global _depth
-        args = list(args)
-        for i in nums:
-            if not -len(args) <= i < len(args):
-                raise AutodiffError(f"argnums={argnums} but the function got {len(args)} "
-                                    "positional argument(s)", op="grad")
-        flat = [tree_flatten(args[i]) for i in nums]  # (leaves, treedef) per differentiated arg
-        # Inside another gradient computation (``grad(grad(f))``), this backward pass must
-        # itself be recorded so the result can be differentiated again. Otherwise it is not,
-        # even for arguments that require grad (a model's parameters): a gradient is a plain
-        # value, as PyTorch's ``autograd.grad`` gives it unless asked for ``create_graph``.
-        create_graph = _depth > 0
-        watched = []
-        with enable_grad():
-            for i, (leaves, treedef) in zip(nums, flat, strict=True):
-                fresh = [_watch(x, i, create_graph) for x in leaves]
-                args[i] = tree_unflatten(treedef, fresh)
-                watched.append(fresh)
-            _depth += 1
-            try:
-                out = f(*args, **kwargs)
-            finally:
-                _depth -= 1
-        grads = iter(_gradients(out, [w for ws in watched for w in ws], create_graph))
-        results = tuple(tree_unflatten(treedef, [next(grads) for _ in ws])
-                        for (_, treedef), ws in zip(flat, watched, strict=True))
-        gradient = results[0] if single else results
-        if not want_value:
-            return gradient
-        return (out if create_graph else out.detach()), gradient
-
-    return differentiated
-
-
-def _gradients(out: Any, inputs: list, create_graph: bool) -> list:
-    if not isinstance(out, _tensor.Tensor) or out.spec.size != 1:
-        what = f"shape {out.shape}" if isinstance(out, _tensor.Tensor) else type(out).__name__
-        raise AutodiffError(f"the function must return a scalar tensor, but returned {what}",
-                            op="grad", hint="return a scalar such as loss.sum() or loss.mean()")
-    if out._node is None:  # the output does not depend on any input
-        return [filled_like(x, 0) for x in inputs]
-    targets = {id(x._node) for x in inputs}
-    origin = getattr(out._node, "source", None)
-    with on_behalf_of(origin and replace(origin, note="seed: d(out)/d(out) = 1")):
-        seed = _seed(out, None, "grad")
-    found = {id(node): g for node, g in backpropagate(out._node, seed, targets, create_graph)}
-    return [found[id(x._node)] if id(x._node) in found else filled_like(x, 0)
-            for x in inputs]

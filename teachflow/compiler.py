@@ -1,10 +1,11 @@
 """The compiler: a pipeline of passes, with a snapshot of the graph after every one.
 
-``tfl.compile(f, *example_args)`` traces `f` and runs the passes in order (by default
-simplify, constant_fold, cse, dce, fuse). Each stage leaves a `Snapshot`: its graph, the graph as
-networkx (every node marked with what happened to it), the changes the pass made, and figures
-(nodes, kernels launched, bytes moved, flops). The pass stepper replays these snapshots:
-``compilation.show()`` opens it in a notebook (displaying a compilation does too), and
+`run_pipeline` runs the passes on a traced graph in order (by default simplify, constant_fold, cse,
+dce, fuse); every `tfl.function` trace goes through it, and ``tfl.compile(f, *examples)`` (in
+`teachflow.function`) is one such trace kept with its examples. Each stage leaves a `Snapshot`: its
+graph, the graph as networkx (every node marked with what happened to it), the changes the pass
+made, and figures (nodes, kernels launched, bytes moved, flops). The pass stepper replays these
+snapshots: ``compilation.show()`` opens it in a notebook (displaying a compilation does too), and
 ``compilation.to_html(path)`` writes it as one web page.
 
 With verification on (``verify=True``, and always in teachflow's own tests), the compiler runs the
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from teachflow.backends import get_backend
-from teachflow.errors import TeachflowError
+from teachflow.errors import SignatureMismatch, TeachflowError
 from teachflow.executor import interpret
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.passes import Change, resolve
@@ -109,7 +110,14 @@ class Compilation:
                 for n in self.graph.nodes if hasattr(n.op, "numpy_source")}
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
-        return self.concrete(*args, **kwargs)
+        try:
+            return self.concrete(*args, **kwargs)
+        except SignatureMismatch as err:  # (what to do differs from a tfl.function's advice)
+            raise SignatureMismatch(
+                err.message, op=err.op, location=err.location,
+                hint="a Compilation runs the signature it was compiled for: compile again for "
+                     "these arguments (tfl.compile(f, *new_args)), or stage f with "
+                     "tfl.function, which traces once per signature") from None
 
     # --- Seeing it (the widget libraries load only here, not with teachflow) -----------------
 
@@ -170,21 +178,6 @@ def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
             after.verify()
             checker.check(p.name, after)
     return snapshots
-
-
-def compile(f: Any, *example_args: Any, passes: Any = "default", backend: str | None = None,
-            verify: bool | None = None, **example_kwargs: Any) -> Compilation:
-    """Trace `f` on the example arguments and compile it: a `Compilation` with a snapshot of
-    every stage, callable on arguments of the same signature."""
-    from teachflow.function import Function
-
-    staged = Function(f, passes=passes, backend=backend, verify=verify)
-    concrete, tensors, _ = staged._concrete_for(example_args, example_kwargs)
-    concrete.compilation.example_inputs = list(tensors)  # for the stepper's values
-    concrete.mismatch_hint = ("a Compilation runs the signature it was compiled for: compile "
-                              "again for these arguments (tfl.compile(f, *new_args)), or stage f "
-                              "with tfl.function, which traces once per signature")
-    return concrete.compilation
 
 
 # --- Figures per stage --------------------------------------------------------------------------

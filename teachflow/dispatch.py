@@ -23,8 +23,8 @@ to read values, which exist only when the graph runs (see `teachflow.staging`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Protocol
 
 
@@ -80,3 +80,22 @@ def set_default_interpreter(interpreter: Interpreter) -> None:
     """Install the interpreter used outside any `interpreting` block (done once, at import)."""
     global _interpreter
     _interpreter = interpreter
+
+
+# --- Building a graph by hand -------------------------------------------------------------------
+
+#: Makes the interpreter that builds a graph by hand: the tracing one, which `teachflow.staging`
+#: installs at import (as `teachflow.eager` installs the default one).
+_graph_builder: Callable[[Any], Interpreter] | None = None
+
+
+def set_graph_builder(make: Callable[[Any], Interpreter]) -> None:
+    """Install what interprets the ops inside ``with tfl.Graph():`` (done once, at import)."""
+    global _graph_builder
+    _graph_builder = make
+
+
+def building(graph: Any) -> AbstractContextManager[Interpreter]:
+    """``with graph:`` (TensorFlow 1's direct construction): ops applied in the body become
+    nodes of `graph`."""
+    return interpreting(_graph_builder(graph))

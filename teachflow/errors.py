@@ -252,6 +252,10 @@ class TraceError(TeachflowError):
     """Something tracing cannot record, such as Python control flow on a traced value."""
 
 
+class SignatureMismatch(TraceError):
+    """Arguments that do not fit the one signature a concrete function was traced for."""
+
+
 class GradingError(TeachflowError):
     """A problem with an exercise or its grading, as opposed to with a learner's answer."""
 

@@ -34,8 +34,8 @@ from teachflow.backends import get_backend
 from teachflow.compiler import Compilation, run_pipeline
 from teachflow.errors import (
     DeviceError,
+    SignatureMismatch,
     TeachflowError,
-    TraceError,
     expect_callable,
     user_stacklevel,
 )
@@ -136,18 +136,25 @@ class ConcreteFunction:
             elif keys is not None:
                 why = _structure_difference(self._traced.in_tree, treedef) or \
                     "the arguments are structured differently"
-            raise TraceError(f"this concrete function was traced for ({self.signature}); these "
-                             f"arguments do not fit it: {why}", op="function",
-                             hint=self.mismatch_hint)
+            raise SignatureMismatch(f"this concrete function was traced for ({self.signature}); "
+                                    f"these arguments do not fit it: {why}", op="function",
+                                    hint=self.mismatch_hint)
         if not self.guards_hold(tensors):
             why = "; ".join([g.reason(tensors) for g in self.guards if not g.holds(tensors)]
                             + [f"{v.data.name} exists" for v in self._traced.graph.captures
                                if not v.data.alive])
-            raise TraceError(f"this concrete function was traced assuming that {why}",
-                             op="function", hint=self.mismatch_hint)
+            raise SignatureMismatch(f"this concrete function was traced assuming that {why}",
+                                    op="function", hint=self.mismatch_hint)
         result = self._call_flat(tensors)
         _write_into_arrays(arrays)
         return result
+
+    def inputs_of(self, /, *args: Any, **kwargs: Any) -> list[Tensor]:
+        """The tensors a call with these arguments gives the graph, in the order of its inputs
+        (a NumPy array as the tensor made of it)."""
+        args, kwargs, _ = canonical_call(self._call_signature, args, kwargs, self.graph.name)
+        leaves, _ = _as_inputs(tree_flatten((args, kwargs))[0])
+        return _leaf_keys(leaves)[1]
 
     def guards_hold(self, tensors: list[Tensor] | tuple) -> bool:
         """Does the state outside the graph still look as the trace assumed (and does every
@@ -782,3 +789,16 @@ def retrace_reason(old: Signature, new: Signature) -> str:
 
 def _kind(key: tuple) -> str:
     return "a tensor" if key[0] == "tensor" else f"Python value {key[2]!r}"
+
+
+def compile(f: Any, *example_args: Any, passes: Any = "default", backend: str | None = None,
+            verify: bool | None = None, **example_kwargs: Any) -> Compilation:
+    """Trace `f` on the example arguments and compile it: a `Compilation` with a snapshot of
+    every stage, callable on arguments of the same signature.
+
+    It is a `tfl.function` traced once: its concrete function for these arguments, with the
+    example tensors kept so that the stepper can show every node's value on them."""
+    staged = Function(f, passes=passes, backend=backend, verify=verify)
+    concrete = staged.get_concrete_function(*example_args, **example_kwargs)
+    return Compilation(concrete.compilation.snapshots, concrete,
+                       concrete.inputs_of(*example_args, **example_kwargs))

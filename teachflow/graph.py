@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from teachflow import dispatch
 from teachflow.errors import SourceLocation, TeachflowError, TraceError
 from teachflow.ops.op import Op
 from teachflow.spec import TensorSpec
@@ -272,9 +273,10 @@ class Graph:
         return value
 
     def __enter__(self) -> Graph:
-        from teachflow.staging import GraphBuilder
-
-        self._builder = GraphBuilder(self, direct=True)
+        """``with tfl.Graph() as g:``, TensorFlow 1's way: the ops applied inside the block
+        become nodes of `g` instead of running. Tracing's interpreter does the building (see
+        `dispatch.building`)."""
+        self._builder = dispatch.building(self)
         self._builder.__enter__()
         return self
 

@@ -672,6 +672,10 @@ def is_tracing() -> bool:
     return isinstance(dispatch.current_interpreter(), GraphBuilder)
 
 
+#: ``with tfl.Graph():`` builds its graph by hand with this interpreter (see `dispatch.building`).
+dispatch.set_graph_builder(functools.partial(GraphBuilder, direct=True))
+
+
 def placeholder(shape: tuple, dtype: Any = "float32", name: str | None = None) -> Tensor:
     """A graph input to be fed when the graph runs; None in `shape` marks an unknown size.
 

@@ -47,13 +47,15 @@ from teachflow.spec import TensorSpec, is_int
 _new = object.__new__
 
 
-class Tensor:
+class Tensor(autodiff.Tracked):
     """A multi-dimensional array that can record the ops applied to it for autodiff.
 
     Create one with `tfl.tensor`, `tfl.zeros`, `tfl.randn`, ... rather than with this class.
+    Its array (`_data`), device (`_backend`) and node on the tape (`_node`) are what the tape
+    knows of it (`autodiff.Tracked`); its gradient (`_grad`) is the user's.
     """
 
-    __slots__ = ("__weakref__", "_backend", "_data", "_grad", "_node")
+    __slots__ = ("__weakref__", "_grad")
     # `==` is elementwise, so hashing is by identity (tensors can be dict keys, as in feeds).
     __hash__ = object.__hash__
 
@@ -277,6 +279,8 @@ class Tensor:
         A scalar's `grad` defaults to 1; otherwise pass the gradient of the output. The tape is
         used up: call backward() once per forward pass, or pass ``retain_graph=True`` to keep it.
         """
+        if grad is not None and not isinstance(grad, Tensor):
+            grad = as_tensor(grad, dtype=self.dtype, device=self.device)
         autodiff.backward(self, grad, retain_graph)
 
     def detach(self) -> Tensor:

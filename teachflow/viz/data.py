@@ -11,16 +11,18 @@ so stepping needs no round trip to the kernel and still works from a saved noteb
 from __future__ import annotations
 
 import linecache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from teachflow.compiler import Compilation, Snapshot
 from teachflow.executor import interpret
 from teachflow.graph import Graph, Node, format_node
 from teachflow.spec import short_dtype
 from teachflow.tensor import as_tensor
 from teachflow.viz.layout import Layout, layout_stages
+
+if TYPE_CHECKING:  # (the compiler shows itself with these; they only read what it made)
+    from teachflow.compiler import Compilation, Snapshot
 
 #: Values with more elements than this are summarised (shape, min, max, mean, a few numbers).
 PREVIEW_ELEMENTS = 12
