@@ -172,11 +172,11 @@ def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
     checker = _Verifier(graph, examples) if on else None
     for p in resolve(passes):
         before = snapshots[-1].graph
-        after, changes = p.run(before)
-        snapshots.append(Snapshot(p.name, after, list(changes), previous=before))
+        after, changes = p(before)
+        snapshots.append(Snapshot(p.__name__, after, list(changes), previous=before))
         if checker is not None:  # well formed, and computing what the traced graph computed
             after.verify()
-            checker.check(p.name, after)
+            checker.check(p.__name__, after)
     return snapshots
 
 

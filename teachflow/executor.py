@@ -62,26 +62,13 @@ class Executor:
         return self.fn(*arrays)
 
 
-def live_nodes(graph: Graph, outputs: Sequence[Value]) -> list[Node]:
-    """The nodes the outputs depend on, in graph order."""
-    needed = {id(v) for v in outputs}
-    live = []
-    for node in reversed(graph.nodes):
-        if id(node.output) in needed:
-            live.append(node)
-            needed.update(id(o) for o in node.inputs if isinstance(o, Value))
-    return live[::-1]
-
-
 def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = None,
              inputs: Sequence[Value] | None = None) -> Executor:
     """Generate, compile and return the executor of `graph` on `backend`."""
     outputs = list(graph.outputs if outputs is None else outputs)
     inputs = list(graph.inputs if inputs is None else inputs)
-    nodes = live_nodes(graph, outputs)
-    used = {id(o) for n in nodes for o in n.inputs if isinstance(o, Value)} | \
-        {id(v) for v in outputs}
-    captures = [v for v in graph.captures if id(v) in used]
+    nodes, used = graph.live(outputs)
+    captures = [v for v in graph.captures if v in used]
 
     namespace: dict[str, Any] = {"dtype": np.dtype, "inf": float("inf"), "nan": float("nan"),
                                  "__name__": "teachflow.generated"}  # (see eager's warnings)
@@ -197,7 +184,7 @@ def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] |
     for v in graph.constants:
         backend = get_backend(v.spec.device)
         env[id(v)] = Tensor._make(backend.asarray(v.data), backend, None)
-    for node in live_nodes(graph, outputs):
+    for node in graph.live(outputs)[0]:
         args = [env[id(o)] if isinstance(o, Value) else o for o in node.inputs]
         with on_behalf_of(node.source), (no_grad() if node.no_grad else nullcontext()):
             env[id(node.output)] = result = bind(node.op, *args, **node.params)

@@ -325,24 +325,25 @@ class Graph:
         self._own(node.output)
         return node
 
-    def users(self) -> dict[int, list[Node]]:
-        """For each value (by id()), the nodes that use it as an operand."""
-        users: dict[int, list[Node]] = {}
+    def users(self) -> dict[Value, list[Node]]:
+        """For each value, the nodes that use it as an operand."""
+        users: dict[Value, list[Node]] = {}
         for node in self.nodes:
             for o in node.inputs:
                 if isinstance(o, Value):
-                    users.setdefault(id(o), []).append(node)
+                    users.setdefault(o, []).append(node)
         return users
 
-    def substitute(self, mapping: dict[int, Any]) -> None:
-        """Replace every use of each value ``mapping`` names (by id()) with its replacement."""
-        if not mapping:
-            return
-        for node in self.nodes:
-            if any(isinstance(o, Value) and id(o) in mapping for o in node.inputs):
-                node.inputs = tuple(mapping.get(id(o), o) if isinstance(o, Value) else o
-                                    for o in node.inputs)
-        self.outputs = [mapping.get(id(v), v) for v in self.outputs]
+    def live(self, outputs: Sequence[Value] | None = None) -> tuple[list[Node], set[Value]]:
+        """The nodes `outputs` (by default the graph's) depend on, in graph order, and every
+        value those nodes read, the outputs included: what running them needs."""
+        needed = set(self.outputs if outputs is None else outputs)
+        live = []
+        for node in reversed(self.nodes):
+            if node.output in needed:
+                live.append(node)
+                needed.update(o for o in node.inputs if isinstance(o, Value))
+        return live[::-1], needed
 
     # --- Reading ------------------------------------------------------------------------------
 

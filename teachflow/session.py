@@ -14,7 +14,7 @@ import numpy as np
 
 from teachflow.backends import get_backend
 from teachflow.errors import DTypeError, ShapeError, TeachflowError
-from teachflow.executor import Executor, explain_failure, generate, live_nodes
+from teachflow.executor import Executor, explain_failure, generate
 from teachflow.graph import Graph, Value
 from teachflow.tensor import Tensor
 from teachflow.tree import tree_flatten, tree_unflatten
@@ -92,8 +92,8 @@ def _own(result: np.ndarray, fed: list) -> np.ndarray:
 
 
 def _placeholders_needed(graph: Graph, outputs: list[Value]) -> list[Value]:
-    used = {id(o) for n in live_nodes(graph, outputs) for o in n.inputs} | {id(v) for v in outputs}
-    return [v for v in graph.inputs if id(v) in used]
+    used = graph.live(outputs)[1]
+    return [v for v in graph.inputs if v in used]
 
 
 def _check_feed(placeholder: Value, value: Any) -> Any:

@@ -37,7 +37,6 @@ from hypothesis import strategies as st
 import teachflow as tfl
 from teachflow import backends
 from teachflow.dispatch import bind
-from teachflow.executor import live_nodes
 from teachflow.graph import Graph, Value, format_node
 from teachflow.kernels import numpy_fused
 from teachflow.kernels.cuda_fused import (
@@ -73,7 +72,7 @@ def group_of(graph: Graph, name: str = "fused_k0") -> FusedGroup:
     """The traced chain as one group, as the fusion pass would cut it: the elementwise nodes the
     result depends on, and a final reduction if the graph ends in one. Inputs are the values
     read from outside, in order of first use."""
-    nodes = live_nodes(graph, [graph.nodes[-1].output])
+    nodes = graph.live([graph.nodes[-1].output])[0]
     reduction = nodes.pop() if nodes[-1].op.fusion is None else None
     made = {id(n.output) for n in nodes}
     inputs: list[Value] = []

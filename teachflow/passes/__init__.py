@@ -1,4 +1,5 @@
-"""The compiler's passes. Each is pure (``Graph -> Graph`` plus its changes; see `base.py`).
+"""The compiler's passes. Each is a pure function ``Graph -> (Graph, changes)``, written with
+the one rewrite helper (see `base.py`).
 
 Default pipeline, in order: `simplify` (algebraic rules), `constant_fold`, `cse`, `dce`, `fuse`.
 """
@@ -8,19 +9,28 @@ from __future__ import annotations
 from typing import Any
 
 from teachflow.errors import TeachflowError
-from teachflow.passes.base import BuiltinPass, Change, FunctionPass, Pass, as_pass, diff_changes
-from teachflow.passes.constant_fold import ConstantFold
-from teachflow.passes.cse import CSE
-from teachflow.passes.dce import DCE
+from teachflow.passes.base import (
+    DROP,
+    Change,
+    LearnersPass,
+    Pass,
+    Rewriter,
+    as_pass,
+    diff_changes,
+    rewrite,
+)
+from teachflow.passes.constant_fold import constant_fold
+from teachflow.passes.cse import cse
+from teachflow.passes.dce import dce
 from teachflow.passes.fuse import fuse
 from teachflow.passes.simplify import simplify
 
 #: The built-in passes by name.
 PASSES: dict[str, Pass] = {
     "simplify": simplify,
-    "constant_fold": ConstantFold(),
-    "cse": CSE(),
-    "dce": DCE(),
+    "constant_fold": constant_fold,
+    "cse": cse,
+    "dce": dce,
     "fuse": fuse,
 }
 
@@ -42,10 +52,10 @@ def resolve(passes: Any) -> list[Pass]:
                 raise TeachflowError(f"unknown pass {p!r}", op="compile",
                                      hint=f"built-in passes: {', '.join(PASSES)}")
             resolved.append(PASSES[p])
-        else:
-            resolved.append(as_pass(p))
+        else:  # a built-in pass given as itself, or a learner's, checked as it runs
+            resolved.append(p if any(p is q for q in PASSES.values()) else as_pass(p))
     return resolved
 
 
-__all__ = ["DEFAULT_PIPELINE", "PASSES", "BuiltinPass", "Change", "FunctionPass", "Pass",
-           "as_pass", "diff_changes", "resolve"]
+__all__ = ["DEFAULT_PIPELINE", "DROP", "PASSES", "Change", "LearnersPass", "Pass", "Rewriter",
+           "as_pass", "diff_changes", "resolve", "rewrite"]

@@ -1,10 +1,18 @@
 """What a pass is: a pure function from a graph to a graph, plus a record of what it changed.
 
-A pass never edits the graph it is given. It clones it, rewrites the clone, and returns it with a
-list of `Change`s: one per thing it did, each naming the nodes involved, the rule in plain words
-(``"x*1 -> x"``) and a sentence for the learner. Node ids are kept by every pass, so a node can
-be followed from the trace to the final kernel; a node a pass creates gets a fresh id and a
-`lineage` listing the original nodes it stands for.
+A pass never edits the graph it is given: ``pass(graph) -> (new_graph, changes)``, one `Change`
+per thing it did, each naming the nodes involved, the rule in plain words (``"x*1 -> x"``) and a
+sentence for the learner. Node ids are kept by every pass, so a node can be followed from the
+trace to the final kernel; a node a pass creates gets a fresh id and a `lineage` listing the
+original nodes it stands for.
+
+Every built-in pass is written with one helper, `rewrite`: it walks a clone of the graph in
+order and asks the pass, node by node, what becomes of it (keep it, replace its value, or drop
+it; new nodes may take its place), and does the rest: operands of later nodes follow the
+replacements, and so do the graph's outputs. A pass is then only its decision. A node that owns
+graphs of its own (the body of a loop, the branches of a ``cond``: any parameter that is a
+`Graph`) has them rewritten by the same decision first, so every pass applies inside them
+without knowing they exist.
 
 A learner's own pass plugs in the same way: a plain function ``Graph -> Graph`` (its changes are
 worked out by comparing node ids before and after), or any object with a ``run`` method that
@@ -17,8 +25,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from teachflow.errors import TeachflowError
-from teachflow.graph import Graph, format_node
+from teachflow.graph import Graph, Node, Value, format_node
+from teachflow.ops.op import Op
+from teachflow.spec import TensorSpec
 
 KINDS = ("added", "removed", "replaced", "merged", "fused")
 
@@ -43,44 +55,99 @@ class Change:
 
 
 class Pass(Protocol):
-    """Anything with a name whose ``run`` maps a graph to a graph and its changes."""
+    """A named function from a graph to a new graph and its changes."""
 
-    name: str
+    __name__: str
 
-    def run(self, graph: Graph) -> tuple[Graph, list[Change]]: ...
-
-
-class BuiltinPass:
-    """Base of teachflow's own passes: ``run`` clones the graph itself and says what it did."""
-
-    name = "pass"
-
-    def run(self, graph: Graph) -> tuple[Graph, list[Change]]:
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"<pass {self.name}>"
+    def __call__(self, graph: Graph) -> tuple[Graph, list[Change]]: ...
 
 
-class FunctionPass:
-    """A pass written as ``def my_pass(graph) -> graph`` (or returning ``(graph, changes)``)."""
+# --- The one way to rewrite a graph ----------------------------------------------------------
+
+#: What a decision returns for a node that goes without a replacement (nothing reads it).
+DROP = object()
+
+#: ``decide(node, rewriter)``: None keeps the node; a value (or literal) replaces its output
+#: everywhere; `DROP` removes it. Nodes the decision adds with the rewriter take its place.
+Decide = Callable[[Node, "Rewriter"], Any]
+
+
+class Rewriter:
+    """What a decision may do while `rewrite` stands at one node of the (cloned) graph."""
+
+    def __init__(self, graph: Graph, node: Node) -> None:
+        self.graph, self.node, self.added = graph, node, []
+
+    def add(self, op: Op, inputs: tuple, params: dict | None = None, spec: TensorSpec = None,
+            lineage: tuple[int, ...] | None = None) -> Value:
+        """A new node where the current one stands (its line of source; by default its spec
+        from the op's shape rule, and the current node's lineage): its value."""
+        params = params or {}
+        if spec is None:
+            spec = op.abstract_eval(*(o.spec if isinstance(o, Value) else o for o in inputs),
+                                    **params)
+        node = self.graph.new_node(op, tuple(inputs), params, spec, self.node.source,
+                                   self.node.lineage if lineage is None else lineage)
+        self.added.append(node)
+        return node.output
+
+    def constant(self, array: np.ndarray, spec: TensorSpec) -> Value:
+        """A new constant of the graph holding `array`, typed `spec` (its device kept)."""
+        value = self.graph.constant(array)
+        value.spec = spec
+        return value
+
+
+def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide]) -> Graph:
+    """A clone of `graph` where each node, in order, became what ``decide(node, rewriter)``
+    said. ``decide_for(g)`` gives the decision for graph `g` (the clone, and each graph a node
+    owns, rewritten before that node is decided), so a pass may look at a graph as a whole
+    first (which values are live, which nodes fuse) and then decide node by node."""
+    g = graph.clone()
+    decide = decide_for(g)
+    replaced: dict[Value, Any] = {}
+    kept: list[Node] = []
+    for node in g.nodes:
+        node.inputs = tuple(replaced.get(o, o) if isinstance(o, Value) else o
+                            for o in node.inputs)
+        if any(isinstance(p, Graph) for p in node.params.values()):
+            node.params = {k: rewrite(p, decide_for) if isinstance(p, Graph) else p
+                           for k, p in node.params.items()}
+        rewriter = Rewriter(g, node)
+        verdict = decide(node, rewriter)
+        kept += rewriter.added
+        if verdict is None:
+            kept.append(node)
+        elif verdict is not DROP:
+            replaced[node.output] = verdict
+    g.nodes = kept
+    g.outputs = [replaced.get(v, v) for v in g.outputs]
+    return g
+
+
+# --- Passes written by a learner ----------------------------------------------------------------
+
+
+class LearnersPass:
+    """A pass written as ``def my_pass(graph) -> graph`` (or returning ``(graph, changes)``),
+    or as an object with such a ``run`` method: given a clone, and checked before it is used."""
 
     def __init__(self, fn: Callable[[Graph], Any], name: str | None = None) -> None:
         self.fn = fn
-        self.name = name or getattr(fn, "name", None) or getattr(fn, "__name__", "pass")
+        self.__name__ = name or getattr(fn, "name", None) or getattr(fn, "__name__", "pass")
 
-    def run(self, graph: Graph) -> tuple[Graph, list[Change]]:
+    def __call__(self, graph: Graph) -> tuple[Graph, list[Change]]:
         result = self.fn(graph.clone())  # a clone: the learner's code may edit what it gets
         changes = None
         if isinstance(result, tuple) and len(result) == 2:
             result, changes = result
         if not isinstance(result, Graph):
-            raise TeachflowError(f"pass {self.name} returned {type(result).__name__}, "
+            raise TeachflowError(f"pass {self.__name__} returned {type(result).__name__}, "
                                  "not a Graph", op="compile",
                                  hint="a pass returns the new graph (or (graph, changes))")
         if changes is not None and (not isinstance(changes, list | tuple) or not all(
                 isinstance(c, Change) for c in changes)):
-            raise TeachflowError(f"pass {self.name} returned changes that are not a list of "
+            raise TeachflowError(f"pass {self.__name__} returned changes that are not a list of "
                                  "Change", op="compile",
                                  hint="return (graph, [Change(kind, nodes, result, rule, "
                                       "sentence), ...]), or just the graph")
@@ -88,24 +155,22 @@ class FunctionPass:
         try:
             result.verify()
         except TeachflowError as err:
-            raise TeachflowError(f"pass {self.name} returned a graph that is not well formed: "
+            raise TeachflowError(f"pass {self.__name__} returned a graph that is not well formed: "
                                  f"{err.message}", op="compile", location=err.location,
                                  hint="a pass must keep every value it uses defined before use; "
                                       "compare with what the pass was given") from err
         return result, list(changes) if changes is not None else diff_changes(graph, result,
-                                                                                  self.name)
+                                                                                  self.__name__)
 
 
 def as_pass(p: Any) -> Pass:
-    """A pass object from a built-in pass, a learner's pass object, or a plain function."""
-    if isinstance(p, BuiltinPass):
-        return p
+    """A learner's pass (an object with ``run``, its class, or a plain function) as a pass."""
     if isinstance(p, type) and hasattr(p, "run"):  # a pass class: one instance of it
         p = p()
     if hasattr(p, "run") and not isinstance(p, type):
-        return FunctionPass(p.run, getattr(p, "name", None) or type(p).__name__)
+        return LearnersPass(p.run, getattr(p, "name", None) or type(p).__name__)
     if callable(p):
-        return FunctionPass(p)
+        return LearnersPass(p)
     raise TeachflowError(f"{p!r} is not a pass", op="compile",
                          hint="give a pass name such as 'cse', a function Graph -> Graph, or an "
                               "object with a run(graph) method")

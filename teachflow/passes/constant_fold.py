@@ -21,30 +21,24 @@ import numpy as np
 from teachflow.backends import CPU, rerun_warning_at_user_line
 from teachflow.errors import on_behalf_of
 from teachflow.graph import Graph, Node, Value, format_node
-from teachflow.passes.base import BuiltinPass, Change
+from teachflow.passes.base import Change, Decide, Rewriter, rewrite
 
 #: The largest result (in elements) that is folded into a constant.
 MAX_ELEMENTS = 1 << 16
 
 
-class ConstantFold(BuiltinPass):
-    name = "constant_fold"
+def constant_fold(graph: Graph, max_elements: int = MAX_ELEMENTS) -> tuple[Graph, list[Change]]:
+    """Compute now each node whose operands are all known, if it is pure and small enough."""
+    changes: list[Change] = []
 
-    def __init__(self, max_elements: int = MAX_ELEMENTS) -> None:
-        self.max_elements = max_elements
+    def decide_for(g: Graph) -> Decide:
+        known: dict[Value, np.ndarray] = {v: v.data for v in g.constants}
 
-    def run(self, graph: Graph) -> tuple[Graph, list[Change]]:
-        g = graph.clone()
-        known: dict[int, np.ndarray] = {id(v): v.data for v in g.constants}
-        mapping: dict[int, Value] = {}
-        kept, changes = [], []
-        for node in g.nodes:
-            node.inputs = tuple(mapping.get(id(o), o) if isinstance(o, Value) else o
-                                for o in node.inputs)
-            if not self._foldable(node, known):
-                kept.append(node)
-                continue
-            operands = [known[id(o)] if isinstance(o, Value) else o for o in node.inputs]
+        def decide(node: Node, rewriter: Rewriter) -> Value | None:
+            if (node.op.random or not 0 <= node.spec.size <= max_elements
+                    or any(isinstance(o, Value) and o not in known for o in node.inputs)):
+                return None
+            operands = [known[o] if isinstance(o, Value) else o for o in node.inputs]
             kernel = CPU.kernels[node.op]
             try:
                 result = kernel(*operands, **node.params)
@@ -52,18 +46,13 @@ class ConstantFold(BuiltinPass):
                 with on_behalf_of(node.source):
                     result = rerun_warning_at_user_line(kernel, operands, node.params, warning)
             result = np.asarray(result, dtype=node.spec.dtype)
-            constant = g.constant(result)
-            constant.spec = node.spec  # keeps the device the value is used on
-            known[id(constant)] = result
-            mapping[id(node.output)] = constant
+            constant = rewriter.constant(result, node.spec)  # (on the device it is used on)
+            known[constant] = result
             changes.append(Change("replaced", (node.id,), (constant.id,), "constant operands",
                                   f"{format_node(node)} depends on constants only: computed "
                                   f"now, becomes the constant {constant}"))
-        g.nodes = kept
-        g.outputs = [mapping.get(id(v), v) for v in g.outputs]
-        return g, changes
+            return constant
 
-    def _foldable(self, node: Node, known: dict[int, np.ndarray]) -> bool:
-        size = node.spec.size
-        return (not node.op.random and 0 <= size <= self.max_elements
-                and all(not isinstance(o, Value) or id(o) in known for o in node.inputs))
+        return decide
+
+    return rewrite(graph, decide_for), changes

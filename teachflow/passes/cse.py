@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from teachflow.graph import Graph, Node, Value, format_node
-from teachflow.passes.base import BuiltinPass, Change
+from teachflow.passes.base import Change, Decide, Rewriter, rewrite
 
 
 def params_key(params: dict) -> tuple:
@@ -47,16 +47,16 @@ class ValueNumbering:
     """Number values so that equal numbers mean equal computations."""
 
     def __init__(self) -> None:
-        self.numbers: dict[int, int] = {}  # id(value) -> number
+        self.numbers: dict[Value, int] = {}  # value -> number
         self.first: dict[tuple, Value] = {}  # key -> the first value computed with it
         self._fresh = itertools.count()
 
     def number(self, operand: Any) -> Any:
         if not isinstance(operand, Value):  # a literal is its own number
             return literal_key(operand)
-        n = self.numbers.get(id(operand))
+        n = self.numbers.get(operand)
         if n is None:  # an input, capture, constant or new result: equal only to itself
-            n = self.numbers[id(operand)] = next(self._fresh)
+            n = self.numbers[operand] = next(self._fresh)
         return n
 
     def visit(self, node: Node) -> Value | None:
@@ -70,7 +70,7 @@ class ValueNumbering:
         key = (node.op.name, params_key(node.params), tuple(operands))
         earlier = self.first.get(key)
         if earlier is not None:
-            self.numbers[id(node.output)] = self.numbers[id(earlier)]
+            self.numbers[node.output] = self.numbers[earlier]
             return earlier
         self.first[key] = node.output
         self.number(node.output)
@@ -79,30 +79,27 @@ class ValueNumbering:
     def same(self, a: Any, b: Any) -> bool:
         """True if `a` and `b` are known to compute the same value."""
         return a is b or (isinstance(a, Value) and isinstance(b, Value)
-                          and id(a) in self.numbers and id(b) in self.numbers
-                          and self.numbers[id(a)] == self.numbers[id(b)])
+                          and a in self.numbers and b in self.numbers
+                          and self.numbers[a] == self.numbers[b])
 
 
-class CSE(BuiltinPass):
-    name = "cse"
+def cse(graph: Graph) -> tuple[Graph, list[Change]]:
+    """Merge each node that computes what an earlier node computes into that earlier node."""
+    changes: list[Change] = []
 
-    def run(self, graph: Graph) -> tuple[Graph, list[Change]]:
-        g = graph.clone()
+    def decide_for(_g: Graph) -> Decide:
         numbering = ValueNumbering()
-        mapping: dict[int, Value] = {}
-        kept, changes = [], []
-        for node in g.nodes:
-            node.inputs = tuple(mapping.get(id(o), o) if isinstance(o, Value) else o
-                                for o in node.inputs)
+
+        def decide(node: Node, _: Rewriter) -> Value | None:
             earlier = numbering.visit(node)
-            if earlier is None:
-                kept.append(node)
-                continue
-            mapping[id(node.output)] = earlier
-            earlier.producer.lineage = tuple(sorted({*earlier.producer.lineage, *node.lineage}))
-            changes.append(Change(
-                "merged", (node.id,), (earlier.id,), "same op on the same operands",
-                f"{format_node(node)} computes the same as {earlier}: merged into {earlier}"))
-        g.nodes = kept
-        g.outputs = [mapping.get(id(v), v) for v in g.outputs]
-        return g, changes
+            if earlier is not None:
+                earlier.producer.lineage = tuple(sorted({*earlier.producer.lineage,
+                                                         *node.lineage}))
+                changes.append(Change(
+                    "merged", (node.id,), (earlier.id,), "same op on the same operands",
+                    f"{format_node(node)} computes the same as {earlier}: merged into {earlier}"))
+            return earlier
+
+        return decide
+
+    return rewrite(graph, decide_for), changes

@@ -7,24 +7,28 @@ leaves a duplicate's operands unused) and let this pass sweep them up in one pla
 
 from __future__ import annotations
 
-from teachflow.executor import live_nodes
-from teachflow.graph import Graph, format_node
-from teachflow.passes.base import BuiltinPass, Change
+from teachflow.graph import Graph, Node, format_node
+from teachflow.passes.base import DROP, Change, Decide, Rewriter, rewrite
 
 
-class DCE(BuiltinPass):
-    name = "dce"
+def dce(graph: Graph) -> tuple[Graph, list[Change]]:
+    """Remove the nodes, constants and captures that no output depends on."""
+    changes: list[Change] = []
 
-    def run(self, graph: Graph) -> tuple[Graph, list[Change]]:
-        g = graph.clone()
-        live = live_nodes(g, g.outputs)
-        alive = {id(n) for n in live}
-        changes = [Change("removed", (n.id,), (), "unused",
-                          f"{format_node(n)} is never used by an output: removed")
-                   for n in g.nodes if id(n) not in alive]
-        g.nodes = live
+    def decide_for(g: Graph) -> Decide:
+        live, used = g.live()
+        live = set(live)
         # Constants and captures nothing reads any more go too (constant folding leaves some).
-        used = {id(o) for n in live for o in n.inputs} | {id(v) for v in g.outputs}
-        g.constants = [v for v in g.constants if id(v) in used]
-        g.captures = [v for v in g.captures if id(v) in used]
-        return g, changes
+        g.constants = [v for v in g.constants if v in used]
+        g.captures = [v for v in g.captures if v in used]
+
+        def decide(node: Node, _: Rewriter) -> object:
+            if node in live:
+                return None
+            changes.append(Change("removed", (node.id,), (), "unused",
+                                  f"{format_node(node)} is never used by an output: removed"))
+            return DROP
+
+        return decide
+
+    return rewrite(graph, decide_for), changes

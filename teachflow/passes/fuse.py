@@ -26,7 +26,7 @@ import numpy as np
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.kernels.group import FusedGroup
 from teachflow.ops.op import Op
-from teachflow.passes.base import BuiltinPass, Change
+from teachflow.passes.base import DROP, Change, Decide, Rewriter, rewrite
 
 REDUCTIONS = ("sum", "mean", "max")
 
@@ -69,96 +69,101 @@ def fused_op(group: FusedGroup) -> FusedOp:
                    group=group)
 
 
-class Fuse(BuiltinPass):
-    name = "fuse"
+def fuse(graph: Graph) -> tuple[Graph, list[Change]]:
+    """Replace each group of elementwise nodes (optionally ending in a reduction) by one node
+    that runs a generated kernel; the fused node takes the place of the group's last node."""
+    changes: list[Change] = []
 
-    def run(self, graph: Graph) -> tuple[Graph, list[Change]]:
-        g = graph.clone()
-        users = g.users()
-        outputs = {id(v) for v in g.outputs}
-        groups = self._groups(g, users, outputs)
-        member_of = {id(n): grp for grp in groups for n in grp}
-        kept, changes, mapping = [], [], {}
+    def decide_for(g: Graph) -> Decide:
+        groups = _groups(g)
+        member_of = {n: grp for grp in groups for n in grp}
         # Kernel names are unique in the graph, also when fuse runs a second time.
         numbered = sum(isinstance(n.op, FusedOp) for n in g.nodes)
-        for node in g.nodes:
-            group = member_of.get(id(node))
+        outputs = set(g.outputs)
+
+        def decide(node: Node, rewriter: Rewriter) -> Any:
+            group = member_of.get(node)
             if group is None:
-                kept.append(node)
-            elif node is group[-1]:  # the fused node takes the place of the group's last node
-                fused, change = self._fuse(g, group, numbered + len(changes),
-                                           returned=id(node.output) in outputs)
-                mapping[id(node.output)] = fused.output
-                kept.append(fused)
-                changes.append(change)
-        g.nodes = kept
-        g.substitute(mapping)
-        return g, changes
+                return None
+            if node is not group[-1]:  # read only inside the group: the kernel computes it
+                return DROP
+            fused, change = _fuse(rewriter, group, numbered + len(changes),
+                                  returned=node.output in outputs)
+            changes.append(change)
+            return fused
 
-    def _groups(self, g: Graph, users: dict, outputs: set[int]) -> list[list[Node]]:
-        group_of: dict[int, list[Node]] = {}
-        groups: dict[int, list[Node]] = {}  # id(group) -> group
+        return decide
 
-        def private(value: Any, consumer: Node) -> bool:  # only `consumer` ever reads it
-            return (isinstance(value, Value) and id(value) not in outputs
-                    and all(u is consumer for u in users.get(id(value), ())))
+    return rewrite(graph, decide_for), changes
 
-        for node in g.nodes:
-            if node.op.elementwise:
-                group = None
-                for operand in node.inputs:
-                    producer = operand.producer if isinstance(operand, Value) else None
-                    if (producer is not None and id(producer) in group_of
-                            and producer.op.elementwise
-                            and producer.spec.shape == node.spec.shape
-                            and private(operand, node)
-                            and group_of[id(producer)][-1] is producer):
-                        joined = group_of[id(producer)]
-                        if group is None:
-                            group = joined
-                        elif joined is not group:  # two chains meet here: one group
-                            group.extend(joined)
-                            for n in joined:
-                                group_of[id(n)] = group
-                            del groups[id(joined)]
-                if group is None:
-                    group = []
-                    groups[id(group)] = group
-                group.append(node)
-                group_of[id(node)] = group
-            elif node.op.name in REDUCTIONS and "initial" not in node.params:
-                operand = node.inputs[0]
+
+def _groups(g: Graph) -> list[list[Node]]:
+    """The groups of nodes that become one kernel each, in graph order."""
+    users = g.users()
+    outputs = set(g.outputs)
+    group_of: dict[Node, list[Node]] = {}
+    groups: dict[int, list[Node]] = {}  # id(group) -> group (a list is not hashable)
+
+    def private(value: Any, consumer: Node) -> bool:  # only `consumer` ever reads it
+        return (isinstance(value, Value) and value not in outputs
+                and all(u is consumer for u in users.get(value, ())))
+
+    for node in g.nodes:
+        if node.op.elementwise:
+            group = None
+            for operand in node.inputs:
                 producer = operand.producer if isinstance(operand, Value) else None
-                if (producer is not None and id(producer) in group_of and producer.op.elementwise
-                        and group_of[id(producer)][-1] is producer and private(operand, node)):
-                    group_of[id(producer)].append(node)
-                    group_of[id(node)] = group_of[id(producer)]
-        order = {id(n): i for i, n in enumerate(g.nodes)}
-        fusable = [sorted(grp, key=lambda n: order[id(n)]) for grp in groups.values()
-                   if len(grp) > 1]
-        return fusable
-
-    def _fuse(self, g: Graph, members: list[Node], index: int,
-              returned: bool) -> tuple[Node, Change]:
-        reduction = members[-1] if members[-1].op.name in REDUCTIONS else None
-        elementwise = members[:-1] if reduction is not None else members
-        inside = {id(n.output) for n in members}
-        inputs: list[Value] = []
-        for n in members:
-            for o in n.inputs:
-                if isinstance(o, Value) and id(o) not in inside and all(o is not i for i in inputs):
-                    inputs.append(o)
-        last = members[-1]
-        group = FusedGroup(f"fused_k{index + 1}", tuple(elementwise), reduction, tuple(inputs),
-                           last.output, returned)
-        lineage = tuple(sorted({i for n in members for i in n.lineage}))
-        node = g.new_node(fused_op(group), tuple(inputs), {}, last.spec, last.source, lineage)
-        names = ", ".join(f"%{n.id} {n.op.name}" for n in members)
-        change = Change(
-            "fused", tuple(n.id for n in members), (node.id,), "elementwise chain -> one kernel",
-            f"{names} run as one kernel {group.name} ({format_node(node)}): it reads its "
-            f"{len(inputs)} input(s) once and writes one result, with no temporaries in memory")
-        return node, change
+                if (producer is not None and producer in group_of
+                        and producer.op.elementwise
+                        and producer.spec.shape == node.spec.shape
+                        and private(operand, node)
+                        and group_of[producer][-1] is producer):
+                    joined = group_of[producer]
+                    if group is None:
+                        group = joined
+                    elif joined is not group:  # two chains meet here: one group
+                        group.extend(joined)
+                        for n in joined:
+                            group_of[n] = group
+                        del groups[id(joined)]
+            if group is None:
+                group = []
+                groups[id(group)] = group
+            group.append(node)
+            group_of[node] = group
+        elif node.op.name in REDUCTIONS and "initial" not in node.params:
+            operand = node.inputs[0]
+            producer = operand.producer if isinstance(operand, Value) else None
+            if (producer is not None and producer in group_of and producer.op.elementwise
+                    and group_of[producer][-1] is producer and private(operand, node)):
+                group_of[producer].append(node)
+                group_of[node] = group_of[producer]
+    order = {n: i for i, n in enumerate(g.nodes)}
+    return [sorted(grp, key=order.__getitem__) for grp in groups.values() if len(grp) > 1]
 
 
-fuse = Fuse()
+def _fuse(rewriter: Rewriter, members: list[Node], index: int,
+          returned: bool) -> tuple[Value, Change]:
+    """The fused node of `members` (its value) and the change that says so."""
+    reduction = members[-1] if members[-1].op.name in REDUCTIONS else None
+    elementwise = members[:-1] if reduction is not None else members
+    inside = {n.output for n in members}
+    inputs: list[Value] = []
+    for n in members:
+        for o in n.inputs:
+            if isinstance(o, Value) and o not in inside and o not in inputs:
+                inputs.append(o)
+    last = members[-1]
+    group = FusedGroup(f"fused_k{index + 1}", tuple(elementwise), reduction, tuple(inputs),
+                       last.output, returned)
+    lineage = tuple(sorted({i for n in members for i in n.lineage}))
+    fused = rewriter.add(fused_op(group), tuple(inputs), {}, last.spec, lineage)
+    node = fused.producer
+    names = ", ".join(f"%{n.id} {n.op.name}" for n in members)
+    change = Change(
+        "fused", tuple(n.id for n in members), (node.id,), "elementwise chain -> one kernel",
+        f"{names} run as one kernel {group.name} ({format_node(node)}): it reads its "
+        f"{len(inputs)} input(s) once and writes one result, with no temporaries in memory")
+    return fused, change
+
+

@@ -10,7 +10,7 @@ false the rule is restricted, and the restriction is part of its name:
 - ``x+0 -> x`` is *not* true for floats either: ``-0.0 + 0`` is ``+0.0``, and ``1/x`` tells the
   two zeros apart. (``x-0``, ``x*1`` and ``x/1`` keep the sign, so they hold for every float.)
 
-Every rule also gets a free check from the engine (`rewrite.py`): its result must have the shape,
+Every rule also gets a free check from the engine (`rules.py`): its result must have the shape,
 dtype and device of what it replaces, so ``x*1 -> x`` never fires where the ``1`` would have
 broadcast or promoted ``x``.
 """
@@ -18,7 +18,7 @@ broadcast or promoted ``x``.
 from __future__ import annotations
 
 from teachflow.graph import Value
-from teachflow.passes.rewrite import P, Rule, RuleSet, Var
+from teachflow.passes.rules import P, Rule, Var, rule_pass
 
 X, Y = Var("x"), Var("y")
 
@@ -79,4 +79,4 @@ RULES = [
          P("stop_gradient", X), lambda m, emit: m.x),
 ]
 
-simplify = RuleSet("simplify", RULES)
+simplify = rule_pass("simplify", RULES)

@@ -26,7 +26,7 @@ from typing import Any
 
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.ops import OPS
-from teachflow.passes.base import BuiltinPass, Change
+from teachflow.passes.base import Change, Decide, Rewriter, rewrite
 from teachflow.passes.cse import ValueNumbering
 
 
@@ -120,63 +120,56 @@ def _same_operand(a: Any, b: Any) -> bool:
     return a is b if isinstance(a, Value) or isinstance(b, Value) else a == b
 
 
-class RuleSet(BuiltinPass):
+def rule_pass(name: str, rules: list[Rule]) -> Callable[[Graph], tuple[Graph, list[Change]]]:
     """A pass made of a table of rules, applied by `apply_rules`."""
 
-    def __init__(self, name: str, rules: list[Rule]) -> None:
-        self.name = name
-        self.rules = rules
+    def run(graph: Graph) -> tuple[Graph, list[Change]]:
+        return apply_rules(graph, rules)
 
-    def run(self, graph: Graph) -> tuple[Graph, list[Change]]:
-        return apply_rules(graph, self.rules)
+    run.__name__ = run.__qualname__ = name
+    run.rules = rules
+    return run
 
 
 MAX_SWEEPS = 8
 
 
 def apply_rules(graph: Graph, rules: list[Rule]) -> tuple[Graph, list[Change]]:
-    """Apply `rules` to a clone of `graph` until none matches (or MAX_SWEEPS walks)."""
-    g = graph.clone()
+    """Apply `rules` until none matches (or MAX_SWEEPS walks), each walk one `rewrite`."""
     changes: list[Change] = []
     for _ in range(MAX_SWEEPS):
-        found = _sweep(g, rules, changes)
-        if not found:
+        before = len(changes)
+        graph = rewrite(graph, lambda _g: _first_rule(rules, changes))
+        if len(changes) == before:
             break
-    return g, changes
+    return graph, changes
 
 
-def _sweep(g: Graph, rules: list[Rule], changes: list[Change]) -> bool:
-    mapping: dict[int, Value] = {}
-    kept: list[Node] = []
+def _first_rule(rules: list[Rule], changes: list[Change]) -> Decide:
+    """The decision of one walk: the first rule that matches a node replaces it."""
     context = RewriteContext(ValueNumbering())
-    found = False
-    for node in g.nodes:
-        node.inputs = tuple(mapping.get(id(o), o) if isinstance(o, Value) else o
-                            for o in node.inputs)
-        replacement, emitted, rule = _first_rewrite(g, node, rules, context)
+
+    def decide(node: Node, rewriter: Rewriter) -> Value | None:
+        replacement, rule = _first_rewrite(node, rules, context, rewriter)
         if replacement is None:
-            kept.append(node)
             context.numbering.visit(node)
-            continue
-        for new in emitted:
-            kept.append(new)
+            return None
+        for new in rewriter.added:
             context.numbering.visit(new)
         producer = replacement.producer
-        if not emitted and producer is not None:  # x*1 -> x: x's node now stands for both
+        if not rewriter.added and producer is not None:  # x*1 -> x: x's node stands for both
             producer.lineage = tuple(sorted({*producer.lineage, *node.lineage}))
-        mapping[id(node.output)] = replacement
-        found = True
-        made = " then ".join(format_node(n) for n in emitted) or str(replacement)
-        changes.append(Change("replaced", (node.id,), tuple(n.id for n in emitted) or
+        made = " then ".join(format_node(n) for n in rewriter.added) or str(replacement)
+        changes.append(Change("replaced", (node.id,), tuple(n.id for n in rewriter.added) or
                               ((replacement.id,)), rule.name,
                               f"{rule.name}: {format_node(node)} becomes {made}"))
-    g.nodes = kept
-    g.outputs = [mapping.get(id(v), v) for v in g.outputs]
-    return found
+        return replacement
+
+    return decide
 
 
-def _first_rewrite(g: Graph, node: Node, rules: list[Rule],
-                   context: RewriteContext) -> tuple[Value | None, list[Node], Rule | None]:
+def _first_rewrite(node: Node, rules: list[Rule], context: RewriteContext,
+                   rewriter: Rewriter) -> tuple[Value | None, Rule | None]:
     for rule in rules:
         if rule.pattern.op is not node.op:
             continue
@@ -185,24 +178,21 @@ def _first_rewrite(g: Graph, node: Node, rules: list[Rule],
             continue
         if rule.where is not None and not rule.where(m, context):
             continue
-        emit = _Emitter(g, node)
+        emit = _Emitter(rewriter)
         replacement = rule.rewrite(m, emit)
         # The guard every rule gets for free: the replacement must be interchangeable.
         if isinstance(replacement, Value) and replacement.spec == node.spec:
-            return replacement, emit.nodes, rule
-    return None, [], None
+            return replacement, rule
+        del rewriter.added[:]  # (what a refused replacement emitted goes with it)
+    return None, None
 
 
 class _Emitter:
-    """``emit(op, *inputs, **params)`` for a rule: a new node standing where `node` was."""
+    """``emit(op, *inputs, **params)`` for a rule: a new node standing where the matched one
+    was."""
 
-    def __init__(self, graph: Graph, node: Node) -> None:
-        self.graph, self.node, self.nodes = graph, node, []
+    def __init__(self, rewriter: Rewriter) -> None:
+        self.rewriter = rewriter
 
     def __call__(self, op: str, *inputs: Any, **params: Any) -> Value:
-        specs = [o.spec if isinstance(o, Value) else o for o in inputs]
-        spec = OPS[op].abstract_eval(*specs, **params)
-        new = self.graph.new_node(OPS[op], inputs, params, spec, self.node.source,
-                                  self.node.lineage)
-        self.nodes.append(new)
-        return new.output
+        return self.rewriter.add(OPS[op], inputs, params)
