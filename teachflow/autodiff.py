@@ -192,18 +192,18 @@ def _saved(x: Any, what: str) -> Any:
 def topological_order(root: TapeNode | Leaf) -> list:
     """Every node reachable from `root`, each after all of its parents (iterative DFS)."""
     order: list = []
-    visited: set[int] = set()
+    visited: set = set()
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
         node, parents_done = stack.pop()
         if parents_done:
             order.append(node)
             continue
-        if id(node) in visited:
+        if node in visited:
             continue
-        visited.add(id(node))
+        visited.add(node)
         stack.append((node, True))
-        stack.extend((p, False) for p in node.parents if p is not None and id(p) not in visited)
+        stack.extend((p, False) for p in node.parents if p is not None and p not in visited)
     return order
 
 
@@ -260,10 +260,10 @@ def _runtime_like(node: TapeNode | Leaf, tensor_type: type) -> Any:
     return None
 
 
-def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set[int] | None = None,
+def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set | None = None,
                   create_graph: bool = False, release: bool = False) -> list[tuple[Any, Any]]:
     """Send `seed` backwards from `root`; return ``(node, gradient)`` for the nodes where it
-    stops: the ids in `targets` if given, else every leaf reached. With `release`, every node
+    stops: the nodes in `targets` if given, else every leaf reached. With `release`, every node
     passed lets go of what it kept for its rules (`Tensor.backward` does this, as PyTorch does,
     unless asked to retain the tape)."""
     order = topological_order(root)
@@ -281,20 +281,20 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set[int] | None = N
     else:  # skip every node from which no target can be reached
         relevant = set()
         for node in order:
-            if id(node) in targets or any(id(p) in relevant for p in node.parents
+            if node in targets or any(p in relevant for p in node.parents
                                           if p is not None):
-                relevant.add(id(node))
-    grads: dict[int, Any] = {id(root): seed}
+                relevant.add(node)
+    grads: dict[Any, Any] = {root: seed}
     found = []
     with _GradMode(create_graph):
         for node in reversed(order):
-            g = grads.pop(id(node), None)
+            g = grads.pop(node, None)
             if g is None:
                 continue
-            if type(node) is Leaf or (targets is not None and id(node) in targets):
+            if type(node) is Leaf or (targets is not None and node in targets):
                 found.append((node, g))
                 continue
-            if relevant is not None and id(node) not in relevant:
+            if relevant is not None and node not in relevant:
                 continue
             # The ops of this rule belong to the user's line that applied the op.
             origin = node.source and replace(node.source, note=f"grad of {node.op.name}")
@@ -316,7 +316,7 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
     if node.out is not None:
         out = type(g)._make(node.out, node.backend, node if create_graph else None)
     for i, parent in enumerate(node.parents):
-        if parent is None or (relevant is not None and id(parent) not in relevant):
+        if parent is None or (relevant is not None and parent not in relevant):
             continue
         found = op.rule(i)
         if found is None:  # an input with no gradient (the `like` of sum_like, an index array)
@@ -337,8 +337,8 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
         if ct is None:
             continue
         ct = _fit(ct, parent, op.broadcasts)
-        previous = grads.get(id(parent))
-        grads[id(parent)] = ct if previous is None else previous + ct
+        previous = grads.get(parent)
+        grads[parent] = ct if previous is None else previous + ct
 
 
 def backward(tensor: Tracked, grad: Tracked | None = None, retain_graph: bool = False) -> None:

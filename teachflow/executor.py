@@ -178,25 +178,25 @@ def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] |
     `state` gives it (by `Slot`)."""
     outputs = list(graph.outputs if outputs is None else outputs)
     input_values = graph.inputs if input_values is None else input_values
-    env: dict[int, Any] = {id(v): t for v, t in zip(input_values, inputs, strict=True)}
+    env: dict[Value, Any] = dict(zip(input_values, inputs, strict=True))
     for v in graph.captures:
-        env[id(v)] = state[v.data] if state is not None else v.data.read(inputs)
+        env[v] = state[v.data] if state is not None else v.data.read(inputs)
     for v in graph.constants:
         backend = get_backend(v.spec.device)
-        env[id(v)] = Tensor._make(backend.asarray(v.data), backend, None)
+        env[v] = Tensor._make(backend.asarray(v.data), backend, None)
     for node in graph.live(outputs)[0]:
-        args = [env[id(o)] if isinstance(o, Value) else o for o in node.inputs]
+        args = [env[o] if isinstance(o, Value) else o for o in node.inputs]
         with on_behalf_of(node.source), (no_grad() if node.no_grad else nullcontext()):
-            env[id(node.output)] = result = bind(node.op, *args, **node.params)
+            env[node.output] = result = bind(node.op, *args, **node.params)
         leaf = graph.leaf_values.get(node.output)
         if leaf is not None:  # an update of a leaf: the leaf, with its new values
             owner = leaf.tensor(inputs) if state is None else None
             if owner is not None and owner._node is not None:
-                env[id(node.output)] = result = Tensor._make(result._data, result._backend,
+                env[node.output] = result = Tensor._make(result._data, result._backend,
                                                               owner._node)
         if on_node is not None:
             on_node(node, result)
-    return [env[id(v)] for v in outputs]
+    return [env[v] for v in outputs]
 
 
 def explain_failure(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] | None = None,

@@ -120,10 +120,10 @@ def _gradients(out: Any, inputs: list, create_graph: bool) -> list:
                             op="grad", hint="return a scalar such as loss.sum() or loss.mean()")
     if out._node is None:  # the output does not depend on any input
         return [filled_like(x, 0) for x in inputs]
-    targets = {id(x._node) for x in inputs}
+    targets = {x._node for x in inputs}
     origin = getattr(out._node, "source", None)
     with on_behalf_of(origin and replace(origin, note="seed: d(out)/d(out) = 1")):
         seed = seed_of(out, None, "grad")
-    found = {id(node): g for node, g in backpropagate(out._node, seed, targets, create_graph)}
-    return [found[id(x._node)] if id(x._node) in found else filled_like(x, 0)
+    found = dict(backpropagate(out._node, seed, targets, create_graph))
+    return [found[x._node] if x._node in found else filled_like(x, 0)
             for x in inputs]

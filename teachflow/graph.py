@@ -292,30 +292,30 @@ class Graph:
         """
         g = Graph(self.name)
         g._next_id = self._next_id
-        new: dict[int, Value] = {}
+        new: dict[Value, Value] = {}
 
         def copy(v: Value, kind_list: list[Value]) -> None:
             c = g._own(Value(v.id, v.spec, v.kind, v.name, data=v.data))
-            new[id(v)] = c
+            new[v] = c
             kind_list.append(c)
 
         for v in self.inputs:
             copy(v, g.inputs)
         for v in self.captures:
             copy(v, g.captures)
-            g._captured[(v.data.key, v.data.attr)] = new[id(v)]
+            g._captured[(v.data.key, v.data.attr)] = new[v]
         for v in self.constants:
             copy(v, g.constants)
         for node in self.nodes:
-            inputs = tuple(new[id(o)] if isinstance(o, Value) else o for o in node.inputs)
+            inputs = tuple(new[o] if isinstance(o, Value) else o for o in node.inputs)
             clone = Node(node.id, node.op, inputs, node.params, node.spec, node.source,
                          node.lineage, node.no_grad)
             g._own(clone.output)
-            new[id(node.output)] = clone.output
+            new[node.output] = clone.output
             g.nodes.append(clone)
-        g.outputs = [new[id(v)] for v in self.outputs]
+        g.outputs = [new[v] for v in self.outputs]
         g.updates = list(self.updates)
-        g.leaf_values = {new[id(v)]: slot for v, slot in self.leaf_values.items() if id(v) in new}
+        g.leaf_values = {new[v]: slot for v, slot in self.leaf_values.items() if v in new}
         return g
 
     def new_node(self, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
@@ -418,12 +418,12 @@ class Graph:
     def verify(self) -> None:
         """Check the graph is well formed: every operand defined before use and defined once,
         ids unique, every node's recorded spec the one its op's shape rule gives."""
-        defined: set[int] = set()  # id() of the Value objects defined so far
+        defined: set[Value] = set()  # the values defined so far
         for v in [*self.inputs, *self.captures, *self.constants]:
             self._define(v, defined)
         for node in self.nodes:
             for operand in node.inputs:
-                if isinstance(operand, Value) and id(operand) not in defined:
+                if isinstance(operand, Value) and operand not in defined:
                     raise GraphError(f"node {node.output} uses {operand} before it is defined",
                                      op="verify", location=node.source)
                 if not isinstance(operand, Value | bool | int | float):
@@ -444,19 +444,19 @@ class Graph:
                                  f"its operands gives {expected}", op="verify",
                                  location=node.source)
         for v in self.outputs:
-            if id(v) not in defined:
+            if v not in defined:
                 raise GraphError(f"output {v} is not defined in the graph", op="verify")
         for u in self.updates:
             if u.output is not None and not 0 <= u.output < len(self.outputs):
                 raise GraphError(f"the update of {u.slot.name} names output {u.output}, but the "
                                  f"graph has {len(self.outputs)}", op="verify")
 
-    def _define(self, value: Value, defined: set[int]) -> None:
-        if id(value) in defined:
+    def _define(self, value: Value, defined: set[Value]) -> None:
+        if value in defined:
             raise GraphError(f"value {value} is defined twice", op="verify")
         if not self.owns(value):
             raise GraphError(f"value {value} belongs to another graph", op="verify")
-        defined.add(id(value))
+        defined.add(value)
 
 
 def format_node(node: Node) -> str:

@@ -29,7 +29,7 @@ class Session:
                                  op="Session", hint="build one with `with tfl.Graph() as g:` "
                                                     "and pass it: tfl.Session(g)")
         self.graph = graph
-        self._executors: dict[tuple[int, ...], Executor] = {}
+        self._executors: dict[tuple[Value, ...], Executor] = {}
 
     def run(self, fetches: Any, feed: dict | None = None) -> Any:
         """Compute `fetches` (a tensor, or a list/tuple/dict of them) with `feed` giving a value
@@ -38,20 +38,20 @@ class Session:
         outputs = [self._fetch_value(t) for t in leaves]
         needed = _placeholders_needed(self.graph, outputs)
         values = self._feed_values(feed or {}, needed)
-        key = tuple(id(v) for v in outputs)
+        key = tuple(outputs)
         executor = self._executors.get(key)
         if executor is None:
             device = needed[0].spec.device if needed else "cpu"
             executor = generate(self.graph, get_backend(device), outputs, needed)
             self._executors[key] = executor
-        fed = [Tensor._make(values[id(v)], get_backend(v.spec.device), None) for v in needed]
+        fed = [Tensor._make(values[v], get_backend(v.spec.device), None) for v in needed]
         try:
-            arrays = executor(*[values[id(v)] for v in needed],
+            arrays = executor(*[values[v] for v in needed],
                               *[c.data.read()._data for c in executor.captures])
         except Exception as exc:  # sizes left open (None) may still disagree when fed
             raise explain_failure(self.graph, fed, outputs, input_values=needed) from exc
         backend = get_backend(needed[0].spec.device if needed else "cpu")
-        fed = [values[id(v)] for v in needed]
+        fed = [values[v] for v in needed]
         return tree_unflatten(treedef, [_own(backend.to_numpy(a), fed) for a in arrays])
 
     def _fetch_value(self, fetch: Any) -> Value:
@@ -62,21 +62,21 @@ class Session:
                                  hint="fetch tensors that were built inside `with graph:`")
         return data
 
-    def _feed_values(self, feed: dict, needed: list[Value]) -> dict[int, Any]:
+    def _feed_values(self, feed: dict, needed: list[Value]) -> dict[Value, Any]:
         if not isinstance(feed, dict):
             raise TeachflowError(f"feed is a dict from placeholders to values, not "
                                  f"{type(feed).__name__}", op="Session.run",
                                  hint="feed={x: np.ones((2, 3))}")
-        placeholders = {id(v): v for v in self.graph.inputs}
+        placeholders = set(self.graph.inputs)
         given: dict[int, Any] = {}
         for key, value in feed.items():
             data = key._data if isinstance(key, Tensor) else None
-            if not isinstance(data, Value) or id(data) not in placeholders:
+            if not isinstance(data, Value) or data not in placeholders:
                 raise TeachflowError(f"feed key {key!r} is not a placeholder of this graph",
                                      op="Session.run",
                                      hint="feed the tensors that tfl.placeholder returned")
-            given[id(data)] = _check_feed(data, value)
-        missing = [str(v) for v in needed if id(v) not in given]
+            given[data] = _check_feed(data, value)
+        missing = [str(v) for v in needed if v not in given]
         if missing:
             raise TeachflowError(f"the fetches need placeholder(s) {', '.join(missing)}, "
                                  "which were not fed", op="Session.run",
