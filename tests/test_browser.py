@@ -298,6 +298,18 @@ def test_keys_step_the_static_page_without_a_click_first(page, tmp_path) -> None
     assert not page.errors, page.errors
 
 
+def test_the_joined_stepper_module_hides_no_name_of_the_page(page) -> None:
+    """The front-end's modules are joined into one module (`stepper_module`), and the static
+    page's stand-in for anywidget's model runs in that module too: a top-level function named
+    like a global of the page (`history`, `scrollTo`) would hide it from the stand-in."""
+    from teachflow.viz.stepper import stepper_module
+
+    names = re.findall(r"^(?:function|const|let|class) (\w+)", stepper_module(), re.M)
+    assert "render" in names
+    page.goto("about:blank")
+    assert page.evaluate("(names) => names.filter((name) => name in window)", names) == []
+
+
 def test_a_big_compilation_opens_and_steps_without_freezing(page, tmp_path) -> None:
     def long(x):
         for i in range(150):

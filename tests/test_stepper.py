@@ -11,6 +11,7 @@ import textwrap
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ import teachflow as tfl
 from teachflow.viz.assets import widget_file, widgets_folder
 from teachflow.viz.data import compilation_data
 from teachflow.viz.html import page_html
-from teachflow.viz.stepper import PassStepper
+from teachflow.viz.stepper import PassStepper, bundle, stepper_module
 from teachflow.viz.svg import graph_svg
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -89,51 +90,116 @@ def test_compile_keeps_the_example_inputs_in_graph_order() -> None:
     assert output["value"]["max"] == pytest.approx(float(expected.max()))
 
 
-def test_front_end_is_an_es_module_with_a_default_render() -> None:
-    esm = PassStepper._esm
-    assert esm == widget_file("stepper.js") and esm.strip()
-    assert re.search(r"^export default \{ render \};$", esm, re.M)
-    assert re.search(r"^function render\(\{ model, el \}\)", esm, re.M)
-    assert "import " not in esm  # no CDN, no bundler: one file
-    assert ".tf-stepper" in PassStepper._css
-    assert (widgets_folder() / "stepper.js").is_file()
+MODULES = widgets_folder() / "stepper"  # the front-end's ES modules, joined by stepper_module
 
 
-def test_front_end_parses_and_its_diff_is_right_under_node(tmp_path: Path) -> None:
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("Node.js is not installed: the JavaScript is not parsed outside a browser")
-    module = tmp_path / "stepper.mjs"
-    module.write_text(widget_file("stepper.js"), encoding="utf-8")
-    check = tmp_path / "check.mjs"
-    check.write_text(textwrap.dedent("""
-        import widget, { diffLines } from "./stepper.mjs";
-        const diff = (a, b) => diffLines(a.split(""), b.split("")).map((p) => p.join("")).join(" ");
-        console.log(JSON.stringify({
-          render: typeof widget.render,
-          small: diff("abcd", "abxd"),
-          moved: diff("ab", "ba"),
-        }));
-    """), encoding="utf-8")
-    out = subprocess.run([node, str(check)], capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout)
-    assert result["render"] == "function"
-    assert result["small"] == " a  b -c +x  d"
-    assert result["moved"] == "-a  b +a"
-
-
-def run_node(tmp_path: Path, script: str, data: dict) -> dict:
-    """Run `script` (which sees the front-end's exports and `data`) under Node.js."""
+def node_or_skip() -> str:
     node = shutil.which("node")
     if node is None:
         pytest.skip("Node.js is not installed: the JavaScript is not run outside a browser")
-    (tmp_path / "stepper.mjs").write_text(widget_file("stepper.js"), encoding="utf-8")
+    return node
+
+
+def run_node(tmp_path: Path, script: str, data: Any = None) -> Any:
+    """Run `script` under Node.js beside a copy of the front-end's modules (it imports what it
+    tests from them: ``import { diffLines } from "./ir.js";``) with `data` as the constant
+    ``data``; returns what it prints, read as JSON."""
+    node = node_or_skip()
+    for module in MODULES.iterdir():
+        (tmp_path / module.name).write_text(module.read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "package.json").write_text('{"type": "module"}')  # (.js files are ES modules)
     check = tmp_path / "check.mjs"
-    check.write_text('import * as stepper from "./stepper.mjs";\n'
-                     f"const data = {json.dumps(data)};\n{textwrap.dedent(script)}",
+    check.write_text(f"const data = {json.dumps(data)};\n{textwrap.dedent(script)}",
                      encoding="utf-8")
     out = subprocess.run([node, str(check)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
+
+
+def test_front_end_is_one_es_module_with_a_default_render() -> None:
+    esm = PassStepper._esm
+    assert esm == stepper_module() and esm.strip()
+    assert re.findall(r"^export .*", esm, re.M) == ["export default { render };"]
+    assert re.search(r"^function render\(\{ model, el \}\)", esm, re.M)
+    assert not re.search(r"^import ", esm, re.M)  # no CDN, no file to fetch: one module
+    assert ".tf-stepper" in PassStepper._css
+    assert (MODULES / "widget.js").is_file()
+
+
+def test_each_front_end_module_is_a_short_chapter() -> None:
+    modules = [m for m in MODULES.iterdir() if m.name.endswith(".js")]
+    assert len(modules) >= 8
+    for module in modules:
+        text = module.read_text(encoding="utf-8")
+        assert len(text.splitlines()) < 400, module.name
+        assert text.startswith("/**\n"), module.name  # a header that says what it is for
+
+
+def test_the_bundle_holds_each_module_once_after_the_modules_it_imports() -> None:
+    esm = stepper_module()
+    names = sorted(m.name for m in MODULES.iterdir() if m.name.endswith(".js"))
+    order = re.findall(r"^// === (\S+) ===$", esm, re.M)
+    assert sorted(order) == names  # each module once (none is left out: widget.js uses all)
+    for name in names:
+        text = (MODULES / name).read_text(encoding="utf-8")
+        for imported in re.findall(r'^import \{[^}]*\} from "\./(\S+)";', text, re.M):
+            assert order.index(imported) < order.index(name), (imported, name)
+        body = re.sub(r'^import \{[^}]*\} from "[^"]+";\n', "", text, flags=re.M)
+        if name != "widget.js":  # (the entry keeps its exports)
+            body = re.sub(r"^export (?=function|const)", "", body, flags=re.M)
+        assert esm.count(body) == 1, name  # the rest of the module, as written
+
+
+def test_the_bundle_and_the_page_parse_under_node(tmp_path: Path) -> None:
+    node = node_or_skip()
+    (tmp_path / "bundle.mjs").write_text(stepper_module(), encoding="utf-8")
+    check = tmp_path / "check.mjs"
+    check.write_text('import widget from "./bundle.mjs";\n'
+                     "console.log(JSON.stringify(typeof widget.render));", encoding="utf-8")
+    out = subprocess.run([node, str(check)], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == "function"
+    page = page_html(compilation_data(compiled()))
+    script = re.search(r'<script type="module">(.*?)</script>', page, re.S).group(1)
+    (tmp_path / "page.mjs").write_text(script, encoding="utf-8")
+    subprocess.run([node, "--check", str(tmp_path / "page.mjs")], check=True)
+
+
+@pytest.mark.parametrize(("modules", "error"), [
+    ({"a.js": 'import { b } from "./b.js";\nexport function a() {}\n',
+      "b.js": 'import { a } from "./a.js";\nexport function b() {}\n'},
+     "in a circle: a.js -> b.js -> a.js"),
+    ({"a.js": 'import { b } from "./b.js";\n', "b.js": "export default b;\n"},
+     "b.js: bundle cannot"),
+    ({"a.js": 'import b from "./b.js";\n', "b.js": "const b = 1;\n"}, "a.js: bundle cannot"),
+    ({"a.js": 'import { b } from "./b.js";\nconst c = 1;\n',
+      "b.js": "export const b = 1;\nconst c = 2;\n"}, "more than one module: c"),
+])
+def test_bundle_refuses_modules_it_cannot_join_into_one(tmp_path: Path, modules: dict,
+                                                        error: str) -> None:
+    for name, text in modules.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=re.escape(error)):
+        bundle(tmp_path, "a.js")
+
+
+def test_bundle_joins_modules_in_the_order_they_run(tmp_path: Path) -> None:
+    (tmp_path / "a.js").write_text('import { b, c } from "./b.js";\n'
+                                   'import {\n  d,\n} from "./d.js";\n'
+                                   "export default { a: b + c + d };\n")
+    (tmp_path / "b.js").write_text('import { d } from "./d.js";\nexport const b = d;\n'
+                                   "export function c() {}\n")
+    (tmp_path / "d.js").write_text("export const d = 1;\n")
+    assert bundle(tmp_path, "a.js") == (
+        "// === d.js ===\n\nconst d = 1;\n\n// === b.js ===\n\nconst b = d;\nfunction c() {}\n\n"
+        "// === a.js ===\n\nexport default { a: b + c + d };\n")
+
+
+def test_the_ir_diff_under_node(tmp_path: Path) -> None:
+    result = run_node(tmp_path, """
+        import { diffLines } from "./ir.js";
+        const diff = (a, b) => diffLines(a.split(""), b.split("")).map((p) => p.join("")).join(" ");
+        console.log(JSON.stringify({ small: diff("abcd", "abxd"), moved: diff("ab", "ba") }));
+    """)
+    assert result == {"small": " a  b -c +x  d", "moved": "-a  b +a"}
 
 
 def test_the_ir_diff_compares_code_not_the_alignment_of_comments(tmp_path: Path) -> None:
@@ -145,8 +211,9 @@ def test_the_ir_diff_compares_code_not_the_alignment_of_comments(tmp_path: Path)
     realigned = [line for line in texts[2] if "tanh" in line]
     assert realigned and realigned[0] not in texts[1]  # (what the diff has to see through)
     diffs = run_node(tmp_path, """
+        import { diffLines } from "./ir.js";
         const out = [];
-        for (let i = 1; i < data.length; i++) out.push(stepper.diffLines(data[i - 1], data[i]));
+        for (let i = 1; i < data.length; i++) out.push(diffLines(data[i - 1], data[i]));
         console.log(JSON.stringify(out));
     """, texts)
     code = re.compile(r"\s+#[^#]*$")
@@ -165,7 +232,8 @@ def test_the_ir_diff_compares_code_not_the_alignment_of_comments(tmp_path: Path)
 def test_removed_nodes_move_aside_from_the_nodes_that_took_their_place(tmp_path: Path) -> None:
     stages = compiled().show().data["stages"]
     placed = run_node(tmp_path, """
-        console.log(JSON.stringify(data.map((stage) => [...stepper.ghostPlaces(stage)])));
+        import { ghostPlaces } from "./ghosts.js";
+        console.log(JSON.stringify(data.map((stage) => [...ghostPlaces(stage)])));
     """, stages)
     moved_any = False
     for stage, moved in zip(stages, placed, strict=True):
@@ -180,6 +248,63 @@ def test_removed_nodes_move_aside_from_the_nodes_that_took_their_place(tmp_path:
     assert moved_any  # (fuse puts the kernel where its last op stood)
 
 
+def test_a_big_stage_opens_on_its_changes_with_repeated_blocks_folded(tmp_path: Path) -> None:
+    """view.js on its own: what a big stage draws is a function of the stage's lookups and of
+    the selection, passed in as a plain object."""
+    def long(x):
+        for i in range(150):
+            x = (x * 1.001 + 0.5).tanh() - float(i % 3)
+        return x
+
+    stages = compilation_data(tfl.compile(long, tfl.ones(4, 4), verify=False))["stages"]
+    views = run_node(tmp_path, """
+        import { info } from "./stage.js";
+        import { view } from "./view.js";
+        const st = { data: { stages: data }, cache: new Map(), change: 0, node: null,
+                     expandAll: false, openBlocks: new Set() };
+        console.log(JSON.stringify(data.map((stage, i) => {
+          const inf = info(st, i);
+          const v = view(st, inf);
+          const sources = [...v.blocks.keys()].map((b) => b.source);
+          const opened = view({ ...st, openBlocks: new Set(sources) }, inf);
+          return { big: inf.big, drawn: v.ids?.size, note: v.note, opened: opened.ids?.size,
+                   blocks: [...v.blocks.keys()].map((b) => [b.size, b.reps]),
+                   all: view({ ...st, expandAll: true }, inf).ids };
+        })));
+    """, stages)
+    first = views[0]
+    assert first["big"] and first["drawn"] < 20  # the loop's nodes are folded away ...
+    assert any(size >= 150 and reps == 150 for size, reps in first["blocks"])  # ... into a block
+    assert f"of {len(stages[0]['nodes']) - 1:,} nodes" in first["note"]  # (ops: not the input)
+    assert first["opened"] > 100  # opening the block draws its members
+    for v in views:
+        assert v["all"] is None  # "expand all": every node
+        assert not v["big"] or v["drawn"] <= 300
+
+
+def test_every_stage_draws_as_well_formed_svg_under_node(tmp_path: Path) -> None:
+    """draw.js on its own: the SVG of each stage, from `view` and `place`, is well-formed."""
+    stages = compilation_data(compiled())["stages"]
+    svgs = run_node(tmp_path, """
+        import { graphSvg } from "./draw.js";
+        import { info } from "./stage.js";
+        import { place, view } from "./view.js";
+        const st = { data: { stages: data }, cache: new Map(), change: 0, node: null,
+                     expandAll: false, openBlocks: new Set() };
+        console.log(JSON.stringify(data.map((stage, i) => {
+          const inf = info(st, i);
+          const v = view(st, inf);
+          return graphSvg(inf, v, place(inf, v), 1, "t1");
+        })));
+    """, stages)
+    for stage, svg in zip(stages, svgs, strict=True):
+        root = ET.fromstring(svg)  # (no xmlns: inside HTML, an <svg> is SVG without one)
+        drawn = [int(g.attrib["data-node-id"]) for g in root.iter("g")
+                 if "data-node-id" in g.attrib]
+        assert sorted(drawn) == sorted(n["id"] for n in stage["nodes"] + stage["removed"])
+        assert stage["pass"] in root.attrib["aria-label"]
+
+
 # --- The static page ---------------------------------------------------------------------------
 
 
@@ -190,7 +315,7 @@ def test_to_html_writes_one_self_contained_page(tmp_path: Path) -> None:
     page = path.read_text(encoding="utf-8")
     assert "<script src=" not in page and "<link" not in page
     assert "http" not in page  # no URL at all: nothing is fetched
-    assert widget_file("stepper.js") in page
+    assert stepper_module() in page
     assert widget_file("stepper.css") in page
     assert page.count("</script>") == 2  # the user's "</script>" stayed inside the data
     # No "<" at all in the data: "<!--" followed by "<script" would change how the browser

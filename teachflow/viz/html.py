@@ -1,7 +1,8 @@
 """A compilation as one self-contained web page: the pass stepper outside a live kernel.
 
-`to_html` writes a single HTML file holding the stepper's own front-end (``widgets/stepper.js``
-and ``stepper.css``, inline), the compilation's data (JSON, inline) and a few lines standing in
+`to_html` writes a single HTML file holding the stepper's own front-end (the modules of
+``widgets/stepper/`` joined into one by `teachflow.viz.stepper.stepper_module`, and
+``stepper.css``, inline), the compilation's data (JSON, inline) and a few lines standing in
 for anywidget's model (``get``, ``set``, ``on``, ``off``, ``save_changes``). The page needs no
 server, no kernel and no network: open it, mail it, put it on a course website. ``#stage=3`` in
 its address opens it on the fourth stage. The page holds just this one stepper, so its keys
@@ -17,9 +18,10 @@ from typing import Any
 
 from teachflow.viz.assets import widget_file
 from teachflow.viz.data import compilation_data
+from teachflow.viz.stepper import stepper_module
 
-# The stand-in for anywidget's model, run after stepper.js in the same module, so it can call
-# the module's `render` directly.
+# The stand-in for anywidget's model, run after the stepper's module in the same module, so it
+# can call the module's `render` directly.
 _MODEL = """
 const state = {
   data: JSON.parse(document.getElementById("teachflow-data").textContent),
@@ -73,7 +75,7 @@ def page_html(data: dict) -> str:
         f"<h1>teachflow pass stepper: {name}</h1>",
         '<div id="teachflow-stepper" data-keys="page"></div>',  # its keys work page-wide
         f'<script type="application/json" id="teachflow-data">{payload}</script>',
-        f'<script type="module">\n{widget_file("stepper.js")}\n{_MODEL}</script>',
+        f'<script type="module">\n{stepper_module()}\n{_MODEL}</script>',
         "</body>",
         "</html>",
     ])

@@ -1,0 +1,75 @@
+/**
+ * What every part of the stepper shares: the drawing's sizes, the words for each change status,
+ * what counts as a node, and small text helpers. No state, no page: plain values and functions.
+ */
+
+/** Box size and spacing of the drawing, in pixels (the layout's unit is one grid step). */
+export const NODE_W = 124;
+export const NODE_H = 30;
+export const X_SCALE = 150;
+export const Y_SCALE = 70;
+export const PAD = 36;
+
+/** How each change status is told apart: a colour (Okabe–Ito, in the CSS), an outline (in the
+ * CSS) and a word badge (here). */
+export const STATUS = {
+  added: { badge: "+ new", words: "added by this pass" },
+  removed: { badge: "− gone", words: "removed by this pass (drawn faded)" },
+  replaced: { badge: "↻ replaced", words: "stands for what a rule rewrote" },
+  merged: { badge: "⇉ merged", words: "a duplicate was merged into it" },
+  fused: { badge: "⊕ fused", words: "a fused kernel" },
+  kept: { badge: "", words: "unchanged" },
+};
+
+/** What the stepper counts as a node, in every count it shows: an op, that is one line of the
+ * text IR (what the compiler's `stats.nodes` counts). The inputs, captured tensors and
+ * constants the ops read are drawn as boxes too, but are counted apart, never as nodes. */
+export function isOp(n) {
+  return n.kind === "node";
+}
+
+/** "2 inputs and 1 constant": the boxes that are not nodes. */
+export function operandWords(nodes) {
+  let inputs = 0;
+  let constants = 0;
+  for (const n of nodes) {
+    if (n.kind === "const") constants++;
+    else if (!isOp(n)) inputs++;
+  }
+  const words = [inputs && plural(inputs, "input"), constants && plural(constants, "constant")];
+  return words.filter(Boolean).join(" and ") || "no inputs";
+}
+
+export function esc(text) {
+  return String(text ?? "")
+    .replace(/&/g, "&amp;")
+    .replace(/</g, "&lt;")
+    .replace(/>/g, "&gt;")
+    .replace(/"/g, "&quot;");
+}
+
+export function r1(v) {
+  return Math.round(v * 10) / 10;
+}
+
+/** 1234567 -> "1.2 M": figures read at a glance. */
+export function human(n) {
+  const a = Math.abs(n);
+  if (a >= 1e9) return `${r1(n / 1e9)} G`;
+  if (a >= 1e6) return `${r1(n / 1e6)} M`;
+  if (a >= 1e4) return `${r1(n / 1e3)} k`;
+  return String(n);
+}
+
+export function plural(n, word) {
+  return `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
+}
+
+/** "%7 = add" -> "%7"; "%x (input)" -> "%x". */
+export function shortName(label) {
+  return String(label).split(" ")[0];
+}
+
+export function prettyRule(rule) {
+  return String(rule).replace(/ -> /g, " → ");
+}

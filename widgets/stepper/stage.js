@@ -1,0 +1,63 @@
+/**
+ * Lookups into the compilation's data, built on first use and kept: for one stage (`info`: its
+ * nodes by id, what it removed, where removed nodes are drawn, its fused groups) and across
+ * stages (`nodeHistory`: what made each node and what became of it). Each takes the stepper's
+ * state `st`, reads only `st.data`, and keeps what it builds in `st.cache` and `st.history`.
+ */
+
+import { ghostPlaces } from "./ghosts.js";
+
+/** A stage with more nodes than this (its own plus the ones drawn faded) opens on the
+ * neighbourhood of what changed. */
+const BIG = 300;
+
+/** Stage `i`'s lookups (called `inf` wherever they are used). */
+export function info(st, i) {
+  let found = st.cache.get(i);
+  if (found) return found;
+  const stage = st.data.stages[i];
+  const previous = i > 0 ? st.data.stages[i - 1] : null;
+  const byId = new Map(stage.nodes.map((n) => [n.id, n]));
+  const removedById = new Map(stage.removed.map((n) => [n.id, n]));
+  const removedEdges = previous
+    ? previous.edges.filter((e) => removedById.has(e.from) || removedById.has(e.to))
+    : [];
+  const moved = ghostPlaces(stage);
+  // Members of a fused group that this pass removed: collapsed into the kernel in big views.
+  const memberOf = new Map();
+  const groupSize = new Map();
+  for (const c of stage.changes) {
+    if (c.kind !== "fused") continue;
+    for (const id of c.nodes) if (removedById.has(id)) memberOf.set(id, c.result[0]);
+    for (const id of c.result) groupSize.set(id, c.nodes.length);
+  }
+  found = { stage, previous, byId, removedById, removedEdges, moved, memberOf, groupSize };
+  found.big = stage.nodes.length + stage.removed.length > BIG;
+  st.cache.set(i, found);
+  return found;
+}
+
+/** A node of the stage, or one it removed (drawn faded); null if neither. */
+export function nodeIn(inf, id) {
+  return inf.byId.get(id) ?? inf.removedById.get(id) ?? null;
+}
+
+/** For each node id: the changes whose result it is (how it was made) and the changes it was
+ * one of the nodes of (what became of it). */
+export function nodeHistory(st) {
+  if (st.history) return st.history;
+  const made = new Map();
+  const became = new Map();
+  const add = (map, id, entry) => {
+    if (!map.has(id)) map.set(id, []);
+    map.get(id).push(entry);
+  };
+  st.data.stages.forEach((stage, s) => {
+    stage.changes.forEach((c, k) => {
+      for (const id of c.result) add(made, id, { s, k, c });
+      for (const id of c.nodes) add(became, id, { s, k, c });
+    });
+  });
+  st.history = { made, became };
+  return st.history;
+}
