@@ -364,7 +364,9 @@ class Graph:
         lines = [f"graph{name}({args}) {{"]
         body = [(f"{v} = capture {v.spec}", "") for v in self.captures]
         body += [(f"{v} = const {_format_constant(v.data)}{v.spec}", "") for v in self.constants]
-        body += [(format_node(n), str(n.source) if n.source else "") for n in self.nodes]
+        for n in self.nodes:
+            body.append((format_node(n), str(n.source) if n.source else ""))
+            body += _fused_body(n)
         width = max((len(text) for text, _ in body), default=0)
         for text, source in body:
             lines.append(f"  {text:<{width}}   # {source}" if source else f"  {text}")
@@ -463,7 +465,8 @@ def format_node(node: Node) -> str:
     """``%3 = mul %1, %2 : f32[64,128]``, with parameters in braces when there are any."""
     operands = ", ".join(str(o) if isinstance(o, Value) else _format_scalar(o, node.spec.dtype)
                          for o in node.inputs)
-    params = f" {{{_format_params(node.params)}}}" if node.params else ""
+    shown = {k: v for k, v in node.params.items() if not _is_default(node.op, k, v)}
+    params = f" {{{_format_params(shown)}}}" if shown else ""
     return f"{node.output} = {node.op.name} {operands}{params} : {node.spec}".replace("  ", " ")
 
 
@@ -487,6 +490,27 @@ def _format_constant(data: Any) -> str:
         return str(a[()]) if a.ndim == 0 else f"[{', '.join(text(row) for row in a)}]"
 
     return f"{text(data)} : "
+
+
+def _fused_body(node: Node) -> list[tuple[str, str]]:
+    """What a fused kernel computes, under its node, as XLA prints a fusion's computation: the
+    nodes it stands for, indented, reading the kernel's operands by their names outside; the
+    last is the kernel's result."""
+    group = getattr(node.op, "group", None)
+    if group is None:
+        return []
+    members = [*group.nodes, *([group.reduction] if group.reduction else [])]
+    lines = [("  " + format_node(m), "") for m in members]
+    lines[0] = ("{" + lines[0][0][1:], "")
+    lines[-1] = (lines[-1][0] + " }", "")
+    return lines
+
+
+def _is_default(op: Op, name: str, value: Any) -> bool:
+    """Is `value` the op's default for `name` (the same object type too: ``axis=0`` is not
+    ``axis=False``)?"""
+    defaults = getattr(op, "defaults", {})
+    return name in defaults and type(value) is type(defaults[name]) and value == defaults[name]
 
 
 def _format_params(params: dict) -> str:

@@ -366,3 +366,19 @@ def test_a_constant_prints_its_values_as_its_dtype_writes_them() -> None:
     assert "0.300000" not in text
     assert "const [True, False] : bool[2]" in str(
         tfl.trace(lambda x: x * np.array([True, False]), tfl.ones(2)))
+
+
+def test_parameters_at_their_defaults_are_left_out_as_the_maths_would() -> None:
+    text = str(tfl.trace(lambda x: x.exp().mean() + x.sum(axis=0).max(keepdims=True).sum(),
+                         tfl.ones(2, 3)))
+    assert re.search(r"= mean %\d+ : f32\[\]", text)  # not {axis=None, keepdims=False}
+    assert "sum %x {axis=(0,)} : f32[3]" in text
+    assert re.search(r"= max %\d+ \{keepdims=True\} : f32\[1\]", text)
+
+
+def test_a_fused_node_prints_with_the_body_it_computes() -> None:
+    staged = tfl.function(lambda x: x.relu() + 1.0)
+    lines = str(staged.get_concrete_function(tfl.ones(3)).graph).splitlines()
+    at = next(i for i, line in enumerate(lines) if "= fused_k1 %x : f32[3]" in line)
+    assert re.fullmatch(r"  \{ %\d+ = relu %x : f32\[3\]", lines[at + 1])
+    assert re.fullmatch(r"    %\d+ = add %\d+, 1\.0 : f32\[3\] \}", lines[at + 2])

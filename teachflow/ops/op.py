@@ -75,6 +75,9 @@ class Op:
     #: The op stretches size-1 (or missing) axes of its inputs: a cotangent flowing back into
     #: such an input is summed back to its shape (elementwise ops, `broadcast_to`).
     broadcasts: bool = False
+    #: Parameters at these values say nothing new (``sum``'s ``axis=None, keepdims=False``):
+    #: the text form of the graph leaves them out, as the maths would.
+    defaults: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.grads is not None:

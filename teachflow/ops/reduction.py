@@ -127,13 +127,17 @@ def _extreme_grad(g: Any, x: Any, out: Any, *, axis: tuple | None, keepdims: boo
 
 # Reductions call the array's own method: NumPy's xp.sum(x) is a Python wrapper around it, and
 # for small arrays that wrapper costs as much as the sum.
+#: A reduction's parameters when it reduces every element to one number.
+ALL_ELEMENTS = {"axis": None, "keepdims": False}
+
 sum = Op("sum", lambda xp: lambda x, *, axis, keepdims: x.sum(axis=axis, keepdims=keepdims),
          _reduction_rule("sum"),
-         grads=(lambda g, x_spec, *, axis, keepdims: expand_reduced(g, x_spec, axis, keepdims),))
+         grads=(lambda g, x_spec, *, axis, keepdims: expand_reduced(g, x_spec, axis, keepdims),),
+         defaults=ALL_ELEMENTS)
 # The mean of no elements is nan (0 / 0), as in NumPy; the max of none has no value at all.
 mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keepdims=keepdims),
           _reduction_rule("mean"),
-          grads=(_mean_grad,))
+          grads=(_mean_grad,), defaults=ALL_ELEMENTS)
 
 
 def _extreme_kernel(name: str):
@@ -154,15 +158,15 @@ def _extreme_kernel(name: str):
 
 
 max = Op("max", _extreme_kernel("max"), _reduction_rule("max", needs_elements=True),
-         grads=(_extreme_grad,))
+         grads=(_extreme_grad,), defaults={**ALL_ELEMENTS, "initial": None})
 min = Op("min", _extreme_kernel("min"), _reduction_rule("min", needs_elements=True),
-         grads=(_extreme_grad,))
+         grads=(_extreme_grad,), defaults={**ALL_ELEMENTS, "initial": None})
 argmax = Op("argmax",
             lambda xp: lambda x, *, axis, keepdims: x.argmax(axis=axis, keepdims=keepdims),
-            _position_rule("argmax"))
+            _position_rule("argmax"), defaults=ALL_ELEMENTS)
 argmin = Op("argmin",
             lambda xp: lambda x, *, axis, keepdims: x.argmin(axis=axis, keepdims=keepdims),
-            _position_rule("argmin"))
+            _position_rule("argmin"), defaults=ALL_ELEMENTS)
 # How many elements a reduction over `axis` combines: the mean's gradient divides by it. Only a
 # graph with a size unknown until it runs (a placeholder's None) needs it as an op.
 count_of = Op("count_of", lambda xp: lambda x, *, axis, dtype: xp.asarray(
