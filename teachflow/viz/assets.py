@@ -21,5 +21,5 @@ def widgets_folder() -> Any:
 
 
 def widget_file(name: str) -> str:
-    """The text of one front-end file, such as ``"stepper.js"``."""
+    """The text of one front-end file, such as ``"stepper.css"``."""
     return (widgets_folder() / name).read_text(encoding="utf-8")

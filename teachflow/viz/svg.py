@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from html import escape
 
-#: Box size and spacing in pixels (the layout's unit is one grid step), as in stepper.js.
+#: Box size and spacing in pixels (the layout's unit is one grid step), as in the stepper's
+#: widgets/stepper/common.js.
 NODE_W, NODE_H = 124, 30
 X_SCALE, Y_SCALE = 150, 70
 PAD = 36
