@@ -194,11 +194,16 @@ def test_the_ir_diff_marks_changed_code_not_realigned_comments(page, tmp_path) -
                if re.match(r"\s+%(\d+) =", line) and int(re.match(r"\s+%(\d+)", line)[1]) in fused]
     assert len(removed) == 3
     assert set(marked["del"]) == {*removed, "  return %10"}
+    at = next(i for i, line in enumerate(after) if "= fused_k1" in line)
+    end = next(i for i in range(at + 1, len(after)) if after[i].endswith(" }"))
+    added = [*after[at:end + 1], *(line for line in after if "return" in line)]  # node + body
     assert {line.split("#")[0].strip() for line in marked["add"]} == {
-        line.split("#")[0].strip() for line in after if "fused_k1" in line or "return" in line}
+        line.split("#")[0].strip() for line in added}
     matmul = next(line for line in after if "matmul" in line)  # kept, shown as printed now
     assert matmul in marked["same"]
-    assert "+2 −4 lines" in page.locator(".tf-ir-summary").inner_text()
+    # + the fused node, its 3 body lines and the return; − the 3 fused nodes and the return
+    assert f"+{len(added)} −4 lines" in page.locator(".tf-ir-summary").inner_text()
+    assert len(added) == 5
     assert not page.errors, page.errors
 
 
