@@ -100,6 +100,13 @@ def node_or_skip() -> str:
     return node
 
 
+def with_state(script: str) -> str:
+    """`script` with ``${STATE}`` made the stepper's state object `st` over the stages (`data`),
+    as `stepping.js` starts it: first change, no node picked, blocks folded."""
+    return script.replace("${STATE}", "const st = { data: { stages: data }, cache: new Map(), "
+                          "change: 0, node: null, expandAll: false, openBlocks: new Set() };")
+
+
 def run_node(tmp_path: Path, script: str, data: Any = None) -> Any:
     """Run `script` under Node.js beside a copy of the front-end's modules (it imports what it
     tests from them: ``import { diffLines } from "./ir.js";``) with `data` as the constant
@@ -257,11 +264,10 @@ def test_a_big_stage_opens_on_its_changes_with_repeated_blocks_folded(tmp_path: 
         return x
 
     stages = compilation_data(tfl.compile(long, tfl.ones(4, 4), verify=False))["stages"]
-    views = run_node(tmp_path, """
+    views = run_node(tmp_path, with_state("""
         import { info } from "./stage.js";
         import { view } from "./view.js";
-        const st = { data: { stages: data }, cache: new Map(), change: 0, node: null,
-                     expandAll: false, openBlocks: new Set() };
+        ${STATE}
         console.log(JSON.stringify(data.map((stage, i) => {
           const inf = info(st, i);
           const v = view(st, inf);
@@ -271,7 +277,7 @@ def test_a_big_stage_opens_on_its_changes_with_repeated_blocks_folded(tmp_path: 
                    blocks: [...v.blocks.keys()].map((b) => [b.size, b.reps]),
                    all: view({ ...st, expandAll: true }, inf).ids };
         })));
-    """, stages)
+    """), stages)
     first = views[0]
     assert first["big"] and first["drawn"] < 20  # the loop's nodes are folded away ...
     assert any(size >= 150 and reps == 150 for size, reps in first["blocks"])  # ... into a block
@@ -285,18 +291,17 @@ def test_a_big_stage_opens_on_its_changes_with_repeated_blocks_folded(tmp_path: 
 def test_every_stage_draws_as_well_formed_svg_under_node(tmp_path: Path) -> None:
     """draw.js on its own: the SVG of each stage, from `view` and `place`, is well-formed."""
     stages = compilation_data(compiled())["stages"]
-    svgs = run_node(tmp_path, """
+    svgs = run_node(tmp_path, with_state("""
         import { graphSvg } from "./draw.js";
         import { info } from "./stage.js";
         import { place, view } from "./view.js";
-        const st = { data: { stages: data }, cache: new Map(), change: 0, node: null,
-                     expandAll: false, openBlocks: new Set() };
+        ${STATE}
         console.log(JSON.stringify(data.map((stage, i) => {
           const inf = info(st, i);
           const v = view(st, inf);
           return graphSvg(inf, v, place(inf, v), 1, "t1");
         })));
-    """, stages)
+    """), stages)
     for stage, svg in zip(stages, svgs, strict=True):
         root = ET.fromstring(svg)  # (no xmlns: inside HTML, an <svg> is SVG without one)
         drawn = [int(g.attrib["data-node-id"]) for g in root.iter("g")

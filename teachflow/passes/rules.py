@@ -127,7 +127,6 @@ def rule_pass(name: str, rules: list[Rule]) -> Callable[[Graph], tuple[Graph, li
         return apply_rules(graph, rules)
 
     run.__name__ = run.__qualname__ = name
-    run.rules = rules
     return run
 
 
