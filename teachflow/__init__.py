@@ -22,7 +22,7 @@ from teachflow import eager as _eager  # installs the eager interpreter behind `
 from teachflow.autodiff import enable_grad, is_grad_enabled, no_grad
 from teachflow.backends import devices
 from teachflow.compiler import Compilation, Snapshot
-from teachflow.creation import (
+from teachflow.factories import (
     arange,
     eye,
     full,
@@ -47,7 +47,7 @@ from teachflow.errors import (
     TraceError,
 )
 from teachflow.function import ConcreteFunction, Function, RetracingWarning, compile, function
-from teachflow.functions import (
+from teachflow.library import (
     abs,
     argmax,
     argmin,

@@ -903,7 +903,7 @@ del _name, _spelling
 
 
 #: NumPy functions and teachflow's functions that mean the same, filled in by
-#: `teachflow.functions` (``np.where`` -> ``tfl.where``): what `Tensor.__array_function__` calls.
+#: `teachflow.library` (``np.where`` -> ``tfl.where``): what `Tensor.__array_function__` calls.
 NUMPY_TWINS: dict[Any, Any] = {}
 
 
