@@ -2,12 +2,13 @@
 
 A rule is a name in plain words, a pattern, and what to put in the pattern's place:
 
-    Rule("x*1 -> x", P("mul", X, 1), lambda m, emit: m.x)
+    Rule("x*1 -> x", Pattern("mul", X, 1), lambda m, emit: m.x)
 
-Patterns are small trees: ``P(op, *operands)`` matches a node of that op, ``Var("x")`` matches any
-operand and binds it, and a number matches that literal. The engine walks the graph once, in
-order; for each node it tries the rules and, when one matches, puts the replacement in place of
-the node's value and records a `Change` that names the rule. It repeats until nothing matches.
+Patterns are small trees: ``Pattern(op, *operands)`` matches a node of that op, ``Var("x")``
+matches any operand and binds it, and a number matches that literal. The engine walks the graph
+once, in order; for each node it tries the rules and, when one matches, puts the replacement in
+place of the node's value and records a `Change` that names the rule. It repeats until nothing
+matches.
 
 One check guards every rule: the replacement must have exactly the shape, dtype and device of the
 value it replaces. So ``x*1 -> x`` cannot fire where ``1`` broadcasts ``x`` to a bigger shape or
@@ -37,10 +38,10 @@ class Var:
     name: str
 
 
-class P:
+class Pattern:
     """Matches a value computed by op `op` from operands matching `operands`.
 
-    ``P("mul", X, 1, bind="m")`` also binds the matched node to ``m``.
+    ``Pattern("mul", X, 1, bind="m")`` also binds the matched node to ``m``.
     """
 
     def __init__(self, op: str, *operands: Any, bind: str | None = None) -> None:
@@ -66,7 +67,7 @@ class Rule:
     """A named rewrite: when `pattern` matches (and `where` holds), use `rewrite`'s result."""
 
     name: str
-    pattern: P
+    pattern: Pattern
     rewrite: Callable[[Match, Callable[..., Value]], Value]
     where: Callable[[Match, RewriteContext], bool] | None = field(default=None)
 
@@ -85,7 +86,7 @@ def match(pattern: Any, operand: Any, m: Match) -> bool:
             return _same_operand(m[pattern.name], operand)
         m[pattern.name] = operand
         return True
-    if isinstance(pattern, P):
+    if isinstance(pattern, Pattern):
         node = operand.producer if isinstance(operand, Value) else None
         if node is None or node.op is not pattern.op or len(node.inputs) != len(pattern.operands):
             return False
@@ -93,7 +94,7 @@ def match(pattern: Any, operand: Any, m: Match) -> bool:
     return _is_literal(operand, pattern)
 
 
-def _match_node(pattern: P, node: Node, m: Match) -> bool:
+def _match_node(pattern: Pattern, node: Node, m: Match) -> bool:
     orders = [node.inputs]
     if node.op.commutes(node.spec.dtype):
         orders.append(node.inputs[::-1])

@@ -18,7 +18,7 @@ broadcast or promoted ``x``.
 from __future__ import annotations
 
 from teachflow.graph import Value
-from teachflow.passes.rules import P, Rule, Var, rule_pass
+from teachflow.passes.rules import Pattern, Rule, Var, rule_pass
 
 X, Y = Var("x"), Var("y")
 
@@ -50,33 +50,36 @@ def _compose_transposes(m: dict, emit) -> Value:
 
 RULES = [
     # Identities of arithmetic.
-    Rule("x*1 -> x", P("mul", X, 1), lambda m, emit: m.x),
-    Rule("x+0 -> x (integer x only)", P("add", X, 0), lambda m, emit: m.x, where=_integer),
-    Rule("x-0 -> x", P("sub", X, 0), lambda m, emit: m.x),
-    Rule("x/1 -> x", P("div", X, 1), lambda m, emit: m.x),
-    Rule("x**1 -> x", P("pow", X, 1), lambda m, emit: m.x),
-    Rule("-(-x) -> x", P("neg", P("neg", X)), lambda m, emit: m.x),
-    Rule("x*0 -> 0 (integer x only)", P("mul", X, 0), _zeros_like,
+    Rule("x*1 -> x", Pattern("mul", X, 1), lambda m, emit: m.x),
+    Rule("x+0 -> x (integer x only)", Pattern("add", X, 0), lambda m, emit: m.x, where=_integer),
+    Rule("x-0 -> x", Pattern("sub", X, 0), lambda m, emit: m.x),
+    Rule("x/1 -> x", Pattern("div", X, 1), lambda m, emit: m.x),
+    Rule("x**1 -> x", Pattern("pow", X, 1), lambda m, emit: m.x),
+    Rule("-(-x) -> x", Pattern("neg", Pattern("neg", X)), lambda m, emit: m.x),
+    Rule("x*0 -> 0 (integer x only)", Pattern("mul", X, 0), _zeros_like,
          where=_integer_of_known_shape),
-    Rule("x-x -> 0 (integer x only)", P("sub", X, X), _zeros_like,
+    Rule("x-x -> 0 (integer x only)", Pattern("sub", X, X), _zeros_like,
          where=_integer_of_known_shape),
     # The same computation twice is twice the computation: one of them is no longer needed.
-    Rule("f(x) + f(x) -> 2*f(x)", P("add", X, Y), lambda m, emit: emit("mul", m.x, 2),
+    Rule("f(x) + f(x) -> 2*f(x)", Pattern("add", X, Y), lambda m, emit: emit("mul", m.x, 2),
          where=_same_computation),
     # Shape ops that undo or repeat each other.
-    Rule("reshape(reshape(x)) -> reshape(x)", P("reshape", P("reshape", X), bind="outer"),
+    Rule("reshape(reshape(x)) -> reshape(x)",
+         Pattern("reshape", Pattern("reshape", X), bind="outer"),
          lambda m, emit: emit("reshape", m.x, shape=m.outer.params["shape"])),
-    Rule("reshape(x) to its own shape -> x", P("reshape", X), lambda m, emit: m.x),
+    Rule("reshape(x) to its own shape -> x", Pattern("reshape", X), lambda m, emit: m.x),
     Rule("transpose(transpose(x)) -> transpose(x)",
-         P("transpose", P("transpose", X, bind="inner"), bind="outer"), _compose_transposes),
-    Rule("transpose(x) keeping every axis -> x", P("transpose", X, bind="t"), lambda m, emit: m.x,
+         Pattern("transpose", Pattern("transpose", X, bind="inner"), bind="outer"),
+         _compose_transposes),
+    Rule("transpose(x) keeping every axis -> x", Pattern("transpose", X, bind="t"),
+         lambda m, emit: m.x,
          where=lambda m, _: m.t.params["axes"] == tuple(range(len(m.t.params["axes"])))),
-    Rule("broadcast_to(x) to its own shape -> x", P("broadcast_to", X), lambda m, emit: m.x),
-    Rule("astype(x) to its own dtype -> x", P("astype", X), lambda m, emit: m.x),
+    Rule("broadcast_to(x) to its own shape -> x", Pattern("broadcast_to", X), lambda m, emit: m.x),
+    Rule("astype(x) to its own dtype -> x", Pattern("astype", X), lambda m, emit: m.x),
     # After tracing, gradients have been taken: these identities have done their job.
-    Rule("identity(x) -> x", P("identity", X), lambda m, emit: m.x),
+    Rule("identity(x) -> x", Pattern("identity", X), lambda m, emit: m.x),
     Rule("stop_gradient(x) -> x (gradients are already in the graph)",
-         P("stop_gradient", X), lambda m, emit: m.x),
+         Pattern("stop_gradient", X), lambda m, emit: m.x),
 ]
 
 simplify = rule_pass("simplify", RULES)
