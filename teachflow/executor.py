@@ -7,10 +7,20 @@ ops: the per-op work of eager dispatch (finding the device, checking for the tap
 results) is done once, at generation time. The source is kept for learners to read:
 
     def mlp(x, w1, b1):
-        v3 = matmul(x, w1)                  # model.py:12
-        v4 = add(v3, b1)                    # model.py:12
-        v5 = relu(v4)                       # model.py:13
-        return v5
+        v2 = matmul(x, w1)    # model.py:11
+        v4 = add(v2, b1)      # model.py:11
+        del v2
+        v5 = relu(v4)         # model.py:11
+        del v4
+        v7 = mul(v5, const6)  # model.py:12
+        del v5
+        return (v7,)
+
+Each value is named for what it is: the function's arguments by their own names (``x``), the
+state it reads from outside (the weights ``w1`` and ``b1``, globals here) by the names the
+user's code reads it by, a node's result by the node's number (``v5`` is ``%5`` of the graph),
+a constant by its number too (``const6``), and a parameter that does not print as Python (an
+index array) by its parameter and node (``index9``).
 
 Only nodes that the requested outputs depend on are emitted: like ``Session.run`` in TensorFlow,
 a graph computes what is fetched and nothing else.
@@ -22,7 +32,8 @@ that failed, and lets it explain itself at the user's line, as eagerly.
 
 The generated source calls kernels and names values by names of its own (``tanh``, ``v3``,
 ``slice(0, 2, None)``); an argument of the user's function is renamed where its name would hide
-one of them, so whatever the user calls their arguments, the executor calls what it means to.
+one of them (``v3_1``), so whatever the user calls their arguments, the executor calls what it
+means to.
 """
 
 from __future__ import annotations
@@ -73,7 +84,8 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     namespace: dict[str, Any] = {"dtype": np.dtype, "inf": float("inf"), "nan": float("nan"),
                                  "__name__": "teachflow.generated"}  # (see eager's warnings)
     # Every name the source uses is claimed once: first its own (kernels, values, and the
-    # builtins parameter values print as), then the arguments, which may not hide any of them.
+    # builtins parameter values print as), then the arguments, which may not hide any of them,
+    # then the state read from outside, which may not hide an argument either.
     names = _Names([*namespace, *_BUILTINS_IN_SOURCE])
     kernel_of: dict[Any, str] = {}  # op -> the name its kernel has in the source
     for node in nodes:
@@ -83,24 +95,24 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     name_of: dict[Value, str] = {}
     for node in nodes:
         name_of[node.output] = names.claim(f"v{node.id}")
-    for v in captures:
-        name_of[v] = names.claim(f"c{v.id}")
     for v in graph.constants:
-        name_of[v] = names.claim(f"k{v.id}")
+        name_of[v] = names.claim(f"const{v.id}")
         namespace[name_of[v]] = backend.asarray(v.data)
     for v in inputs:
         name_of[v] = names.claim(v.name or f"v{v.id}")
+    for v in captures:  # by the name the user's code reads it by
+        name_of[v] = names.claim(v.name or f"state{v.id}")
 
     def operand(o: Any) -> str:
         return name_of[o] if isinstance(o, Value) else repr(o)
 
-    def param(value: Any) -> str:
+    def param(node: Node, key: str, value: Any) -> str:
         if ((isinstance(value, _LITERAL) and not isinstance(value, np.generic))
                 or _is_literal_tuple(value)):
             return repr(value)
         if isinstance(value, np.dtype):
             return f"dtype('{value.name}')"
-        name = names.claim(f"p{len(namespace)}")  # anything else (index arrays) is bound by name
+        name = names.claim(f"{key}{node.id}")  # anything else (index arrays) is bound by name
         namespace[name] = value
         return name
 
@@ -111,7 +123,7 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     lines, nodes_of_lines = [], []
     for node in nodes:
         args = [operand(o) for o in node.inputs]
-        args += [f"{k}={param(v)}" for k, v in node.params.items()]
+        args += [f"{k}={param(node, k, v)}" for k, v in node.params.items()]
         lines.append((f"{name_of[node.output]} = {kernel_of[node.op]}({', '.join(args)})",
                       str(node.source) if node.source else ""))
         nodes_of_lines.append(node)

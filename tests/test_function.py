@@ -18,6 +18,7 @@ import gc
 import os
 import re
 import tracemalloc
+import types
 import warnings
 import weakref
 
@@ -610,7 +611,29 @@ def test_captures_are_parameters_of_the_generated_function() -> None:
     w = tfl.tensor([1.0, 2.0])
     cf = tfl.function(lambda x: x * w).get_concrete_function(tfl.ones(2))
     (fn,) = ast.parse(cf.source).body
-    assert len(fn.args.args) == 2  # x, then the captured w (read by reference at each call)
+    # x, then the captured w (read by reference at each call), by the name the code reads it by
+    assert [a.arg for a in fn.args.args] == ["x", "w"]
+    assert "= mul(x, w)" in cf.source
+
+
+def test_an_argument_keeps_its_name_beside_captured_state_named_alike() -> None:
+    model = types.SimpleNamespace(w=tfl.tensor([1.0, 2.0]))
+
+    def scale(model_w):
+        return model_w * model.w
+
+    cf = tfl.function(scale).get_concrete_function(tfl.ones(2))
+    (fn,) = ast.parse(cf.source).body
+    assert [a.arg for a in fn.args.args] == ["model_w", "model_w_1"]  # then model.w
+    np.testing.assert_allclose(cf(tfl.ones(2)).numpy(), [1.0, 2.0])
+
+
+def test_constants_and_array_parameters_are_named_for_what_they_are() -> None:
+    mask, rows = np.array([1.0, 0.0], dtype=np.float32), np.array([1, 0])
+    cf = tfl.function(lambda x: (x * mask)[rows], passes=[]).get_concrete_function(tfl.ones(2))
+    mul, getitem = cf.graph.nodes
+    assert f"v{mul.id} = mul(x, const{mul.inputs[1].id})" in cf.source
+    assert f"getitem(v{mul.id}, index=index{getitem.id})" in cf.source
 
 
 # --- Gradients through a staged call ------------------------------------------------------------

@@ -173,7 +173,7 @@ def test_a_numpy_scalar_acts_as_the_python_scalar_it_holds(s) -> None:
 
 
 @pytest.mark.parametrize("name", ["slice", "np", "range", "tanh", "fused_k1", "dtype",
-                                  "Ellipsis", "inf", "nan", "v3", "k2", "c1", "p5", "getitem",
+                                  "Ellipsis", "inf", "nan", "v3", "const2", "index5", "getitem",
                                   "results", "in_parallel", "mul", "exp"])
 def test_an_argument_named_like_something_the_executor_calls(name: str) -> None:
     namespace: dict = {"tfl": tfl}
