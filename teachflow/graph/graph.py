@@ -1,202 +1,29 @@
-"""The graph IR: a dataflow graph of primitive ops, as staged execution records it.
+"""The `Graph`: inputs, nodes in topological order, outputs, and the state it writes back.
 
-A `Graph` has *inputs*, *nodes* in topological order, and *outputs*. Every edge carries a `Value`
-(SSA style: each value is defined once), and each value knows its `TensorSpec` (shape, dtype,
-device). A value is one of:
-
-- an ``input`` of the graph (a function argument, or a placeholder),
-- the output of a ``node`` (one op applied to values and Python-scalar literals),
-- a ``capture``: state outside the graph, read *by reference* when the graph runs: the values of
-  an eager tensor the traced code used (so a model's weights can change between calls without
-  retracing), or the gradient accumulated in a tensor's ``.grad`` (see `Slot`),
-- a ``const``: an array that was part of the program text (a NumPy array operand).
-
-A graph is pure: it computes values from values. A traced function that *updates* state
-(``p -= lr * g``, ``t[i] = v``, ``loss.backward()`` filling ``.grad``) is *functionalised*, as
-``torch.compile`` does: the graph computes the new values as extra outputs, and its `updates` say
-where each goes; whoever runs the graph writes them back afterwards. The text form shows them as
-``%w <- %9`` after the ``return`` line.
-
-Each node remembers the op, its parameters, the user's source line that created it, and a stable
-id (``%7``) that later passes keep as lineage, so a node can be followed from trace to kernel.
-`str(graph)` prints one node per line, the way a learner writes maths; `to_networkx()` hands the
-graph to networkx for drawing and analysis; `verify()` checks it is well formed.
+A graph is built by tracing (`teachflow.staging`) or by hand (``with tfl.Graph():``); a pass
+works on a `clone` and leaves the graph it was given unchanged. `str(graph)` prints one node per
+line, as `format_node` writes it, with the user's line beside it; a fused node prints with the
+body it computes, as XLA prints a fusion. `to_networkx()` hands the graph to networkx for drawing
+and analysis; `verify()` checks it is well formed.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from teachflow import dispatch
-from teachflow.errors import SourceLocation, TeachflowError, TraceError
+from teachflow.errors import SourceLocation, TeachflowError
+from teachflow.graph.node import Node, Value, format_node, format_params
+from teachflow.graph.state import Slot, Update
 from teachflow.ops.op import Op
 from teachflow.spec import TensorSpec
 
 
 class GraphError(TeachflowError):
     """A graph that is not well formed (found by `Graph.verify`)."""
-
-
-class StateGone(TraceError):
-    """A graph reads a captured tensor that no longer exists (its name was rebound, or it was
-    deleted): the trace that read it cannot run any more."""
-
-
-class Slot:
-    """State outside the graph: the values (``attr="data"``) or the gradient (``attr="grad"``) of
-    a tensor that the traced code captured, or of its argument number `owner` (an int: which
-    tensor that is, is known only at each call). A capture reads a slot; an `Update` writes one.
-
-    A traced function refers to a captured tensor *weakly*: the tensor belongs to the user's
-    code (a global, a model's attribute), and once that code lets go of it (``W = new_W``), no
-    call could read it again, so keeping it would only keep its memory. A graph built by hand
-    (``with tfl.Graph():``) holds its captured tensors, as a TensorFlow graph holds its
-    variables (`hold`)."""
-
-    __slots__ = ("attr", "key", "name", "owner")
-
-    def __init__(self, owner: Any, attr: str, name: str, hold: bool = False) -> None:
-        if isinstance(owner, int):
-            self.owner, self.key = owner, owner
-        else:
-            self.owner = (lambda: owner) if hold else weakref.ref(owner)
-            self.key = id(owner)  # (for finding the capture of a tensor while building)
-        self.attr = attr
-        self.name = name  # as the text form prints it: "w", "w.grad", "x.grad"
-
-    def tensor(self, arguments: Sequence[Any] = ()) -> Any:
-        """The tensor whose state this is (an argument is looked up among `arguments`)."""
-        if isinstance(self.owner, int):
-            return arguments[self.owner]
-        tensor = self.owner()
-        if tensor is None:
-            raise StateGone(
-                f"{self.name}, a tensor the traced code read from outside, no longer exists "
-                "(the name that held it was rebound, or it was deleted)", op="function",
-                hint="trace again, for the tensors there are now (a tfl.function does so "
-                     "when called; a Compilation is made again with tfl.compile)")
-        return tensor
-
-    @property
-    def alive(self) -> bool:
-        return isinstance(self.owner, int) or self.owner() is not None
-
-    def read(self, arguments: Sequence[Any] = ()) -> Any:
-        """The state now: the tensor itself, or its ``.grad`` (a tensor, or None)."""
-        tensor = self.tensor(arguments)
-        return tensor if self.attr == "data" else tensor.grad
-
-    def __repr__(self) -> str:
-        return f"<Slot {self.name}>"
-
-
-@dataclass(frozen=True)
-class Update:
-    """A write-back: after the graph runs, the state `slot` takes the value of the graph's output
-    number `output`, or becomes None (``p.grad = None``) when `output` is None."""
-
-    slot: Slot
-    output: int | None
-
-
-class Value:
-    """One value flowing along the graph's edges. It stands in for an array in a traced Tensor:
-    it has a shape and a dtype, but no numbers, and says so if asked for them."""
-
-    __slots__ = ("data", "id", "kind", "name", "producer", "spec")
-
-    def __init__(self, id: int, spec: TensorSpec, kind: str, name: str | None = None,
-                 producer: Node | None = None, data: Any = None) -> None:
-        self.id = id
-        self.spec = spec
-        self.kind = kind  # "input", "node", "capture" or "const"
-        self.name = name
-        self.producer = producer
-        self.data = data  # the Slot a capture reads, or the constant array
-
-    @property
-    def shape(self) -> tuple:
-        return self.spec.shape
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.spec.dtype
-
-    @property
-    def ndim(self) -> int:
-        return len(self.spec.shape)
-
-    def __str__(self) -> str:
-        return f"%{self.name or self.id}"
-
-    def __repr__(self) -> str:
-        return f"<Value {self}: {self.spec}>"
-
-    # A traced value has no numbers yet: anything that needs them cannot be decided by tracing.
-    def _needs_value(self, what: str, control_flow: bool = False) -> TraceError:
-        where = f" (made at {self.producer.source})" if self.producer and self.producer.source \
-            else ""
-        message = (f"{what} needs the value of traced tensor {self}{where}, but while tracing a "
-                   "tensor has only a shape and a dtype: its values exist only when the graph "
-                   "runs.")
-        if control_flow:
-            return TraceError(
-                f"{message} Tracing records one path through the Python code; it cannot choose "
-                "between paths by a value that is known only when the graph runs.", op="trace",
-                hint="compute both paths and choose with tfl.where(cond, a, b) (see lesson 2, "
-                     "'Python control flow while tracing'), or pass the deciding value as a "
-                     "Python argument (a static argument: one trace per value)")
-        return TraceError(message, op="trace",
-                          hint="keep computing with tensor ops inside the traced function, "
-                               "return the tensor, and call .numpy() or .item() on the result")
-
-    def __bool__(self) -> bool:
-        raise self._needs_value("Python control flow (if/while/and/or) or bool()",
-                                control_flow=True)
-
-    def __float__(self) -> float:
-        raise self._needs_value("float()")
-
-    def __int__(self) -> int:
-        raise self._needs_value("int()")
-
-    def __index__(self) -> int:
-        raise self._needs_value("using a tensor as a Python index")
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
-        raise self._needs_value("converting to NumPy (.numpy(), .item(), np.asarray)")
-
-
-class Node:
-    """One op application: ``output = op(*inputs, **params)``."""
-
-    __slots__ = ("id", "inputs", "lineage", "no_grad", "op", "output", "params", "source")
-
-    def __init__(self, id: int, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
-                 source: SourceLocation | None, lineage: tuple[int, ...] = (),
-                 no_grad: bool = False) -> None:
-        self.id = id
-        self.op = op
-        self.inputs = inputs  # Values and Python-scalar literals
-        self.params = params
-        self.output = Value(id, spec, "node", producer=self)
-        self.source = source
-        self.lineage = lineage or (id,)  # the ids of the original nodes this one stands for
-        # Traced without recording for autodiff (under no_grad, or a backward pass that is not
-        # itself differentiated): running the graph on a tape must not record it either.
-        self.no_grad = no_grad
-
-    @property
-    def spec(self) -> TensorSpec:
-        return self.output.spec
-
-    def __repr__(self) -> str:
-        return f"<Node {format_node(self)}>"
 
 
 class Graph:
@@ -401,7 +228,7 @@ class Graph:
                 shape=v.spec.shape, dtype=v.spec.dtype.name, device=v.spec.device,
                 source=str(node.source) if node and node.source else "",
                 lineage=node.lineage if node else (v.id,),
-                params=_format_params(node.params) if node else "",
+                params=format_params(node.params) if node else "",
                 label=f"{v} = {node.op.name}" if node else f"{v} ({v.kind})",
                 is_output=any(v is out for out in self.results),
                 updates=updated.get(v.id, []),
@@ -461,25 +288,6 @@ class Graph:
         defined.add(value)
 
 
-def format_node(node: Node) -> str:
-    """``%3 = mul %1, %2 : f32[64,128]``, with parameters in braces when there are any."""
-    operands = ", ".join(str(o) if isinstance(o, Value) else _format_scalar(o, node.spec.dtype)
-                         for o in node.inputs)
-    shown = {k: v for k, v in node.params.items() if not _is_default(node.op, k, v)}
-    params = f" {{{_format_params(shown)}}}" if shown else ""
-    return f"{node.output} = {node.op.name} {operands}{params} : {node.spec}".replace("  ", " ")
-
-
-def _format_scalar(value: Any, dtype: np.dtype) -> str:
-    """A Python scalar operand; a float that a narrower float dtype holds exactly is written as
-    that dtype writes it (``np.float32(0.3)`` became the float 0.30000001192092896: ``0.3``)."""
-    if isinstance(value, float) and dtype.kind == "f" and dtype.itemsize < 8:
-        narrow = dtype.type(value)
-        if float(narrow) == value or value != value:
-            return str(narrow)
-    return repr(value)
-
-
 def _format_constant(data: Any) -> str:
     """A small constant by its values (``2.0 : ``, ``[0, 0, 0] : ``); a big one by its type.
     Each value as its own dtype writes it (a float32 0.3 is ``0.3``, not its float64 digits)."""
@@ -504,28 +312,3 @@ def _fused_body(node: Node) -> list[tuple[str, str]]:
     lines[0] = ("{" + lines[0][0][1:], "")
     lines[-1] = (lines[-1][0] + " }", "")
     return lines
-
-
-def _is_default(op: Op, name: str, value: Any) -> bool:
-    """Is `value` the op's default for `name` (the same object type too: ``axis=0`` is not
-    ``axis=False``)?"""
-    defaults = getattr(op, "defaults", {})
-    return name in defaults and type(value) is type(defaults[name]) and value == defaults[name]
-
-
-def _format_params(params: dict) -> str:
-    return ", ".join(f"{k}={_format_param(v)}" for k, v in params.items())
-
-
-def _format_param(v: Any) -> str:
-    if isinstance(v, np.dtype):
-        return v.name
-    if isinstance(v, slice):
-        parts = ["" if p is None else str(p) for p in (v.start, v.stop, v.step)]
-        return ":".join(parts[:2] if v.step is None else parts)
-    if isinstance(v, np.ndarray):
-        return f"array{list(v.shape)}"
-    if isinstance(v, tuple):
-        inner = ", ".join(_format_param(x) for x in v)
-        return f"({inner},)" if len(v) == 1 else f"({inner})"
-    return "..." if v is Ellipsis else repr(v)

@@ -1,0 +1,163 @@
+"""The graph's two kinds of thing: a `Value` flows along an edge, a `Node` applies one op.
+
+A value stands in for an array while tracing: it has a shape and a dtype, but no numbers, and an
+attempt to use its numbers (``if loss > 0:``, ``float(x)``) is an error that says why. A node is
+``output = op(*inputs, **params)``; it remembers the user's source line that created it, and a
+stable id (``%7``) that later passes keep as lineage, so a node can be followed from trace to
+kernel.
+
+A node prints the way a learner writes maths, one line each (`format_node`):
+``%3 = mul %1, %2 : f32[64,128]``, with the parameters that differ from the op's defaults in
+braces (``%1 = sum %x {axis=(1,)} : f32[64]``, but ``%2 = mean %x : f32[]``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teachflow.errors import SourceLocation, TraceError
+from teachflow.ops.op import Op
+from teachflow.spec import TensorSpec
+
+
+class Value:
+    """One value flowing along the graph's edges. It stands in for an array in a traced Tensor:
+    it has a shape and a dtype, but no numbers, and says so if asked for them."""
+
+    __slots__ = ("data", "id", "kind", "name", "producer", "spec")
+
+    def __init__(self, id: int, spec: TensorSpec, kind: str, name: str | None = None,
+                 producer: Node | None = None, data: Any = None) -> None:
+        self.id = id
+        self.spec = spec
+        self.kind = kind  # "input", "node", "capture" or "const"
+        self.name = name
+        self.producer = producer
+        self.data = data  # the Slot a capture reads, or the constant array
+
+    @property
+    def shape(self) -> tuple:
+        return self.spec.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.spec.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.spec.shape)
+
+    def __str__(self) -> str:
+        return f"%{self.name or self.id}"
+
+    def __repr__(self) -> str:
+        return f"<Value {self}: {self.spec}>"
+
+    # A traced value has no numbers yet: anything that needs them cannot be decided by tracing.
+    def _needs_value(self, what: str, control_flow: bool = False) -> TraceError:
+        where = f" (made at {self.producer.source})" if self.producer and self.producer.source \
+            else ""
+        message = (f"{what} needs the value of traced tensor {self}{where}, but while tracing a "
+                   "tensor has only a shape and a dtype: its values exist only when the graph "
+                   "runs.")
+        if control_flow:
+            return TraceError(
+                f"{message} Tracing records one path through the Python code; it cannot choose "
+                "between paths by a value that is known only when the graph runs.", op="trace",
+                hint="compute both paths and choose with tfl.where(cond, a, b) (see lesson 2, "
+                     "'Python control flow while tracing'), or pass the deciding value as a "
+                     "Python argument (a static argument: one trace per value)")
+        return TraceError(message, op="trace",
+                          hint="keep computing with tensor ops inside the traced function, "
+                               "return the tensor, and call .numpy() or .item() on the result")
+
+    def __bool__(self) -> bool:
+        raise self._needs_value("Python control flow (if/while/and/or) or bool()",
+                                control_flow=True)
+
+    def __float__(self) -> float:
+        raise self._needs_value("float()")
+
+    def __int__(self) -> int:
+        raise self._needs_value("int()")
+
+    def __index__(self) -> int:
+        raise self._needs_value("using a tensor as a Python index")
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise self._needs_value("converting to NumPy (.numpy(), .item(), np.asarray)")
+
+
+class Node:
+    """One op application: ``output = op(*inputs, **params)``."""
+
+    __slots__ = ("id", "inputs", "lineage", "no_grad", "op", "output", "params", "source")
+
+    def __init__(self, id: int, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
+                 source: SourceLocation | None, lineage: tuple[int, ...] = (),
+                 no_grad: bool = False) -> None:
+        self.id = id
+        self.op = op
+        self.inputs = inputs  # Values and Python-scalar literals
+        self.params = params
+        self.output = Value(id, spec, "node", producer=self)
+        self.source = source
+        self.lineage = lineage or (id,)  # the ids of the original nodes this one stands for
+        # Traced without recording for autodiff (under no_grad, or a backward pass that is not
+        # itself differentiated): running the graph on a tape must not record it either.
+        self.no_grad = no_grad
+
+    @property
+    def spec(self) -> TensorSpec:
+        return self.output.spec
+
+    def __repr__(self) -> str:
+        return f"<Node {format_node(self)}>"
+
+
+def format_node(node: Node) -> str:
+    """``%3 = mul %1, %2 : f32[64,128]``, with the parameters that are not at the op's defaults
+    in braces."""
+    operands = ", ".join(str(o) if isinstance(o, Value) else _format_scalar(o, node.spec.dtype)
+                         for o in node.inputs)
+    shown = {k: v for k, v in node.params.items() if not _is_default(node.op, k, v)}
+    params = f" {{{format_params(shown)}}}" if shown else ""
+    return f"{node.output} = {node.op.name} {operands}{params} : {node.spec}".replace("  ", " ")
+
+
+def _format_scalar(value: Any, dtype: np.dtype) -> str:
+    """A Python scalar operand; a float that a narrower float dtype holds exactly is written as
+    that dtype writes it (``np.float32(0.3)`` became the float 0.30000001192092896: ``0.3``)."""
+    if isinstance(value, float) and dtype.kind == "f" and dtype.itemsize < 8:
+        narrow = dtype.type(value)
+        if float(narrow) == value or value != value:
+            return str(narrow)
+    return repr(value)
+
+
+def _is_default(op: Op, name: str, value: Any) -> bool:
+    """Is `value` the op's default for `name` (the same object type too: ``axis=0`` is not
+    ``axis=False``)?"""
+    defaults = getattr(op, "defaults", {})
+    return name in defaults and type(value) is type(defaults[name]) and value == defaults[name]
+
+
+def format_params(params: dict) -> str:
+    """``axis=(1,), keepdims=True``: parameters as the text form writes them."""
+    return ", ".join(f"{k}={_format_param(v)}" for k, v in params.items())
+
+
+def _format_param(v: Any) -> str:
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, slice):
+        parts = ["" if p is None else str(p) for p in (v.start, v.stop, v.step)]
+        return ":".join(parts[:2] if v.step is None else parts)
+    if isinstance(v, np.ndarray):
+        return f"array{list(v.shape)}"
+    if isinstance(v, tuple):
+        inner = ", ".join(_format_param(x) for x in v)
+        return f"({inner},)" if len(v) == 1 else f"({inner})"
+    return "..." if v is Ellipsis else repr(v)
