@@ -18,7 +18,9 @@ tensor from data. Those go to the current interpreter too (`assign`, `read_grad`
 `mark`, `lift`), and so does reading a tensor's
 values (`values`): eagerly they happen at once; while tracing, the graph builder records the
 changes, so that the graph can compute the new state and the call can write it back, and refuses
-to read values, which exist only when the graph runs (see `teachflow.staging`).
+to read values, which exist only when the graph runs (see `teachflow.staging`). A call of a
+staged function is the interpreter's decision as well (`call`): eagerly its compiled graph runs,
+while tracing its ops join the trace.
 """
 
 from __future__ import annotations
@@ -52,6 +54,15 @@ class Interpreter(Protocol):
     def values(self, tensor: Any) -> Any:
         """The tensor's values as a NumPy array (``.numpy()``, ``.item()``, ``float()``)."""
 
+    def operand(self, tensor: Any) -> Any:
+        """The tensor as this mode's ops take it: eagerly itself; while tracing, a tensor from
+        outside the trace becomes its stand-in (read when the graph runs)."""
+
+    def call(self, function: Any, args: tuple, kwargs: dict) -> Any:
+        """Call a staged function (`tfl.function`, or one of its concrete functions): eagerly
+        its compiled graph runs (``function.run``); while tracing, its ops join the trace
+        (``function.inline``), as a function call inside a ``jax.jit`` is inlined."""
+
 
 _interpreter: Interpreter | None = None
 
@@ -59,6 +70,11 @@ _interpreter: Interpreter | None = None
 def bind(op: Any, *args: Any, **params: Any) -> Any:
     """Apply `op` to `args` in the current execution mode."""
     return _interpreter.apply(op, args, params)
+
+
+def call(function: Any, args: tuple, kwargs: dict) -> Any:
+    """Call a staged function in the current execution mode."""
+    return _interpreter.call(function, args, kwargs)
 
 
 def current_interpreter() -> Interpreter:

@@ -95,6 +95,12 @@ class EagerInterpreter:
     def values(self, tensor: Tensor) -> np.ndarray:
         return tensor._backend.to_numpy(tensor._data)
 
+    def operand(self, tensor: Tensor) -> Tensor:
+        return tensor
+
+    def call(self, function: Any, args: tuple, kwargs: dict) -> Any:
+        return function.run(args, kwargs)
+
 
 _PYTHON_SCALARS = frozenset({bool, int, float})
 

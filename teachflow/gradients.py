@@ -13,10 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from teachflow import dispatch
 from teachflow.autodiff import backpropagate, enable_grad, filled_like, seed_of
 from teachflow.dispatch import bind
 from teachflow.errors import AutodiffError, DTypeError, expect_callable, on_behalf_of
-from teachflow.graph import Value
 from teachflow.ops import elementwise
 from teachflow.spec import is_int
 from teachflow.tensor import Tensor, as_tensor
@@ -34,10 +34,9 @@ def _watch(x: Any, argnum: int, connected: bool) -> Any:
         # Tracked by someone else (an outer tfl.grad, say): stay connected, so they can
         # differentiate through this gradient.
         return bind(elementwise.identity, x)
-    # The same values on a new leaf. An eager tensor goes through an op, so that while tracing
-    # it is read when the graph runs (the gradient then sees its values at that time).
-    if not isinstance(x._data, Value):
-        x = bind(elementwise.stop_gradient, x)
+    # The same values on a new leaf. While tracing, a tensor from outside the trace is the
+    # stand-in that reads it when the graph runs (the gradient sees its values at that time).
+    x = dispatch.current_interpreter().operand(x)
     fresh = Tensor._make(x._data, x._backend, None)
     fresh.requires_grad = True
     return fresh

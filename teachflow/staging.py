@@ -168,7 +168,7 @@ class GraphBuilder:
 
     # --- Ops --------------------------------------------------------------------------------
 
-    def symbolic(self, x: Any) -> Any:
+    def operand(self, x: Any) -> Any:
         """An op argument as the graph sees it: an outside eager tensor becomes its stand-in."""
         if isinstance(x, Tensor) and not isinstance(x._data, Value):
             return self.standin(x)
@@ -177,7 +177,7 @@ class GraphBuilder:
     def value_of(self, x: Any) -> Any:
         """The graph operand for an op argument: a Value, or a Python-scalar literal."""
         if isinstance(x, Tensor):
-            data = self.symbolic(x)._data
+            data = self.operand(x)._data
             if not self.graph.owns(data):
                 raise TraceError(f"tensor {data} belongs to another graph", op="trace",
                                  hint="a traced tensor cannot leave its own trace; return it "
@@ -191,7 +191,7 @@ class GraphBuilder:
         return self.graph.constant(np.array(x))
 
     def apply(self, op: Any, args: tuple, params: dict) -> Tensor:
-        args = tuple(self.symbolic(x) for x in args)
+        args = tuple(self.operand(x) for x in args)
         operands = tuple(self.value_of(x) for x in args)
         source = user_location()
         spec = op.abstract_eval(*(o.spec if isinstance(o, Value) else o for o in operands),
@@ -228,6 +228,9 @@ class GraphBuilder:
             "while a value read now, during tracing, would be built into the graph and go stale",
             op="trace", hint=f"compute with {name} as a tensor (x * {name}), not with its Python "
                              "value; or pass the value as a static Python argument")
+
+    def call(self, function: Any, args: tuple, kwargs: dict) -> Any:
+        return function.inline(args, kwargs)
 
     # --- State outside the graph ----------------------------------------------------------
 
@@ -298,7 +301,7 @@ class GraphBuilder:
                 "computed", op="backward",
                 hint="call backward() outside the staged function, or pass a leaf (for "
                      "example the tensors it was computed from) and compute it inside")
-        state.current = None if grad is None else self.symbolic(grad)
+        state.current = None if grad is None else self.operand(grad)
         state.written = True
 
     def _grad_state(self, tensor: Tensor, reading: bool) -> _GradState | None:

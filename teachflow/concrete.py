@@ -1,0 +1,251 @@
+"""A concrete function: one trace of a `tfl.function`, compiled, and what calling it does.
+
+A call runs the generated executor on the tensor arguments and on the state the trace reads
+(captured tensors, ``.grad``s), then writes back the state the traced code updated (see
+`teachflow.staging`): the new values of tensors updated in place, and new ``.grad``s.
+
+How it runs is the interpreter's decision, as for every op (`dispatch.call`): eagerly it runs the
+executor (`run`); inside another trace it adds its graph's ops to that trace (`inline`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from teachflow import autodiff, dispatch
+from teachflow.backends import get_backend
+from teachflow.compiler import Compilation, run_pipeline
+from teachflow.errors import DeviceError, SignatureMismatch, TeachflowError
+from teachflow.executor import explain_failure, generate, interpret
+from teachflow.graph import Graph, Value
+from teachflow.ops.op import Op
+from teachflow.signature import (
+    Signature,
+    canonical_call,
+    exact_tree,
+    fit_input_signature,
+    leaf_keys,
+    retrace_reason,
+    structure_difference,
+)
+from teachflow.spec import TensorSpec
+from teachflow.staging import Traced
+from teachflow.tensor import Tensor
+from teachflow.tree import tree_flatten, tree_unflatten
+
+
+class ConcreteFunction:
+    """One trace of a `Function`: its graph and the executor generated from it."""
+
+    #: What to do when called with arguments of another signature (a Compilation says its own).
+    mismatch_hint = ("call the tfl.function itself: it traces a new concrete function for a new "
+                     "signature")
+
+    def __init__(self, traced: Traced, signature: Signature, call_signature: Any = None,
+                 passes: Any = "default", backend: str | None = None,
+                 verify: bool | None = None, examples: list[Tensor] | None = None,
+                 input_signature: list[TensorSpec] | None = None) -> None:
+        self.signature = signature
+        self.input_signature = input_signature
+        self.guards = traced.guards
+        self._traced = traced
+        self._call_signature = call_signature  # the Python function's, to read calls alike
+        self.compilation = Compilation(run_pipeline(traced.graph, passes, verify, examples),
+                                       self)
+        self.graph = self.compilation.graph  # the optimized graph
+        inputs = traced.graph.inputs
+        self._backend = get_backend(backend or (inputs[0].spec.device if inputs else "cpu"))
+        self._executor = generate(self.graph, self._backend)
+        self._captures = self._executor.captures
+        self._out_backends = [get_backend(v.spec.device) for v in self.graph.outputs]
+        self._results = len(traced.graph.results)
+        self._updates = bool(self.graph.updates)
+        # A trace that ran backward() has its gradients inside: it is not differentiated again.
+        self._differentiable = all(u.slot.attr != "grad" for u in traced.graph.updates)
+        self._returns_state = any(r is not None for r in traced.returned)
+        self._single_output = traced.out_tree is None and isinstance(traced.out_leaves[0], Value)
+
+    @property
+    def source(self) -> str:
+        """The generated Python that runs the graph."""
+        return self._executor.source
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        return dispatch.call(self, args, kwargs)
+
+    def run(self, args: tuple, kwargs: dict) -> Any:
+        """Run the executor on these arguments (eagerly)."""
+        tensors, arrays = self._checked_inputs(args, kwargs)
+        result = self.run_flat(tensors)
+        write_into_arrays(arrays)
+        return result
+
+    def inline(self, args: tuple, kwargs: dict) -> Any:
+        """Inside another trace: the traced graph's ops join that trace, one by one."""
+        tensors, arrays = self._checked_inputs(args, kwargs)
+        result = self._finish(tensors, interpret(self._traced.graph, tensors))
+        write_into_arrays(arrays)
+        return result
+
+    def inputs_of(self, /, *args: Any, **kwargs: Any) -> list[Tensor]:
+        """The tensors a call with these arguments gives the graph, in the order of its inputs
+        (a NumPy array as the tensor made of it)."""
+        args, kwargs, _ = canonical_call(self._call_signature, args, kwargs, self.graph.name)
+        leaves, _ = as_inputs(tree_flatten((args, kwargs))[0])
+        return leaf_keys(leaves)[1]
+
+    def guards_hold(self, tensors: list[Tensor] | tuple) -> bool:
+        """Does the state outside the graph still look as the trace assumed (and does every
+        tensor it reads still exist)?"""
+        return (all(v.data.alive for v in self._traced.graph.captures)
+                and all(guard.holds(tensors) for guard in self.guards))
+
+    def _checked_inputs(self, args: tuple, kwargs: dict) -> tuple[list[Tensor], list]:
+        """The call's tensors (and its NumPy arrays, see `as_inputs`), once it is sure that
+        they fit this trace: its signature, and the guards on the state it read."""
+        try:
+            args, kwargs, _ = canonical_call(self._call_signature, args, kwargs,
+                                             self.graph.name)
+            leaves, treedef = tree_flatten((args, kwargs))
+            leaves, arrays = as_inputs(leaves)
+            keys, tensors = leaf_keys(leaves)
+            if self.input_signature is not None and len(keys) == len(self.signature.names):
+                keys = fit_input_signature(self.input_signature, keys, tensors,
+                                           list(self.signature.names), self.graph.name)
+        except TeachflowError as err:
+            why = err.message
+            keys, treedef = None, None
+        same_tree = treedef is not None and exact_tree(treedef) == exact_tree(
+            self._traced.in_tree)
+        if keys != self.signature.keys or not same_tree:
+            if same_tree:
+                new = Signature(self.signature.arguments, self.signature.names, keys)
+                why = retrace_reason(self.signature, new)
+            elif keys is not None:
+                why = structure_difference(self._traced.in_tree, treedef) or \
+                    "the arguments are structured differently"
+            raise SignatureMismatch(f"this concrete function was traced for ({self.signature}); "
+                                    f"these arguments do not fit it: {why}", op="function",
+                                    hint=self.mismatch_hint)
+        if not self.guards_hold(tensors):
+            why = "; ".join([g.reason(tensors) for g in self.guards if not g.holds(tensors)]
+                            + [f"{v.data.name} exists" for v in self._traced.graph.captures
+                               if not v.data.alive])
+            raise SignatureMismatch(f"this concrete function was traced assuming that {why}",
+                                    op="function", hint=self.mismatch_hint)
+        return tensors, arrays
+
+    def run_flat(self, tensors: list[Tensor] | tuple) -> Any:
+        """Run on the flat tensor arguments (known to fit); write back updated state; give back
+        the results in the function's structure."""
+        backend, arrays, tracked = self._backend, [], []
+        for t in tensors:
+            if t._backend is not backend:
+                raise DeviceError(f"this function was compiled for {backend.name} but got a "
+                                  f"tensor on {t.device}", op="function")
+            if t._node is not None:
+                tracked.append(t._node)
+            arrays.append(t._data)
+        for capture in self._captures:  # read by reference: current values
+            state = capture.data.read(tensors)
+            if state._node is not None:
+                tracked.append(state._node)
+            arrays.append(state._data)
+        taped = bool(tracked) and autodiff.is_grad_enabled()
+        if taped and self._differentiable:
+            # Someone may differentiate through this call: its ops run one by one, on the tape
+            # (the optimized graph's fused kernels have no gradient rules).
+            return self._finish(tensors, interpret(self._traced.graph, tensors))
+        try:
+            outputs = self._executor.fn(*arrays)
+        except Exception as exc:
+            raise explain_failure(self._traced.graph, tensors) from exc
+        results = [Tensor._make(a if type(a) is b.array_type else b.xp.asarray(a), b, None)
+                   for a, b in zip(outputs, self._out_backends, strict=True)]
+        if taped:
+            # A trace that ran backward(): its gradients are inside already. Its results say so
+            # if backward() reaches them again (the state it updated stays plain, as eagerly).
+            n = self._results
+            results[:n] = [_not_differentiable_again(r, tracked, self.graph.name)
+                           for r in results[:n]]
+        return self._finish(tensors, results)
+
+    def _finish(self, tensors: list[Tensor] | tuple, results: list[Tensor]) -> Any:
+        """Write back the state the call updated; the results in the function's structure."""
+        if self._updates:
+            write_back(self.graph, tensors, results)
+            results = results[:self._results]
+        if self._returns_state:  # `return w`: w itself
+            results = [r if outside is None else outside.read(tensors)
+                       for r, outside in zip(results, self._traced.returned, strict=True)]
+        if self._single_output:
+            return results[0]
+        it = iter(results)
+        leaves = [next(it) if isinstance(v, Value) else v for v in self._traced.out_leaves]
+        return tree_unflatten(self._traced.out_tree, leaves)
+
+    def __repr__(self) -> str:
+        return f"<ConcreteFunction {self.graph.name}({self.signature}): {len(self.graph)} nodes>"
+
+
+def write_back(graph: Graph, arguments: list[Tensor] | tuple, outputs: list[Tensor]) -> None:
+    """After a run: each piece of state the traced code updated takes its new value, as eagerly
+    (a tensor updated in place holds the new values; a .grad is the new gradient, or None).
+    Through the interpreter: inside another trace, that trace records the updates in turn."""
+    interpreter = dispatch.current_interpreter()
+    for update in graph.updates:
+        tensor = update.slot.tensor(arguments)
+        new = None if update.output is None else outputs[update.output]
+        if update.slot.attr == "data":
+            interpreter.assign(tensor, new)
+        else:  # a gradient is a plain value, off the tape, as backward() leaves it
+            interpreter.write_grad(tensor, None if new is None else new.detach())
+
+
+def _refuse_backward(g: Any, i: int, *, function: str) -> Any:
+    raise autodiff.AutodiffError(
+        f"this result comes from a call of the staged function {function}, which ran "
+        "backward() inside: its gradients were computed inside the graph, and the call is not "
+        "on the tape for another backward", op="backward",
+        hint="compute what you want to differentiate outside that staged function (or stage "
+             "it separately, without backward() inside)")
+
+
+#: Marks the results of a staged call that ran backward(): backward() reaching one says why it
+#: cannot go on (rather than a silently missing gradient).
+_RAN_BACKWARD = Op("staged call that ran backward()", lambda xp: None, lambda *a: None,
+                   grads=_refuse_backward, register=False, arg_names=())
+
+
+def _not_differentiable_again(result: Tensor, parents: list, function: str) -> Tensor:
+    if result.dtype.kind not in "fc":
+        return result
+    node = autodiff.TapeNode(_RAN_BACKWARD, {"function": function}, tuple(parents),
+                             (None,) * len(parents), None, result._backend, result.shape,
+                             result.dtype)
+    return Tensor._make(result._data, result._backend, node)
+
+
+def as_inputs(leaves: list) -> tuple[list, list]:
+    """A NumPy array argument is data: a tensor input, copied as `tfl.tensor` copies it. Also
+    each array with its tensor and the tensor's values now: an update of the tensor inside the
+    function goes back into the array after the call (`write_into_arrays`), as the same
+    update of the array would eagerly."""
+    inputs, arrays, made = [], [], {}
+    for x in leaves:
+        if isinstance(x, np.ndarray):
+            t = made.get(id(x))  # one array passed twice is one tensor, as it is one array
+            if t is None:
+                t = made[id(x)] = Tensor(x)
+                arrays.append((t, x, t._data))
+            x = t
+        inputs.append(x)
+    return inputs, arrays
+
+
+def write_into_arrays(arrays: list) -> None:
+    for tensor, array, before in arrays:
+        if tensor._data is not before:  # updated in place by the call
+            np.copyto(array, tensor.numpy(), casting="same_kind")
