@@ -22,6 +22,16 @@ from teachflow import eager as _eager  # installs the eager interpreter behind `
 from teachflow.autodiff import enable_grad, is_grad_enabled, no_grad
 from teachflow.backends import devices
 from teachflow.compiler import Compilation, Snapshot
+from teachflow.errors import (
+    AutodiffError,
+    DeviceError,
+    DTypeError,
+    GradingError,
+    IndexingError,
+    ShapeError,
+    TeachflowError,
+    TraceError,
+)
 from teachflow.factories import (
     arange,
     eye,
@@ -36,17 +46,9 @@ from teachflow.factories import (
     zeros,
     zeros_like,
 )
-from teachflow.errors import (
-    AutodiffError,
-    DeviceError,
-    DTypeError,
-    GradingError,
-    IndexingError,
-    ShapeError,
-    TeachflowError,
-    TraceError,
-)
 from teachflow.function import ConcreteFunction, Function, RetracingWarning, compile, function
+from teachflow.gradients import grad, value_and_grad
+from teachflow.graph import Graph, GraphError
 from teachflow.library import (
     abs,
     argmax,
@@ -82,12 +84,12 @@ from teachflow.library import (
     var,
     where,
 )
-from teachflow.gradients import grad, value_and_grad
-from teachflow.graph import Graph, GraphError
 from teachflow.session import Session
 from teachflow.spec import TensorSpec
-from teachflow.staging import SideEffectWarning, placeholder, trace
+from teachflow.staging import placeholder
 from teachflow.tensor import Tensor, as_tensor
+from teachflow.tracing import trace
+from teachflow.world import SideEffectWarning
 
 __version__ = "0.1.0"
 

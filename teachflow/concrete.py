@@ -31,8 +31,8 @@ from teachflow.signature import (
     structure_difference,
 )
 from teachflow.spec import TensorSpec
-from teachflow.staging import Traced
 from teachflow.tensor import Tensor
+from teachflow.tracing import Traced
 from teachflow.tree import tree_flatten, tree_unflatten
 
 
@@ -216,7 +216,7 @@ def _refuse_backward(g: Any, i: int, *, function: str) -> Any:
 #: Marks the results of a staged call that ran backward(): backward() reaching one says why it
 #: cannot go on (rather than a silently missing gradient).
 _RAN_BACKWARD = Op("staged call that ran backward()", lambda xp: None, lambda *a: None,
-                   grads=_refuse_backward, register=False, arg_names=())
+                   grads=_refuse_backward, primitive=False, arg_names=())
 
 
 def _not_differentiable_again(result: Tensor, parents: list, function: str) -> Tensor:

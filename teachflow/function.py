@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from teachflow import dispatch
+from teachflow.callables import argument_names, callable_name, named_arguments, signature_of
 from teachflow.compiler import Compilation
 from teachflow.concrete import ConcreteFunction, as_inputs, write_into_arrays
 from teachflow.errors import TeachflowError, expect_callable, user_stacklevel
@@ -44,14 +45,8 @@ from teachflow.signature import (
     varying_static,
 )
 from teachflow.spec import TensorSpec
-from teachflow.staging import (
-    argument_names,
-    callable_name,
-    named_arguments,
-    signature_of,
-    trace_function,
-)
 from teachflow.tensor import Tensor
+from teachflow.tracing import trace_function
 from teachflow.tree import tree_flatten, tree_unflatten
 
 #: After this many traces of one function, each further trace warns.

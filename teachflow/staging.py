@@ -4,8 +4,8 @@ The `GraphBuilder` is the other interpreter behind `bind`. Where the eager inter
 kernel, the builder runs the op's *shape rule* and appends a node to a graph; the Tensor it returns
 holds a symbolic `Value` instead of an array. Everything else is shared: the same ops, the same
 Tensor methods, the same autodiff tape (so gradient rules applied to symbolic tensors record a
-backward graph). Tracing is nothing more than running ordinary Python with this interpreter in
-charge:
+backward graph). Tracing (`teachflow.tracing`) is nothing more than running ordinary Python with
+this interpreter in charge:
 
 - Python `for` loops and function calls simply run, so loops come out *unrolled* in the graph;
 - Python control flow that needs a tensor's *value* (``if x.sum() > 0``) cannot be decided, and
@@ -22,17 +22,13 @@ update rebinds the stand-in to the new value (exactly as `Tensor._take` does eag
 trace ends, every stand-in that changed becomes a graph output plus an `Update` saying where its
 value goes. The staged call writes them back after the graph runs, so the program means what it
 means eagerly. The ``.grad`` a trace reads is state too: whether it was None is part of what the
-trace assumed, recorded as a `Guard` that each call checks (a different answer retraces).
+trace assumed, recorded as a `Guard` (`teachflow.guards`) that each call checks (a different answer
+retraces).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import inspect
-import types
-import warnings
-from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,20 +36,12 @@ import numpy as np
 
 from teachflow import autodiff, dispatch, surroundings
 from teachflow.backends import get_backend
-from teachflow.eager import EAGER
-from teachflow.errors import (
-    SourceLocation,
-    TraceError,
-    expect_callable,
-    user_frame,
-    user_location,
-    user_stacklevel,
-)
-from teachflow.graph import Graph, Slot, StateGone, Update, Value
-from teachflow.ops.elementwise import identity
+from teachflow.errors import TraceError, user_frame, user_location
+from teachflow.graph import Graph, Slot, Value
+from teachflow.guards import Guard
 from teachflow.spec import TensorSpec, checked_shape
 from teachflow.tensor import Tensor, as_constant, as_dtype
-from teachflow.tree import tree_flatten, tree_paths, tree_unflatten
+from teachflow.world import World, tensor_places
 
 _PYTHON_SCALARS = (bool, int, float)
 
@@ -66,73 +54,6 @@ class _GradState:
     current: Tensor | None  # symbolic, or None
     written: bool = False
 
-
-@dataclass(frozen=True)
-class Guard:
-    """Something about state outside the graph that a trace assumed, checked at every call:
-
-    - "grad": whether a ``.grad`` was None (`expected`: its spec, or None);
-    - "requires_grad": whether a tensor required grad (which decides what backward() writes);
-    - "leaf": whether a tensor the function updates in place is a leaf that requires grad
-      (updating one is refused, eagerly and so while tracing);
-    - "binding": whether the name the code found a captured tensor by still names it (`place`:
-      the `surroundings.Path` to it, followed again link by link: ``W = tfl.tensor(...)`` or
-      ``model = Model()`` between calls rebinds a name, and the graph must read the new tensor);
-    - "aliases": which of the arguments and captured tensors (`place`) are one and the same
-      tensor (`expected`: for each, the first position of the same tensor): one tensor under
-      two names is one stand-in in the trace, as it is one tensor eagerly."""
-
-    slot: Slot | None
-    what: str
-    expected: Any
-    place: Any = None
-
-    def observe(self, arguments: Any) -> Any:
-        if self.what == "aliases":
-            first: dict[int, int] = {}
-            return tuple(first.setdefault(id(t), k)
-                         for k, t in enumerate([*arguments, *self.place]))
-        tensor = self.slot.tensor(arguments)
-        if self.what == "binding":
-            return self.place.holds(tensor)
-        if self.what == "requires_grad":
-            return tensor.requires_grad
-        if self.what == "leaf":
-            return tensor.requires_grad and tensor.is_leaf
-        grad = tensor.grad
-        return None if grad is None else grad.spec
-
-    def holds(self, arguments: Any) -> bool:
-        try:
-            return self.observe(arguments) == self.expected
-        except StateGone:  # a tensor the trace read is gone: nothing about it can hold
-            return False
-
-    def reason(self, arguments: Any) -> str:
-        """Why it does not hold, in words."""
-        try:
-            now = self.observe(arguments)
-        except StateGone as gone:
-            if self.what != "binding":
-                return gone.message
-            now = False  # the tensor traced is gone: its name (if any) names another
-        if self.what == "aliases":
-            return ("the arguments (and captured tensors) that are one and the same tensor are "
-                    "not the ones that were when traced")
-        if self.what == "binding":
-            return (f"{self.slot.name} now names another tensor than the one traced (it was "
-                    "rebound, not updated in place)")
-        if self.what == "requires_grad":
-            return (f"{self.slot.name}.requires_grad was {self.expected} when traced, now {now} "
-                    "(backward() fills the .grad of tensors that require grad)")
-        if self.what == "leaf":
-            was = "a leaf that requires grad" if self.expected else "not a leaf that requires grad"
-            return (f"{self.slot.name}, which the function updates in place, was {was} when "
-                    "traced, and is not now (such a leaf may be updated only under no_grad)")
-        def show(spec: TensorSpec | None) -> str:
-            return "None" if spec is None else f"a {spec} gradient"
-        return (f"{self.slot.name} was {show(self.expected)} when traced, now {show(now)} "
-                "(backward() adds to a .grad that holds a gradient)")
 
 
 class GraphBuilder:
@@ -155,7 +76,7 @@ class GraphBuilder:
         self._reach: dict[int, tuple[Any, dict]] = {}  # id(namespace) -> (it, tensor places)
         # The traced function's world (its globals, cells, instance): where lasting names of
         # captured tensors start (see `_find`); and, indexed once, the tensors found there.
-        self.surroundings: _Surroundings | None = None
+        self.surroundings: World | None = None
         self._rooted: dict[Tensor, list[surroundings.Place]] | None = None
 
     def __enter__(self) -> GraphBuilder:
@@ -354,7 +275,7 @@ class GraphBuilder:
         it only for now). A name the user gave (a global ``w``) is preferred to ``params[0]``."""
         if self._rooted is None:
             roots = self.surroundings.roots if self.surroundings is not None else []
-            self._rooted = _tensor_places(roots)
+            self._rooted = tensor_places(roots)
         found = [p for p in self._rooted.get(tensor, ()) if p.holds(tensor)]
         if found:
             best = min(found, key=lambda p: p.parent is not None)  # a name first, then BFS
@@ -365,7 +286,7 @@ class GraphBuilder:
         known = self._reach.get(id(frame.f_locals))
         if known is None or known[0] is not frame.f_locals:  # (indexed once per frame)
             locals_ = frame.f_locals  # paths inside a local's value start at that value
-            index = _tensor_places([(n, v, None) for n, v in locals_.items()])
+            index = tensor_places([(n, v, None) for n, v in locals_.items()])
             for n, v in locals_.items():
                 if isinstance(v, Tensor):
                     index.setdefault(v, []).append(surroundings.Place(locals_, n, "item", ""))
@@ -441,235 +362,6 @@ class GraphBuilder:
         return guards
 
 
-def _python_function(fn: Callable) -> tuple[types.FunctionType | None, list[tuple[str, Any]]]:
-    """The Python function whose code a call of `fn` runs, and the objects it runs on (an
-    instance, a partial's bound arguments), looked up without calling anything of the user's:
-    a method, a staged method, a ``functools.partial``, a callable object, or a decorated
-    function (followed through ``__wrapped__``)."""
-    owners: list[tuple[str, Any]] = []
-    for _ in range(100):  # (a chain of wrappers, never a cycle)
-        if isinstance(fn, functools.partial):
-            owners += _partial_arguments(fn)
-            fn = fn.func
-            continue
-        if isinstance(fn, types.MethodType):
-            owners.append(("self", fn.__self__))
-            fn = fn.__func__
-            continue
-        wrapped = _own_attribute(fn, "__wrapped__")
-        if wrapped is not None:  # functools.wraps, and a staged function or method
-            instance = _own_attribute(fn, "instance")
-            if instance is not None:
-                owners.append(("self", instance))
-            fn = wrapped
-            continue
-        if isinstance(fn, types.FunctionType):
-            return fn, owners
-        call = inspect.getattr_static(type(fn), "__call__", None)  # a callable object's class
-        if not isinstance(call, types.FunctionType):
-            return None, owners
-        owners.append(("self", fn))
-        fn = call
-    return None, owners
-
-
-def _partial_arguments(fn: functools.partial) -> list[tuple[str, Any]]:
-    """A partial's bound arguments under the names of the parameters they fill."""
-    try:
-        bound = inspect.signature(fn.func).bind_partial(*fn.args, **fn.keywords)
-    except (TypeError, ValueError):  # no signature to read: name them by position
-        return [("partial", (fn.args, fn.keywords))]
-    return list(bound.arguments.items())
-
-
-def _own_attribute(obj: Any, name: str) -> Any:
-    """`obj`'s attribute `name` from its ``__dict__`` (None if absent): no ``__getattr__``."""
-    try:
-        return object.__getattribute__(obj, "__dict__").get(name)
-    except Exception:
-        return None
-
-
-class _Surroundings:
-    """The Python world of a traced function: the globals and closure cells its code can reach
-    (see `surroundings.reach`), its instance and its static arguments. As it was before the
-    trace, so that what the trace left in it can be found and put back; and as the roots of the
-    paths that name captured tensors (a global ``model``, then ``.layers[0].w``)."""
-
-    def __init__(self, fn: Callable, args: tuple, kwargs: dict,
-                 copies: frozenset[int] = frozenset()) -> None:
-        self.copies = copies  # id()s of the containers rebuilt for the call (see tree)
-        inner, owners = _python_function(fn)
-        self.code = inner.__code__ if inner is not None else None
-        world = surroundings.reach(inner, [o for _, o in owners]) if inner is not None else \
-            surroundings.Reach([], {})
-        # Names bound now in each namespace (a global the trace creates is new there), and the
-        # values of the names the code uses.
-        self.namespaces = [(namespace, set(namespace), {n: namespace.get(n, _UNBOUND)
-                                                        for n in names})
-                           for namespace, names in world.globals]
-        self.cells = {name: (cell, _cell_contents(cell)) for name, cell in world.cells.items()}
-        own = set(self.code.co_freevars) if self.code is not None else set()
-        self.own_cells = {n: c for n, (c, _) in self.cells.items() if n in own}
-        # Where captured tensors are found: from a global or a cell, a path that lasts, followed
-        # again at every call; from the instance or a static argument (fixed for the trace).
-        self.roots: list[tuple[str, Any, surroundings.Place | None]] = [
-            (n, v, surroundings.Place(namespace, n, "item", ""))
-            for namespace, _, values in self.namespaces
-            for n, v in values.items() if v is not _UNBOUND]
-        self.roots += [(n, v, surroundings.Place(c, "cell_contents", "attr", n))
-                       for n, (c, v) in self.cells.items()]
-        self.roots += [(n, v, None) for n, v in owners]
-        self.roots += [(n, a, None) for n, a in named_arguments(fn, args, kwargs)
-                       if not isinstance(a, Tensor)]
-        self.snapshots = surroundings.snapshots([(n, v) for n, v, _ in self.roots],
-                                                skip=(Tensor,))
-
-    def restore(self, graph: Graph) -> tuple[list[tuple[str, SourceLocation | None]],
-                                             list[str], list[str]]:
-        """Put back every place that now holds (or holds something holding) a tensor of `graph`;
-        return their names, each with the line that computed such a tensor. Also the other
-        places the trace changed, in words (Python state that only this run of the code
-        changes), and those of them in the containers given as arguments, which are copies."""
-        made: list[SourceLocation | None] = []
-        changed: list[str] = []
-        copied: list[str] = []
-
-        def of_graph(value: Any) -> bool:
-            if isinstance(value, Tensor) and isinstance(value._data, Value) and \
-                    graph.owns(value._data):
-                producer = value._data.producer
-                made.append(producer.source if producer is not None else None)
-                return True
-            return False
-
-        leaked = []
-        for snapshot in self.snapshots:
-            for key, name, value in list(snapshot.changed()):
-                if isinstance(snapshot.container, set | frozenset):
-                    constant = None
-                else:
-                    constant = _constant_tensor(graph, value)
-                if constant is not None:  # a constant made lazily (self.mask = tfl.tensor(...))
-                    snapshot.replace(key, constant)  # is that constant, as eagerly
-                elif surroundings.holding(value, of_graph):
-                    leaked.append((name, made[-1]))
-                    snapshot.put_back(key)
-                elif not _same_value(snapshot.before.get(key, _UNBOUND), value):
-                    (copied if id(snapshot.container) in self.copies else changed).append(
-                        _change(name, snapshot.before.get(key, _UNBOUND), value))
-        for name, (cell, before) in self.cells.items():
-            now = _cell_contents(cell)
-            if now is not before and surroundings.holding(now, of_graph):
-                leaked.append((f"nonlocal {name}", made[-1]))
-                cell.cell_contents = before
-            elif not _same_value(before, now):
-                changed.append(_change(f"nonlocal {name}", before, now))
-        for namespace, keys, values in self.namespaces:
-            for name in [*values, *(k for k in list(namespace) if k not in keys)]:
-                before = values.get(name, _UNBOUND)
-                now = namespace.get(name, _UNBOUND)
-                if now is not before and surroundings.holding(now, of_graph):
-                    leaked.append((f"global {name}", made[-1]))
-                    if before is _UNBOUND:
-                        del namespace[name]
-                    else:
-                        namespace[name] = before
-                elif not _same_value(before, now):
-                    changed.append(_change(f"global {name}", before, now))
-        return leaked, changed, copied
-
-
-_UNBOUND = object()  # a global name not bound (yet)
-
-
-def _constant_tensor(graph: Graph, value: Any) -> Tensor | None:
-    """`value`, a tensor of the trace, as an eager tensor, where its values are known while
-    tracing: a constant made from data, or computed from such constants alone (no argument,
-    captured tensor or random draw); else None."""
-    if not (isinstance(value, Tensor) and isinstance(value._data, Value)
-            and graph.owns(value._data)):
-        return None
-    needed, stack = [], [value._data]
-    while stack:
-        v = stack.pop()
-        if v.kind == "const" or v in needed:
-            continue
-        if v.kind != "node" or v.producer.op.random:
-            return None
-        needed.append(v)
-        stack += [o for o in v.producer.inputs if isinstance(o, Value)]
-    backend = value._backend
-    computed: dict[Value, Tensor] = {}
-    with autodiff.no_grad():
-        for node in (n for n in graph.nodes if n.output in needed):
-            args = [(computed[o] if o in computed else Tensor._make(backend.asarray(o.data),
-                                                                      backend, None))
-                    if isinstance(o, Value) else o for o in node.inputs]
-            computed[node.output] = EAGER.apply(node.op, tuple(args), node.params)
-    if value._data.kind == "const":
-        return Tensor._make(backend.asarray(value._data.data), backend, None)
-    return computed[value._data]
-
-
-def _same_value(before: Any, now: Any) -> bool:
-    """The same object, or equal plain data (``n = n + 0``, ``self.shape = tuple(x.shape)``
-    again); or teachflow's own bookkeeping (a staged method cached on its instance when
-    ``super()`` first reaches it)."""
-    if now is before or (type(now).__qualname__ == "Function"
-                         and type(now).__module__ == "teachflow.function"):
-        return True
-    return type(now) is type(before) and _plain(now) and _plain(before) and bool(now == before)
-
-
-def _plain(value: Any, depth: int = 3) -> bool:
-    """Numbers, strings, NumPy scalars and dtypes, and small tuples, lists, sets and dicts of
-    them: data whose ``==`` says whether it is the same."""
-    if isinstance(value, bool | int | float | complex | str | bytes | np.generic | np.dtype) \
-            or value is None:
-        return True
-    if depth == 0 or not isinstance(value, tuple | list | set | frozenset | dict) or \
-            len(value) > 100:
-        return False
-    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
-    return all(_plain(v, depth - 1) for v in items)
-
-
-def _change(name: str, before: Any, now: Any) -> str:
-    plain = (*_PYTHON_SCALARS, str, type(None))
-    if isinstance(before, plain) and isinstance(now, plain):
-        return f"{name}: {before!r} -> {now!r}"
-    if now is surroundings.GONE or now is _UNBOUND:
-        return f"{name} (removed)"
-    return f"{name} (set)" if before is _UNBOUND else name
-
-
-class SideEffectWarning(UserWarning):
-    """A traced function changed Python state (an attribute, a list, a global) while tracing:
-    that ran once, and later calls run the graph, which does not change it again."""
-
-
-def _cell_contents(cell: Any) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:  # an empty cell (a name not yet bound)
-        return None
-
-
-def _tensor_places(roots: list[tuple[str, Any, surroundings.Place | None]]) -> dict[
-        Tensor, list[surroundings.Place]]:
-    """Where each tensor is reached from `roots` (``(name, value, the place holding it)``):
-    the roots themselves, then places inside them, shortest first."""
-    found: dict[Tensor, list[surroundings.Place]] = {}
-    for _, value, place in roots:
-        if isinstance(value, Tensor) and place is not None:
-            found.setdefault(value, []).append(place)
-    for place, value in surroundings.walk(roots, skip=(Tensor,)):
-        if isinstance(value, Tensor):
-            found.setdefault(value, []).append(place)
-    return found
-
-
 def is_tracing() -> bool:
     """True while a graph is being built (by tracing or by direct construction)."""
     return isinstance(dispatch.current_interpreter(), GraphBuilder)
@@ -694,228 +386,3 @@ def placeholder(shape: tuple, dtype: Any = "float32", name: str | None = None) -
     value = builder.graph.add_input(TensorSpec(shape, as_dtype(dtype, "placeholder")),
                                     name=name or f"placeholder{len(builder.graph.inputs)}")
     return Tensor._make(value, get_backend("cpu"), None)
-
-
-# --- Tracing a Python function ------------------------------------------------------------------
-
-
-class Traced:
-    """A traced function: its graph, how its arguments and results were structured, and what it
-    assumed about state outside the graph (`guards`)."""
-
-    def __init__(self, graph: Graph, in_tree: Any, out_tree: Any, out_leaves: list,
-                 guards: list[Guard], returned: list[Slot | None]) -> None:
-        self.graph = graph
-        self.in_tree = in_tree  # treedef of (args, kwargs)
-        self.out_tree = out_tree
-        self.out_leaves = out_leaves  # per flat result: a Value, or a static Python value
-        self.guards = guards
-        # Per flat result: the outside tensor it *is* (``return w`` gives w itself, eagerly).
-        self.returned = returned
-
-
-def signature_of(fn: Callable, follow_wrapped: bool = True) -> inspect.Signature | None:
-    """`fn`'s signature (None where it has none). A callable object's is its class's
-    ``__call__``'s, read from the class: asking the object could run a ``__getattr__`` of the
-    user's, which may do anything."""
-    try:
-        if isinstance(fn, types.FunctionType | types.MethodType | types.BuiltinFunctionType |
-                      functools.partial | np.ufunc) or _own_attribute(fn, "__signature__"):
-            return inspect.signature(fn, follow_wrapped=follow_wrapped)
-        call = inspect.getattr_static(type(fn), "__call__", None)
-        signature = inspect.signature(call, follow_wrapped=follow_wrapped)
-        return signature.replace(parameters=list(signature.parameters.values())[1:])
-    except (TypeError, ValueError):  # builtins and callables without a signature
-        return None
-
-
-def named_arguments(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
-    """``(name, value)`` for each argument as passed: parameter names for positional ones."""
-    signature = signature_of(fn)
-    params = list(signature.parameters.values()) if signature is not None else []
-    kinds = inspect.Parameter
-    fixed = [p.name for p in params
-             if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
-    rest = next((p.name for p in params if p.kind is kinds.VAR_POSITIONAL), "arg")
-    positional = [fixed[i] if i < len(fixed) else f"{rest}_{i - len(fixed)}"
-                  for i in range(len(args))]
-    return [*zip(positional, args, strict=True), *kwargs.items()]
-
-
-def callable_name(fn: Callable) -> str:
-    """What to call `fn` in a graph and in messages: its own name; for a callable object its
-    class's, for a ``functools.partial`` that of the function it calls."""
-    if isinstance(fn, functools.partial):
-        return callable_name(fn.func)
-    if isinstance(fn, types.FunctionType | types.MethodType | types.BuiltinFunctionType | type):
-        return fn.__name__
-    # An object's own name (a ufunc's, a staged function's), unless reading it would run a
-    # __getattr__ of the user's, which may do anything; else its class's name.
-    own = inspect.getattr_static(type(fn), "__getattr__", None) is None
-    name = getattr(fn, "__name__", None) if own else _own_attribute(fn, "__name__")
-    return name if isinstance(name, str) else type(fn).__name__
-
-
-def argument_names(fn: Callable, args: tuple, kwargs: dict) -> list[str]:
-    """A readable name for every flat argument leaf, in `tree_flatten((args, kwargs))` order:
-    ``x``, ``params_0``, ``cfg_lr``, ..."""
-    return ["_".join([name, *(str(p) for p in path)])
-            for name, value in named_arguments(fn, args, kwargs) for path in tree_paths(value)]
-
-
-def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = None,
-                   specs: list[TensorSpec] | None = None,
-                   left_out: frozenset[str] = frozenset(), staged: bool = True) -> Traced:
-    """Run `fn` once with symbolic tensors in place of its tensor arguments; record the graph.
-
-    `specs`, one per tensor argument, trace for those specs instead of the arguments' own (a
-    ``None`` dimension stays unknown: one trace serves every size there). `left_out` names
-    parameters that `args` and `kwargs` fill with their defaults only to key the trace: the
-    function is called without them, as the caller called it (a wrapper may not take them).
-    For a function `staged` to be called again (not a `tfl.trace` to look at), Python state
-    the trace changed is worth a `SideEffectWarning`.
-    """
-    expect_callable(fn, "trace", "tfl.trace(f, x)")
-    graph = Graph(name or callable_name(fn))
-    leaves, in_tree = tree_flatten((args, kwargs))
-    specs_left = iter(specs or ())
-    builder = GraphBuilder(graph)
-    symbolic = []
-    standins: dict[int, Tensor] = {}  # id(argument) -> its stand-in
-    for leaf, arg_name in zip(leaves, argument_names(fn, args, kwargs), strict=True):
-        if isinstance(leaf, Tensor):  # dynamic: becomes a graph input
-            spec = next(specs_left, leaf.spec)
-            value = graph.add_input(spec, name=_identifier(arg_name, graph))
-            standin = standins.get(id(leaf))  # one tensor passed twice is one stand-in
-            if standin is None:
-                standin = standins[id(leaf)] = _argument_standin(value, leaf)
-                builder.arguments[standin] = len(builder.examples)
-            builder.examples.append(leaf)
-            symbolic.append(standin)
-        else:  # static: its value is part of the trace
-            symbolic.append(leaf)
-    around = None
-    try:
-        # The graph is the function's own: a caller's no_grad does not become part of it (a
-        # call decides for itself whether the tape records it).
-        with builder, autodiff.enable_grad():
-            # The function gets its containers rebuilt around the stand-ins (inside the trace:
-            # a dataclass's __post_init__ computes with them as it would with the tensors).
-            sym_args, sym_kwargs = tree_unflatten(in_tree, symbolic)
-            # Watched: what it can reach, its own arguments' containers included (an entry
-            # written there would be lost with the rebuilt container after the trace).
-            around = _Surroundings(fn, sym_args, sym_kwargs, _containers((sym_args, sym_kwargs)))
-            builder.surroundings = around
-            call_args, call_kwargs = _as_called(fn, sym_args, sym_kwargs, left_out)
-            result = fn(*call_args, **call_kwargs)
-            if isinstance(result, Iterator | Awaitable):
-                raise TraceError(
-                    f"{graph.name} returns a {type(result).__name__}, whose values would be "
-                    "computed later, outside the trace", op="trace",
-                    hint="return the tensors themselves (in a tuple or list): a staged "
-                         "function cannot be a generator")
-            out_leaves, out_tree = tree_flatten(result)
-            outputs = [builder.value_of(x) if isinstance(x, Tensor) else x for x in out_leaves]
-    finally:
-        leaked, changed, copied = around.restore(graph) if around is not None else ([], [], [])
-    if changed and staged and not leaked:
-        warnings.warn(
-            f"{graph.name} changed Python state while tracing ({'; '.join(changed[:5])}): Python "
-            "code runs once, while tracing, and later calls run the graph, which will not "
-            "change it again. Keep state that changes at every call in tensors, updated in "
-            "place (self.t += 1 on a tensor is written back at every call)",
-            SideEffectWarning, stacklevel=user_stacklevel())
-    if copied and staged and not leaked:
-        warnings.warn(
-            f"{graph.name} changed Python values in a container it was given "
-            f"({'; '.join(copied[:5])}): a staged function gets its dict, list and dataclass "
-            "arguments rebuilt around stand-ins for their tensors, so the change stays in that "
-            "copy, and the caller's container never sees it. Keep state that changes at every "
-            "call in tensors, updated in place (written back into the caller's tensors), or "
-            "return the new values", SideEffectWarning, stacklevel=user_stacklevel())
-    if leaked:
-        names = ", ".join(name for name, _ in leaked)
-        raise TraceError(
-            f"{names} was given a tensor of the trace: a Python assignment (to an attribute, a "
-            "dict or list entry, a global or nonlocal name) runs once, while tracing, so it "
-            "would keep a symbolic tensor with no values, and later calls would not change it "
-            "(it is put back as it was)", op="trace", location=leaked[0][1],
-            hint="update the tensor in place instead (self.w -= lr * g, d['m'] *= 0.9): "
-                 "in-place updates are written back after every call; or return the new value")
-    for leaf in out_leaves:  # a tensor in a container tree_flatten cannot take apart
-        if not isinstance(leaf, Tensor) and surroundings.holding(
-                leaf, lambda v: isinstance(v, Tensor) and isinstance(v._data, Value)):
-            raise TraceError(
-                f"the function returns tensors inside a {type(leaf).__name__}, which a staged "
-                "call cannot rebuild with new values at each call", op="trace",
-                hint="return the tensors in tuples, lists, dicts or dataclasses")
-    graph.outputs = [v for v in outputs if isinstance(v, Value)]
-    for slot, value in builder.updates():  # functionalised state: extra outputs, written back
-        graph.updates.append(Update(slot, None if value is None else len(graph.outputs)))
-        if value is not None:
-            graph.outputs.append(value)
-    graph.verify()
-    returned = [builder.outside(x) for x in out_leaves if isinstance(x, Tensor)]
-    guards = builder.finish_guards(aliasing=len(standins) < len(builder.examples))
-    return Traced(graph, in_tree, out_tree, outputs, guards, returned)
-
-
-def _containers(tree: Any) -> frozenset[int]:
-    """The id()s of the containers in `tree` that `tree_flatten` takes apart (rebuilt for a
-    call: copies of the caller's)."""
-    found: set[int] = set()
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            found.add(id(node))
-            stack += node.values()
-        elif isinstance(node, list | tuple):
-            found.add(id(node))
-            stack += node
-        elif dataclasses.is_dataclass(node) and not isinstance(node, type):
-            found.add(id(node))
-            stack += [getattr(node, f.name, None) for f in dataclasses.fields(node)]
-    return frozenset(found)
-
-
-def _as_called(fn: Callable, args: tuple, kwargs: dict, left_out: frozenset[str]) -> Any:
-    """``(args, kwargs)`` without the parameters in `left_out`: ``f(*args, **kwargs)`` is then
-    the call as written."""
-    if not left_out:
-        return args, kwargs
-    bound = signature_of(fn).bind(*args, **kwargs)
-    for name in left_out:
-        bound.arguments.pop(name, None)
-    return bound.args, bound.kwargs
-
-
-def _argument_standin(value: Value, argument: Tensor) -> Tensor:
-    """The symbolic tensor a traced function gets for a tensor argument. One that requires grad
-    is a leaf, as eagerly (backward() inside fills its .grad); one computed from other tensors
-    outside stays a non-leaf (in place updates allowed), in front of a leaf that stops a
-    backward() inside at it (see `GraphBuilder.write_grad`)."""
-    standin = Tensor._make(value, argument._backend, None)
-    if argument.requires_grad:
-        leaf = autodiff.Leaf(standin)
-        standin._node = leaf if argument.is_leaf else autodiff.TapeNode(
-            identity, {}, (leaf,), (None,), None, argument._backend, argument.shape,
-            argument.dtype)
-    return standin
-
-
-def _identifier(name: str, graph: Graph) -> str:
-    """A name that is a Python identifier and unique among the graph's inputs."""
-    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "arg"
-    if name[0].isdigit():
-        name = "_" + name
-    taken = {v.name for v in graph.inputs}
-    candidate, i = name, 1
-    while candidate in taken:
-        candidate, i = f"{name}_{i}", i + 1
-    return candidate
-
-
-def trace(fn: Callable, *example_args: Any, **example_kwargs: Any) -> Graph:
-    """The raw graph of `fn` for these example arguments (no passes), like a jaxpr."""
-    return trace_function(fn, example_args, example_kwargs, staged=False).graph

@@ -7,7 +7,7 @@ Tracing runs the user's Python once. Two things about the objects around that co
   variable, an attribute, a dict entry), the trace assumes it keeps naming the same tensor. The
   `Path` to it is followed again at every call, link by link from its root, so rebinding any link
   (``model = Model()`` in a notebook cell run again, ``model.w = new_w``) retraces (see
-  `staging.Guard`).
+  `guards.Guard`).
 - **Leaks.** A Python assignment inside the traced code (``self.w = ...``, ``d["m"] = ...``,
   ``Counter.total = ...``, a global or nonlocal) runs once, while tracing. If it stores a tensor
   of the trace, that place would keep a symbolic tensor with no values: it is found, put back, and
