@@ -103,7 +103,7 @@ class _KernelCache(dict):
 
     def __missing__(self, op: Op) -> Any:
         kernel = op.kernel(self.backend.xp)
-        if op.register:  # kernels the compiler generates live with their graph, not here
+        if op.primitive:  # kernels the compiler generates live with their graph, not here
             self[op] = kernel
         return kernel
 

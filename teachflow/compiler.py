@@ -30,15 +30,12 @@ from teachflow.backends import get_backend
 from teachflow.errors import SignatureMismatch, TeachflowError
 from teachflow.executor import interpret
 from teachflow.graph import Graph, Node, Value, format_node
+from teachflow.ops.op import spec_of
 from teachflow.passes import Change, resolve
 from teachflow.tensor import Tensor
 
 #: Verify every compilation when no `verify=` is given (teachflow's tests turn this on).
 VERIFY_BY_DEFAULT = False
-
-# Ops that only change how an array is viewed: no kernel runs, no data moves.
-VIEWS = frozenset({"reshape", "transpose", "broadcast_to", "stop_gradient", "identity",
-                   "broadcast_like", "reshape_like"})
 
 
 class PassVerificationError(TeachflowError):
@@ -190,27 +187,21 @@ def _bytes(v: Any) -> int:
 
 
 def node_flops(node: Node) -> int:
-    """Floating-point operations, roughly: one per element for elementwise ops and reductions,
-    2·m·n·k for a matrix product, the sum of the members for a fused kernel."""
+    """Floating-point operations, roughly, as the node's op counts them (`Op.flops`: one per
+    element for most, 2·m·n·k for a matrix product); none for a view; the sum of the members
+    for a fused kernel."""
     group = getattr(node.op, "group", None)
     if group is not None:
         members = [*group.nodes, *([group.reduction] if group.reduction else [])]
         return sum(node_flops(n) for n in members)
-    name = node.op.name
-    if name in VIEWS or name in ("full", "to_device", "getitem", "concatenate", "stack"):
+    if node.op.view:
         return 0
-    size = max(node.spec.size, 0)
-    if name == "matmul":
-        a = node.inputs[0]
-        return 2 * size * (a.shape[-1] if isinstance(a, Value) and a.shape[-1] else 1)
-    if name in ("sum", "mean", "max"):
-        return max(node.inputs[0].spec.size, 0)
-    return size
+    return node.op.flops(node.spec, *(spec_of(o) for o in node.inputs))
 
 
 def graph_stats(graph: Graph) -> dict[str, int]:
     """nodes; kernels launched (views launch none); bytes read and written by kernels; flops."""
-    kernels = [n for n in graph.nodes if n.op.name not in VIEWS]
+    kernels = [n for n in graph.nodes if not n.op.view]
     moved = sum(_bytes(n.output) + sum(_bytes(o) for o in n.inputs) for n in kernels)
     return {"nodes": len(graph.nodes), "kernels": len(kernels), "bytes_moved": moved,
             "flops": sum(node_flops(n) for n in kernels)}

@@ -52,7 +52,7 @@ class EagerInterpreter:
                 x = as_constant(x)
                 converted = True
             arrays.append(x)
-        if op.placed:  # creation and transfer ops run on the device they are asked for
+        if op.device_param:  # creation and transfer ops run on the device they are asked for
             backend = get_backend(params["device"])
         elif backend is None:  # only Python scalars or arrays: compute on the CPU
             backend = CPU

@@ -168,6 +168,7 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
     "sqrt": lambda t: tfl.sqrt(t["p"]),
     "tanh": lambda t: t["x"].tanh(),
     "sigmoid": lambda t: (t["x"] * 30).sigmoid(),
+    "softplus": lambda t: dispatch.bind(elementwise.softplus, t["x"] * 30),
     "relu": lambda t: t["x"].relu(),
     "abs": lambda t: t["x"].abs(),
     "sign": lambda t: dispatch.bind(elementwise.sign, t["x"]),

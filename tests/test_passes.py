@@ -1033,7 +1033,7 @@ def test_a_wrong_pass_that_leaves_dead_nodes_is_still_named() -> None:
 # --- One rewrite helper, and graphs inside nodes --------------------------------------------------
 
 #: An op whose node owns a graph (as `cond` and `while_loop` will): its `body` parameter.
-_CALL = Op("call", lambda xp: None, lambda x, body: body.outputs[0].spec, register=False)
+_CALL = Op("call", lambda xp: None, lambda x, body: body.outputs[0].spec, primitive=False)
 
 
 def _owning(body: Graph) -> Graph:

@@ -211,7 +211,7 @@ def test_clip_fuses_into_one_kernel_calling_np_clip() -> None:
     compiled = tfl.compile(fn, x)
     [fused] = compiled.snapshots[-1].graph.nodes
     source = fused.op.numpy_source
-    assert re.search(r"np\.clip\(in0_blk, -1\.0, 0\.5, out=", source), source
+    assert re.search(r"np\.clip\(in0, -1\.0, 0\.5, out=", source), source
     assert "clip" in fused.op.cuda_source
     np.testing.assert_array_equal(compiled(x).numpy(), fn(x).numpy())
 
@@ -514,7 +514,7 @@ def test_the_op_of_a_ufunc_is_found_from_the_declarations(monkeypatch) -> None:
             assert op_for_ufunc(kernel) is op
     assert op_for_ufunc(np.sin) is None
     sine = Op("sine", lambda xp: xp.sin, elementwise_rule(lambda xp: xp.sin), fusion="sin({0})",
-              arg_names=("x",), register=False)
+              arg_names=("x",), primitive=False)
     monkeypatch.setitem(OPS, "sine", sine)  # as if declared in teachflow/ops
     assert op_for_ufunc(np.sin) is sine
     got = np.sin(tfl.tensor([0.5]))

@@ -11,9 +11,10 @@ The generated code is the argument list of a CuPy kernel:
   name and type the arrays (CuPy broadcasts them, as NumPy would), and ``operation`` is the C
   body run for every element: one typed local variable per node, each made from its op's
   ``fusion`` template (``"tanh({0})"``), then ``result = v7;``;
-- a `cupy.ReductionKernel` when the group ends in a sum, mean or max: the chain becomes a
-  ``__device__`` function (in the ``preamble``) that ``map_expr`` calls for each element,
-  ``reduce_expr`` combines two partial results ``a`` and ``b``, ``identity`` is where each
+- a `cupy.ReductionKernel` when the group ends in a reduction (a sum, mean or max): the chain
+  becomes a ``__device__`` function (in the ``preamble``) that ``map_expr`` calls for each
+  element, ``reduce_expr`` combines two partial results ``a`` and ``b`` (with the ``fusion``
+  expression of the op that the reduction's `Partials` combine with), ``identity`` is where each
   partial result starts, and ``post_map_expr`` writes the reduced value (a mean divides there).
 
 Types follow NumPy, not C. C would compute ``int + float`` in float, where NumPy computes int32 +
@@ -81,12 +82,11 @@ def cuda_code(group: FusedGroup) -> CudaKernelCode:
     last = names[id(group.nodes[-1].output)]
     if group.reduction is None:
         operation = "\n".join([*body, f"{RESULT} = {last};"])
-        return CudaKernelCode("ElementwiseKernel", {
-            "in_params": in_params, "out_params": out_params, "operation": operation,
-            "name": group.name})
+        return CudaKernelCode("ElementwiseKernel", dict(
+            in_params=in_params, out_params=out_params, operation=operation, name=group.name))
 
     node = group.reduction
-    name, spec = node.op.name, node.spec
+    partials = node.op.partials
     element = group.elementwise_spec.dtype
     params = ", ".join(f"{c_type(v.dtype)} in{i}" for i, v in enumerate(group.inputs))
     args = ", ".join(f"in{i}" for i in range(len(group.inputs)))
@@ -97,20 +97,20 @@ def cuda_code(group: FusedGroup) -> CudaKernelCode:
         f"    return {last};",
         "}",
     ])
-    if name == "max":  # NaN wins, as in NumPy (C's max would drop it): a != a only for NaN
-        reduce_expr, post_map = "(a > b || a != a) ? a : b", f"{RESULT} = a"
-        reduce_type = element
-    else:  # sum and mean add up in the result's dtype (float32 for float16, as CuPy does)
-        reduce_expr, post_map = "a + b", f"{RESULT} = a"
-        reduce_type = np.dtype(np.float32) if spec.dtype == np.float16 else spec.dtype
-        if name == "mean":  # divided by how many elements each output element reduces
-            post_map += " / _type_reduce(_in_ind.size() / _out_ind.size())"
-    return CudaKernelCode("ReductionKernel", {
-        "in_params": in_params, "out_params": out_params,
-        "map_expr": f"{group.name}_map({args})", "reduce_expr": reduce_expr,
-        "post_map_expr": post_map, "identity": _identity(name, reduce_type),
-        "name": group.name, "reduce_type": c_type(reduce_type), "preamble": preamble,
-    }, axis=node.params["axis"], keepdims=node.params["keepdims"])
+    # Partial results are kept in the result's dtype (float16 in float32, as CuPy does), and two
+    # of them, a and b, combine as the op that combines them computes its two operands.
+    spec = node.spec
+    reduce_type = np.dtype(np.float32) if spec.dtype == np.float16 else spec.dtype
+    reduce_expr = partials.combine.fusion.format("a", "b", dtype=c_type(reduce_type))
+    post_map = f"{RESULT} = a"
+    if partials.mean:  # divided by how many elements each output element reduces
+        post_map += " / _type_reduce(_in_ind.size() / _out_ind.size())"
+    return CudaKernelCode("ReductionKernel", dict(
+        in_params=in_params, out_params=out_params, map_expr=f"{group.name}_map({args})",
+        reduce_expr=reduce_expr, post_map_expr=post_map,
+        identity=c_literal(partials.identity(reduce_type), reduce_type), name=group.name,
+        reduce_type=c_type(reduce_type), preamble=preamble,
+    ), axis=node.params["axis"], keepdims=node.params["keepdims"])
 
 
 def cuda_source(group: FusedGroup) -> str:
@@ -163,8 +163,8 @@ def _node_line(node: Node, names: dict[int, str]) -> tuple[str, str]:
     types = _operand_types(node)
     operands = []
     for o, dtype in zip(node.inputs, types, strict=True):
-        if not isinstance(o, Value):
-            operands.append(c_literal(o, np.bool_ if dtype is None else dtype))  # None: a cond
+        if not isinstance(o, Value):  # read as is: as the Python literal's own type
+            operands.append(c_literal(o, np.result_type(o) if dtype is None else dtype))
         elif dtype is None or o.dtype == dtype:
             operands.append(names[id(o)])
         else:
@@ -185,19 +185,16 @@ def _aligned(lines: list[tuple[str, str]]) -> list[str]:
 def _operand_types(node: Node) -> list[np.dtype | None]:
     """The dtype each operand is cast to: the one NumPy computes the node in (None: as is).
 
-    That is the node's own dtype, except for comparisons (bool results, computed in the
-    operands' common dtype), `where`'s condition (only its truth matters) and `astype` (the
-    template is the cast).
+    That is the node's own dtype, or for a bool result (a comparison) the operands' common
+    dtype; operands the op's declaration reads as they are (`Op.fusion_as_is`) are not cast.
     """
-    operands = [o.dtype if isinstance(o, Value) else o for o in node.inputs]
-    op = node.op.name
-    if op == "astype":
-        return [None]
-    if op == "where":
-        return [None, node.spec.dtype, node.spec.dtype]
-    if node.spec.dtype == np.bool_:
-        return [np.result_type(*operands)] * len(operands)
-    return [node.spec.dtype] * len(operands)
+    as_is = [name in node.op.fusion_as_is for name in node.op.arg_names[:len(node.inputs)]]
+    computed = node.spec.dtype
+    if computed == np.bool_:
+        computed = np.result_type(*(o.dtype if isinstance(o, Value) else o
+                                    for o, keep in zip(node.inputs, as_is, strict=True)
+                                    if not keep))
+    return [None if keep else computed for keep in as_is]
 
 
 # --- C spellings --------------------------------------------------------------------------------
@@ -236,17 +233,6 @@ def _c_int(value: int, dtype: np.dtype) -> str:
     if value == np.iinfo(dtype).min and value < 0:  # -2^63 is not a literal: 2^63 overflows
         return f"({value + 1}{suffix} - 1)"
     return f"{value}{suffix}"
-
-
-def _identity(name: str, dtype: np.dtype) -> str:
-    """Where a reduction starts: 0 for a sum, the smallest value of the dtype for a max."""
-    if name != "max":
-        return "0"
-    if dtype.kind == "f":
-        return c_literal(-math.inf, dtype)
-    if dtype.kind == "b":
-        return "false"
-    return _c_int(int(np.iinfo(dtype).min), dtype)
 
 
 def _python_string(text: str) -> str:

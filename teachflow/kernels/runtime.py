@@ -1,6 +1,8 @@
-"""What generated NumPy kernels call while they run: threads for their blocks, and memory.
+"""What generated NumPy kernels call while they run: blocks, threads for them, and memory.
 
-Two costs dominate a fused kernel on big arrays once its data moves only once: using one CPU
+A fused kernel's source says what one block of rows computes (``def block(...)``) and hands that
+to `in_blocks`, which cuts the arrays into blocks, gives each block its rows and scratch buffers,
+and runs the blocks. Two costs dominate on big arrays once data moves only once: using one CPU
 core when there are more, and the page faults of a freshly allocated result. `in_parallel`
 shares a kernel's independent blocks between the cores; `Recycler` hands a kernel back the
 memory of its previous result when nobody holds that result any more.
@@ -71,3 +73,26 @@ def in_parallel(blocks: Callable[[int, int], None], rows: int, per_block: int) -
                for first in range(0, rows, share)]
     for future in futures:
         future.result()  # re-raises an error from a worker here
+
+
+def in_blocks(block: Callable[..., None], rows: int, per_block: int, sliced: tuple,
+              scratch: list[tuple[tuple, Any]], parallel: bool = True,
+              xp: ModuleType = np) -> None:
+    """Call ``block(*rows of each array in sliced, *scratch buffers)`` for every block of
+    `per_block` rows of ``range(rows)`` (the last block may have fewer).
+
+    `scratch` gives the shape and dtype of each buffer a block needs. A thread allocates its
+    buffers once and hands them to every block it runs, cut to the block's rows: they stay in
+    the CPU's cache from block to block. Blocks are shared between the cores unless they depend
+    on one another (``parallel=False``: each adds its part into one result).
+    """
+    def some_blocks(first: int, last: int) -> None:
+        buffers = [xp.empty(shape, dtype=dtype) for shape, dtype in scratch]
+        for start in range(first, last, per_block):
+            stop = min(start + per_block, rows)
+            block(*[a[start:stop] for a in sliced], *[b[:stop - start] for b in buffers])
+
+    if parallel:
+        in_parallel(some_blocks, rows, per_block)
+    else:
+        some_blocks(0, rows)

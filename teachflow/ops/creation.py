@@ -12,7 +12,7 @@ import math
 
 from teachflow.backends import get_backend
 from teachflow.dispatch import bind
-from teachflow.ops.op import Op, TensorSpec
+from teachflow.ops.op import Op, TensorSpec, no_flops
 from teachflow.random import generator
 
 
@@ -22,7 +22,7 @@ def _creation_rule(*, shape: tuple, dtype, device: str, **_) -> TensorSpec:
 
 full = Op("full", lambda xp: lambda *, shape, fill_value, dtype, device:
           xp.full(shape, fill_value, dtype=dtype),
-          _creation_rule, placed=True, arg_names=())
+          _creation_rule, device_param=True, flops=no_flops, arg_names=())
 
 
 def arange_length(start: float, stop: float, step: float) -> int:
@@ -37,17 +37,17 @@ arange = Op("arange", lambda xp: lambda *, start, stop, step, dtype, device:
             xp.arange(start, stop, step, dtype=dtype),
             lambda *, start, stop, step, dtype, device:
             TensorSpec((arange_length(start, stop, step),), dtype, device),
-            placed=True, arg_names=())
+            device_param=True, arg_names=())
 eye = Op("eye", lambda xp: lambda *, n, m, dtype, device: xp.eye(n, m, dtype=dtype),
          lambda *, n, m, dtype, device: TensorSpec((n, m), dtype, device),
-         placed=True, arg_names=())
+         device_param=True, arg_names=())
 normal = Op("normal", lambda xp: lambda *, shape, dtype, device:
             generator(xp).standard_normal(shape, dtype=dtype),
-            _creation_rule, placed=True, random=True, arg_names=())
+            _creation_rule, device_param=True, random=True, arg_names=())
 uniform = Op("uniform", lambda xp: lambda *, shape, dtype, device:
              generator(xp).random(shape, dtype=dtype),
-             _creation_rule, placed=True, random=True, arg_names=())
+             _creation_rule, device_param=True, random=True, arg_names=())
 to_device = Op("to_device", lambda xp: lambda x, *, device: get_backend(device).asarray(x),
                lambda x, *, device: TensorSpec(x.shape, x.dtype, device),
                grads=(lambda g, x_spec: bind(to_device, g, device=x_spec.device),),
-               placed=True)
+               device_param=True, flops=no_flops)

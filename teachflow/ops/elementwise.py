@@ -2,7 +2,9 @@
 
 Each op is a single declaration: its kernel (against the array module `xp`), its gradient rule
 (with teachflow ops, so gradients can be traced and differentiated again), what the forward pass
-saves for that rule, and the C expression the fusion pass turns a chain of these ops into.
+saves for that rule, and the C expression the fusion pass turns a chain of these ops into. A
+kernel that fusion may run takes ``out=``, as a ufunc does, so that a fused NumPy kernel can run
+it into a buffer it reuses (views, such as `identity`, need none: their value is their operand).
 
 Each input has its own rule, which names exactly what it reads (``mul``'s rule for x is
 ``lambda g, y: g * y``): that is how backward computes, and the forward pass keeps, only what the
@@ -33,11 +35,12 @@ def elementwise(
     fusion: str,
     grads: tuple | None = None,
     arg_names: tuple[str, ...] = ("x", "y"),
-    commutative: bool | Callable[[np.dtype], bool] = False,
+    **facts: Any,
 ) -> Op:
-    """Declare an elementwise op: its shape rule is broadcasting, its dtype rule NumPy's."""
+    """Declare an elementwise op: its shape rule is broadcasting, its dtype rule NumPy's. `facts`
+    are any other fields of the declaration (``commutative=True``; see `Op`)."""
     return Op(name, kernel, elementwise_rule(kernel), grads=grads, fusion=fusion,
-              arg_names=arg_names, commutative=commutative, broadcasts=True)
+              arg_names=arg_names, broadcasts=True, **facts)
 
 
 def _share(g: Any, x: Any, y: Any, x_wins: Any, to_x: bool) -> Any:
@@ -147,13 +150,31 @@ sqrt = elementwise("sqrt", lambda xp: xp.sqrt, "sqrt({0})",
                    grads=(lambda g, out: 0.5 * g / out,), arg_names=("x",))
 tanh = elementwise("tanh", lambda xp: xp.tanh, "tanh({0})",
                    grads=(lambda g, out: g * (1 - out * out),), arg_names=("x",))
-# exp(-log(1 + e^-x)) is 1 / (1 + e^-x) without overflow for large negative x.
-sigmoid = elementwise("sigmoid", lambda xp: lambda x: xp.exp(-xp.logaddexp(0, -x)),
-                      "(1 / (1 + exp(-{0})))",
+
+
+def _sigmoid(xp: ModuleType) -> Callable[..., Any]:
+    def sigmoid(x: Any, out: Any = None) -> Any:
+        # exp(-log(1 + e^-x)) is 1 / (1 + e^-x) without overflow for large negative x. Into a
+        # given `out`, one step at a time, each in place.
+        if out is None:
+            return xp.exp(-xp.logaddexp(0, -x))
+        xp.negative(x, out=out)
+        xp.logaddexp(0, out, out=out)
+        xp.negative(out, out=out)
+        return xp.exp(out, out=out)
+
+    return sigmoid
+
+
+sigmoid = elementwise("sigmoid", _sigmoid, "(1 / (1 + exp(-{0})))",
                       grads=(lambda g, out: g * out * (1 - out),), arg_names=("x",))
-relu = elementwise("relu", lambda xp: lambda x: xp.maximum(x, 0),
+relu = elementwise("relu", lambda xp: lambda x, out=None: xp.maximum(x, 0, out=out),
                    "(({0} > 0 || {0} != {0}) ? {0} : ({dtype})0)",
                    grads=(lambda g, out: g * (out > 0),), arg_names=("x",))
+# log(1 + e^x) is log(e^0 + e^x): logaddexp never overflows. In C as NumPy computes logaddexp.
+softplus = elementwise("softplus", lambda xp: lambda x, out=None: xp.logaddexp(0, x, out=out),
+                       "(({0} > 0) ? {0} + log1p(exp(-{0})) : log1p(exp({0})))",
+                       grads=(lambda g, x: g * bind(sigmoid, x),), arg_names=("x",))
 sign = elementwise("sign", lambda xp: xp.sign, "(({0} > 0) - ({0} < 0))", arg_names=("x",))
 abs = elementwise("abs", lambda xp: xp.abs, "abs({0})",
                   grads=(lambda g, x: g * bind(sign, x),), arg_names=("x",))
@@ -166,27 +187,49 @@ gt = elementwise("gt", lambda xp: xp.greater, "({0} > {1})")
 ge = elementwise("ge", lambda xp: xp.greater_equal, "({0} >= {1})")
 eq = elementwise("eq", lambda xp: xp.equal, "({0} == {1})", commutative=True)
 ne = elementwise("ne", lambda xp: xp.not_equal, "({0} != {1})", commutative=True)
-where = elementwise("where", lambda xp: xp.where, "({0} ? {1} : {2})",
+
+
+def _where(xp: ModuleType) -> Callable[..., Any]:
+    def where(cond: Any, x: Any, y: Any, out: Any = None) -> Any:
+        if out is None:
+            return xp.where(cond, x, y)
+        # y everywhere, then x where cond is true. Each is made an array first and then cast,
+        # as np.where does (a literal -3 is 253 in uint8).
+        xp.copyto(out, xp.asarray(y), casting="unsafe")
+        xp.copyto(out, xp.asarray(x), casting="unsafe", where=xp.asarray(cond, dtype=bool))
+        return out
+
+    return where
+
+
+where = elementwise("where", _where, "({0} ? {1} : {2})",
                     grads=(None, lambda g, cond: bind(where, cond, g, 0),
                            lambda g, cond: bind(where, cond, 0, g)),
-                    arg_names=("cond", "x", "y"))
+                    arg_names=("cond", "x", "y"), fusion_as_is=("cond",), out_may_alias=False)
 
 # --- Casts --------------------------------------------------------------------------------------
 
-astype = Op(
-    "astype",
-    lambda xp: lambda x, *, dtype: x.astype(dtype),
-    lambda x, *, dtype: type(x)(x.shape, dtype),
-    grads=(lambda g, x_spec: g.astype(x_spec.dtype),),
-    fusion="(({dtype}){0})",
-    arg_names=("x",),
-)
+
+
+def _astype(xp: ModuleType) -> Callable[..., Any]:
+    def astype(x: Any, *, dtype: np.dtype, out: Any = None) -> Any:
+        if out is None:
+            return x.astype(dtype)
+        xp.copyto(out, x, casting="unsafe")  # any cast, as x.astype(dtype) makes it
+        return out
+
+    return astype
+
+
+astype = Op("astype", _astype, lambda x, *, dtype: type(x)(x.shape, dtype),
+            grads=(lambda g, x_spec: g.astype(x_spec.dtype),),
+            fusion="(({dtype}){0})", fusion_as_is=("x",), arg_names=("x",))
 # The identity: `tfl.grad` uses it to watch an input that an outer `tfl.grad` already tracks.
 identity = elementwise("identity", lambda xp: lambda x: x, "{0}",
-                       grads=(lambda g: g,), arg_names=("x",))
+                       grads=(lambda g: g,), arg_names=("x",), view=True)
 # The identity whose gradient is zero: `x.detach()`, and the max in a stable softmax.
 stop_gradient = Op("stop_gradient", lambda xp: lambda x: x,
-                   lambda x: x, fusion="{0}", arg_names=("x",))
+                   lambda x: x, fusion="{0}", arg_names=("x",), view=True)
 # `x.clone()`: the same values in new memory; its gradient is the identity's.
 copy = Op("copy", lambda xp: lambda x: x.copy(), lambda x: x, grads=(lambda g: g,),
           arg_names=("x",))

@@ -88,5 +88,10 @@ def _matmul_db(g: Any, a: Any, b_spec: Any) -> Any:
     return _drop_axis(db, -1) if b_spec.ndim == 1 else db
 
 
+def _matmul_flops(out: TensorSpec, a: TensorSpec, b: TensorSpec) -> int:
+    """2·m·n·k: a multiply and an add for each of the k terms of every element."""
+    return 2 * max(out.size, 0) * (a.shape[-1] or 1)
+
+
 matmul = Op("matmul", lambda xp: xp.matmul, _matmul_rule, grads=(_matmul_da, _matmul_db),
-            arg_names=("a", "b"))
+            flops=_matmul_flops, arg_names=("a", "b"))

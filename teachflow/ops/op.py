@@ -13,15 +13,30 @@ An `Op` names a primitive operation and carries, in one place:
   reads: inputs by their names in `arg_names` (``x``), or only their shape, dtype and device as a
   `TensorSpec` (``x_spec``), the output as ``out``, parameters by their names. ``mul``'s rules are
   ``lambda g, y: g * y`` and ``lambda g, x: g * x``; ``sum``'s reads only ``x_spec``. Backward runs
-  only the
-  rules of inputs that need a gradient (PyTorch's ``needs_input_grad``), and the forward pass keeps
-  only what those rules read: ``y * 2.0`` keeps nothing of ``y``, because the rule for ``y`` reads
-  only the 2.0. The autodiff engine sums a cotangent back to its input's shape when the op
-  broadcast that input, so rules never do it themselves. Ops with any number of inputs
+  only the rules of inputs that need a gradient (PyTorch's ``needs_input_grad``), and the forward
+  pass keeps only what those rules read: ``y * 2.0`` keeps nothing of ``y``, because the rule for
+  ``y`` reads only the 2.0. The autodiff engine sums a cotangent back to its input's shape when
+  the op broadcast that input, so rules never do it themselves. Ops with any number of inputs
   (concatenate) give one rule for all, which may also take ``i`` (which input) and ``xs`` (the
   specs of all inputs).
 - `fusion`: for elementwise ops, the expression (C syntax, operands ``{0}``, ``{1}``, ...) that
-  the fusion pass uses to generate one kernel for a chain of ops.
+  the fusion pass uses to generate one kernel for a chain of ops. Each operand comes converted
+  to the dtype NumPy computes the op in (the result's; for a comparison, the operands' common
+  dtype), except those named in `fusion_as_is`: ``where`` reads its ``cond`` only for its truth.
+  On the CPU, a fused kernel runs the op's own `kernel` with ``out=`` a buffer it reuses block
+  after block, so an elementwise kernel takes ``out=``: a ufunc does, and ``relu``'s is
+  ``lambda x, out=None: xp.maximum(x, 0, out=out)``.
+- `out_may_alias`: that buffer may be the memory of one of the op's own operands, as it may for
+  a ufunc, which reads each element before writing it. Not so for ``where``, whose kernel writes
+  its result in two passes.
+- `view`: the result is the operand's own memory, seen anew (``reshape``, ``transpose``,
+  ``identity``): no kernel runs and no data moves; a fused kernel passes the value on as is.
+- `partials`: for a reduction that a fused kernel computes in pieces (block by block on the CPU,
+  in parallel on a GPU), how the pieces' results combine: a `Partials`. ``sum`` adds partial
+  sums, starting from 0; ``max`` takes their ``maximum``, starting from the dtype's smallest.
+- `flops`: floating-point operations, roughly, given the result's spec and then the operands':
+  one per element of the result unless the op says otherwise (2·m·n·k for a matrix product,
+  `no_flops` for ops that only move or make data). The compiler's figures add them up.
 """
 
 from __future__ import annotations
@@ -52,6 +67,16 @@ class RuleError(Exception):
         self.message, self.hint, self.kind = message, hint, kind
 
 
+def per_element(out: TensorSpec, *operands: Any) -> int:
+    """The flops of most ops: one per element of the result."""
+    return max(out.size, 0)  # (-1 while a size is unknown)
+
+
+def no_flops(out: TensorSpec, *operands: Any) -> int:
+    """The flops of an op that only moves or makes data: none."""
+    return 0
+
+
 @dataclass(frozen=True, eq=False)
 class Op:
     """A primitive operation. See the module docstring for what each field means."""
@@ -62,16 +87,21 @@ class Op:
     grads: tuple[Callable[..., Any] | None, ...] | Callable[..., Any] | None = field(
         default=None, repr=False)
     fusion: str | None = None
+    fusion_as_is: tuple[str, ...] = ()
+    out_may_alias: bool = True
+    view: bool = False
+    partials: Partials | None = None
+    flops: Callable[..., int] = field(default=per_element, repr=False)
     arg_names: tuple[str, ...] = ("x", "y", "z")
     #: Ops with a `device` parameter (creation, transfer) run on that device, not their inputs'.
-    placed: bool = False
+    device_param: bool = False
     #: Random ops draw anew every time; passes must never merge or fold them.
     random: bool = False
     #: ``op(x, y) == op(y, x)`` exactly: CSE may match the operands in either order. A function
     #: of the result's dtype where that depends on it (see `commutes`).
     commutative: bool | Callable[[np.dtype], bool] = False
     #: False for ops made by the compiler (fused kernels): they are not part of the vocabulary.
-    register: bool = True
+    primitive: bool = True
     #: The op stretches size-1 (or missing) axes of its inputs: a cotangent flowing back into
     #: such an input is summed back to its shape (elementwise ops, `broadcast_to`).
     broadcasts: bool = False
@@ -85,7 +115,7 @@ class Op:
             object.__setattr__(self, "_reads", tuple(
                 None if rule is None else _reads(self, rule) for rule in rules))
             object.__setattr__(self, "_plans", {})
-        if self.register:
+        if self.primitive:
             OPS[self.name] = self
 
     @property
@@ -132,7 +162,7 @@ class Op:
     def abstract_eval(self, *args: Any, **params: Any) -> TensorSpec:
         """The spec of the result for operands described by specs (or Python scalars)."""
         specs = [spec_of(a) for a in args]
-        device = params.get("device") if self.placed else _common_device(self, specs)
+        device = params.get("device") if self.device_param else _common_device(self, specs)
         try:
             result = self.shape_rule(*specs, **params)
         except RuleError as err:
@@ -154,6 +184,24 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+@dataclass(frozen=True)
+class Partials:
+    """How a reduction is computed in pieces and the pieces' results combined (`Op.partials`).
+
+    A fused kernel reduces each block of rows to a partial result and combines the partial
+    results into one, starting from a value that changes nothing: the sum of partial sums is the
+    sum, the maximum of partial maxima the max, and a mean is a sum divided by the count.
+    """
+
+    method: str  # the array method that reduces one piece: ``x.sum(axis=..., out=part)``
+    combine: Op  # the elementwise op that merges two partial results: ``add``, ``maximum``
+    identity: Callable[[np.dtype], bool | int | float]  # where partial results start, per dtype
+    mean: bool = False  # the combined total is divided by the count at the end
+    #: The dtype partial results add up in, given the result's (NumPy's mean adds float16 up in
+    #: float32); None: the result's own.
+    accumulate: Callable[[np.dtype], np.dtype] | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ the reduced axes (as size 1) and broadcast over them. `sum` spreads it evenly, `
 divided by the count, `max` and `min` send it to the positions that held the extreme value.
 `argmax` and `argmin` answer with a position, an integer: nothing to differentiate.
 
+`sum`, `mean` and `max` also say how a fused kernel computes them in pieces, block by block or
+thread by thread (`Partials`): partial sums are added up from 0, partial maxima compared from
+the dtype's smallest value, and a mean is a sum divided by the count.
+
 The `axis` parameter is always normalised to a sorted tuple of non-negative axes (or None for
 all axes), so two equal reductions look equal to the compiler's passes.
 """
@@ -19,8 +23,8 @@ import numpy as np
 
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError
-from teachflow.ops.elementwise import astype
-from teachflow.ops.op import Op, RuleError, TensorSpec, normalize_axis
+from teachflow.ops.elementwise import add, astype, maximum
+from teachflow.ops.op import Op, Partials, RuleError, TensorSpec, normalize_axis, per_element
 from teachflow.ops.shape import broadcast_as, getitem, reshape
 from teachflow.spec import is_int
 
@@ -125,6 +129,28 @@ def _extreme_grad(g: Any, x: Any, out: Any, *, axis: tuple | None, keepdims: boo
     return expand_reduced(g, x, axis, keepdims) * share
 
 
+def _zero(dtype: np.dtype) -> int:
+    """Where partial sums start."""
+    return 0
+
+
+def _lowest(dtype: np.dtype) -> bool | int | float:
+    """The smallest value of `dtype`: where partial maxima start."""
+    if dtype.kind == "f":
+        return -math.inf
+    return False if dtype.kind == "b" else int(np.iinfo(dtype).min)
+
+
+def _mean_accumulator(dtype: np.dtype) -> np.dtype:
+    """The dtype NumPy's mean adds up in, given the mean's dtype: float32 for float16."""
+    return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
+
+
+def _reduced_elements(out: TensorSpec, x: TensorSpec) -> int:
+    """A reduction's flops: one per element it reads."""
+    return per_element(x)
+
+
 # Reductions call the array's own method: NumPy's xp.sum(x) is a Python wrapper around it, and
 # for small arrays that wrapper costs as much as the sum.
 #: A reduction's parameters when it reduces every element to one number.
@@ -133,11 +159,13 @@ ALL_ELEMENTS = {"axis": None, "keepdims": False}
 sum = Op("sum", lambda xp: lambda x, *, axis, keepdims: x.sum(axis=axis, keepdims=keepdims),
          _reduction_rule("sum"),
          grads=(lambda g, x_spec, *, axis, keepdims: expand_reduced(g, x_spec, axis, keepdims),),
+         partials=Partials("sum", add, _zero), flops=_reduced_elements,
          defaults=ALL_ELEMENTS)
 # The mean of no elements is nan (0 / 0), as in NumPy; the max of none has no value at all.
 mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keepdims=keepdims),
-          _reduction_rule("mean"),
-          grads=(_mean_grad,), defaults=ALL_ELEMENTS)
+          _reduction_rule("mean"), grads=(_mean_grad,),
+          partials=Partials("sum", add, _zero, mean=True, accumulate=_mean_accumulator),
+          flops=_reduced_elements, defaults=ALL_ELEMENTS)
 
 
 def _extreme_kernel(name: str):
@@ -158,15 +186,17 @@ def _extreme_kernel(name: str):
 
 
 max = Op("max", _extreme_kernel("max"), _reduction_rule("max", needs_elements=True),
-         grads=(_extreme_grad,), defaults={**ALL_ELEMENTS, "initial": None})
+         grads=(_extreme_grad,), partials=Partials("max", maximum, _lowest),
+         flops=_reduced_elements, defaults={**ALL_ELEMENTS, "initial": None})
 min = Op("min", _extreme_kernel("min"), _reduction_rule("min", needs_elements=True),
-         grads=(_extreme_grad,), defaults={**ALL_ELEMENTS, "initial": None})
+         grads=(_extreme_grad,), flops=_reduced_elements,
+         defaults={**ALL_ELEMENTS, "initial": None})
 argmax = Op("argmax",
             lambda xp: lambda x, *, axis, keepdims: x.argmax(axis=axis, keepdims=keepdims),
-            _position_rule("argmax"), defaults=ALL_ELEMENTS)
+            _position_rule("argmax"), flops=_reduced_elements, defaults=ALL_ELEMENTS)
 argmin = Op("argmin",
             lambda xp: lambda x, *, axis, keepdims: x.argmin(axis=axis, keepdims=keepdims),
-            _position_rule("argmin"), defaults=ALL_ELEMENTS)
+            _position_rule("argmin"), flops=_reduced_elements, defaults=ALL_ELEMENTS)
 # How many elements a reduction over `axis` combines: the mean's gradient divides by it. Only a
 # graph with a size unknown until it runs (a placeholder's None) needs it as an op.
 count_of = Op("count_of", lambda xp: lambda x, *, axis, dtype: xp.asarray(

@@ -17,7 +17,7 @@ import numpy as np
 
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, IndexingError, ShapeError
-from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes
+from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes, no_flops
 from teachflow.spec import is_int
 
 
@@ -246,13 +246,15 @@ def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
 
 
 reshape = Op("reshape", lambda xp: lambda x, *, shape: x.reshape(shape), _reshape_rule,
-             grads=(lambda g, x_spec: reshape_to(g, x_spec),))
+             grads=(lambda g, x_spec: reshape_to(g, x_spec),), view=True)
 transpose = Op("transpose", lambda xp: lambda x, *, axes: x.transpose(axes), _transpose_rule,
-               grads=(lambda g, *, axes: bind(transpose, g, axes=tuple(np.argsort(axes))),))
+               grads=(lambda g, *, axes: bind(transpose, g, axes=tuple(np.argsort(axes))),),
+               view=True)
 broadcast_to = Op("broadcast_to", lambda xp: xp.broadcast_to, _broadcast_to_rule,
-                  grads=(lambda g: g,), broadcasts=True)
+                  grads=(lambda g: g,), broadcasts=True, view=True)
 getitem = Op("getitem", lambda xp: lambda x, *, index: x[_on_device(xp, index)], _getitem_rule,
-             grads=(lambda g, x_spec, *, index: scatter_into(g, index, x_spec),))
+             grads=(lambda g, x_spec, *, index: scatter_into(g, index, x_spec),),
+             flops=no_flops)
 # ``x[index] = value``, as an op: new values (x with the index set), never a change of x itself.
 # The gradient goes to `value` where it was written and to `x` everywhere else.
 setitem = Op("setitem", _setitem_kernel, _setitem_rule,
@@ -265,10 +267,10 @@ scatter_add = Op("scatter_add", _scatter_add_kernel,
                  grads=(lambda g, *, index: bind(getitem, g, index=index),), arg_names=("x",))
 concatenate = Op("concatenate",
                  lambda xp: lambda *xs, axis: xp.concatenate(xs, axis=axis),
-                 _concatenate_rule, grads=_concatenate_grad, arg_names=())
+                 _concatenate_rule, grads=_concatenate_grad, flops=no_flops, arg_names=())
 stack = Op("stack", lambda xp: lambda *xs, axis: xp.stack(xs, axis=axis), _stack_rule,
            grads=lambda g, i, *, axis: bind(getitem, g, index=(slice(None),) * axis + (i,)),
-           arg_names=())
+           flops=no_flops, arg_names=())
 
 
 # --- Index arrays computed by the graph ---------------------------------------------------------
@@ -368,9 +370,10 @@ sum_like = Op("sum_like", _sum_like_kernel, _like_rule,
               grads=(lambda g, x: bind(broadcast_like, g, x), None), arg_names=("x", "like"))
 broadcast_like = Op("broadcast_like", lambda xp: lambda x, like: xp.broadcast_to(x, like.shape),
                     _broadcast_like_rule, grads=(lambda g: g, None), arg_names=("x", "like"),
-                    broadcasts=True)
+                    broadcasts=True, view=True)
 reshape_like = Op("reshape_like", lambda xp: lambda x, like: x.reshape(like.shape), _like_rule,
-                  grads=(lambda g, x: bind(reshape_like, g, x), None), arg_names=("x", "like"))
+                  grads=(lambda g, x: bind(reshape_like, g, x), None), arg_names=("x", "like"),
+                  view=True)
 scatter_add_like = Op("scatter_add_like", _scatter_add_like_kernel,
                       lambda x, like, *, index: TensorSpec(like.shape, x.dtype),
                       grads=(lambda g, *, index: bind(getitem, g, index=index), None),

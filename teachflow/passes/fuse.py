@@ -9,8 +9,9 @@ that matters most.
 Grouping, in one walk over the graph: an elementwise node joins the group of an operand's
 producer when that producer is elementwise too, has the same shape (only the group's *inputs*
 may broadcast), and has no other user (its value is needed nowhere else, so it need never be
-written to memory). A reduction (sum, mean, max) whose input is a group's last node, and is that
-node's only user, ends the group. Groups of a single op stay as they are: nothing to gain.
+written to memory). A reduction that can be computed in pieces (sum, mean, max: their declarations
+say how, see `Op.partials`) whose input is a group's last node, and is that node's only user,
+ends the group. Groups of a single op stay as they are: nothing to gain.
 
 Each group becomes one node whose op carries its generated kernels: NumPy source that works
 block by block, and CUDA C for CuPy (see `teachflow.kernels`).
@@ -27,8 +28,6 @@ from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.kernels.group import FusedGroup
 from teachflow.ops.op import Op
 from teachflow.passes.base import DROP, Change, Decide, Rewriter, rewrite
-
-REDUCTIONS = ("sum", "mean", "max")
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,7 +64,7 @@ def _fused_kernel(group: FusedGroup):
 
 def fused_op(group: FusedGroup) -> FusedOp:
     return FusedOp(group.name, _fused_kernel(group), lambda *specs: group.spec,
-                   register=False, arg_names=tuple(f"in{i}" for i in range(len(group.inputs))),
+                   primitive=False, arg_names=tuple(f"in{i}" for i in range(len(group.inputs))),
                    group=group)
 
 
@@ -131,7 +130,7 @@ def _groups(g: Graph) -> list[list[Node]]:
                 groups[id(group)] = group
             group.append(node)
             group_of[node] = group
-        elif node.op.name in REDUCTIONS and "initial" not in node.params:
+        elif node.op.partials is not None and "initial" not in node.params:
             operand = node.inputs[0]
             producer = operand.producer if isinstance(operand, Value) else None
             if (producer is not None and producer in group_of and producer.op.elementwise
@@ -145,7 +144,7 @@ def _groups(g: Graph) -> list[list[Node]]:
 def _fuse(rewriter: Rewriter, members: list[Node], index: int,
           returned: bool) -> tuple[Value, Change]:
     """The fused node of `members` (its value) and the change that says so."""
-    reduction = members[-1] if members[-1].op.name in REDUCTIONS else None
+    reduction = members[-1] if members[-1].op.partials is not None else None
     elementwise = members[:-1] if reduction is not None else members
     inside = {n.output for n in members}
     inputs: list[Value] = []
