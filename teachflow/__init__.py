@@ -7,13 +7,26 @@
     loss.backward()
     x.grad
 
-The package reads in the order of the course, each module importing only those before it: errors,
-specs and devices (`errors`, `spec`, `backends`); ops (`ops`) and the one dispatch point
-(`dispatch`); the graph IR (`graph`); the autodiff tape (`autodiff`), tensors (`tensor`), eager
-execution (`eager`) and gradients as functions (`gradients`); then staged execution: tracing
-(`staging`), running graphs (`executor`, `session`), the passes and their kernels (`passes`,
-`kernels`), the pipeline (`compiler`), polymorphic functions and `tfl.compile` (`function`); and
-seeing it all (`viz`, `magic`). README.md has the table.
+The package reads in the order of the course, each module importing only those before it:
+
+1. Foundations: errors that name your line (`errors`), devices (`backends`), shapes and dtypes
+   (`spec`), seeded random numbers (`random`), nested containers of tensors (`tree`).
+2. Ops: the one dispatch point (`dispatch`) and the primitive ops, one declaration each (`ops`).
+3. The graph IR (`graph`): values, nodes, the graph and its text form.
+4. Eager execution and autodiff: the tape (`autodiff`), tensors (`tensor`), the eager interpreter
+   (`eager`), making tensors (`factories`), the library of functions (`library`), gradients as
+   functions (`gradients`).
+5. Tracing: the Python objects around traced code (`surroundings`), reading a callable
+   (`callables`), what a trace assumes (`guards`), the Python state it changes (`world`), the
+   graph builder behind `bind` (`staging`), tracing a function (`tracing`).
+6. Running graphs: generated Python (`executor`), TensorFlow 1's sessions (`session`).
+7. The compiler: fused kernels (`kernels`), the passes (`passes`), the pass stepper and its
+   pictures (`viz`), the pipeline (`compiler`).
+8. Polymorphic functions: signatures (`signature`), concrete functions (`concrete`),
+   `tfl.function` and `tfl.compile` (`function`).
+9. The notebook: the ``%%compile`` cell magic (`magic`).
+
+README.md has the table.
 """
 
 import numpy as _np

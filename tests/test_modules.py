@@ -9,6 +9,7 @@ before their chapter. The import graph of `teachflow/` must have no cycle. Impor
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -90,3 +91,28 @@ def test_the_core_reads_before_staging(module: str) -> None:
     later = nx.descendants(import_graph(), module)
     assert not later & {"teachflow.staging", "teachflow.function", "teachflow.compiler",
                         "teachflow.gradients"}, later
+
+
+def reading_orders() -> dict[str, list[str]]:
+    """The chapters in the order a learner is told to read them: by the package's docstring, and
+    by README.md's table (its first column)."""
+    docstring = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text("utf-8")))
+    readme = (PACKAGE.parent / "README.md").read_text("utf-8")
+    table = "".join(line.split("|")[1] for line in readme.splitlines()
+                    if line.startswith("| `teachflow/"))
+    return {"teachflow/__init__.py": re.findall(r"`(\w+)`", docstring),
+            "README.md": re.findall(r"`(?:teachflow/)?(\w+)(?:\.py|/)`", table)}
+
+
+@pytest.mark.parametrize("where", ["teachflow/__init__.py", "README.md"])
+def test_the_reading_order_is_every_chapter_each_after_what_it_imports(where: str) -> None:
+    """The order a learner is told to read the package in names every module and package of
+    `teachflow/` once, and each imports only chapters named before it."""
+    graph = import_graph()
+    chapters = {name.split(".")[1] for name in graph if name != "teachflow"}
+    named = [word for word in reading_orders()[where] if word in chapters]
+    assert sorted(named) == sorted(chapters), "each chapter named once"
+    place = {chapter: i for i, chapter in enumerate(named)}
+    later = [(a, b) for a, b in graph.edges if a != "teachflow"
+             and place[a.split(".")[1]] < place[b.split(".")[1]]]
+    assert later == [], f"modules that import a chapter named after them: {later}"
