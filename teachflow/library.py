@@ -79,6 +79,11 @@ def sigmoid(x: Any) -> Tensor:
     return bind(ew.sigmoid, as_tensor(x))
 
 
+def softplus(x: Any) -> Tensor:
+    """log(1 + e^x), a smooth relu, computed without overflow; its derivative is the sigmoid."""
+    return bind(ew.softplus, as_tensor(x))
+
+
 def abs(x: Any) -> Tensor:
     return bind(ew.abs, as_tensor(x))
 
@@ -267,6 +272,6 @@ NUMPY_TWINS.update({
 __all__ = [
     "abs", "argmax", "argmin", "broadcast_to", "cat", "clip", "clone", "concatenate", "exp",
     "flatten", "log", "log_softmax", "matmul", "max", "maximum", "mean", "min", "minimum",
-    "permute", "relu", "reshape", "sigmoid", "softmax", "sqrt", "squeeze", "stack", "sum",
-    "swapaxes", "tanh", "transpose", "unsqueeze", "var", "where",
+    "permute", "relu", "reshape", "sigmoid", "softmax", "softplus", "sqrt", "squeeze", "stack",
+    "sum", "swapaxes", "tanh", "transpose", "unsqueeze", "var", "where",
 ]

@@ -504,6 +504,9 @@ class Tensor(autodiff.Tracked):
     def sigmoid(self) -> Tensor:
         return bind(ew.sigmoid, self)
 
+    def softplus(self) -> Tensor:
+        return bind(ew.softplus, self)
+
     def abs(self) -> Tensor:
         return bind(ew.abs, self)
 

@@ -113,6 +113,7 @@ UNARY_FUNCTIONS = [
     ("tanh", lambda x: x.tanh(), np.tanh, "any"),
     ("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), "nonzero"),
     ("sigmoid", lambda x: x.sigmoid(), sigmoid, "any"),
+    ("softplus", lambda x: x.softplus(), lambda x: np.log1p(np.exp(x)), "any"),
     ("abs", lambda x: x.abs(), np.abs, "nonzero"),
     ("abs-builtin", abs, np.abs, "nonzero"),
     ("mul-by-comparison", lambda x: x * (x > 0.0), lambda x: x * (x > 0.0), "nonzero"),
