@@ -16,6 +16,7 @@ nodes, maybe a final reduction, and as inputs the values the nodes read from out
 
 from __future__ import annotations
 
+import ast
 import inspect
 import math
 import re
@@ -25,6 +26,7 @@ import sys
 import textwrap
 import tracemalloc
 import types
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -153,6 +155,17 @@ def test_every_fusable_op_has_a_kernel_that_writes_into_a_buffer() -> None:
         op, kernel = OPS[name], OPS[name].kernel(np)
         assert op.view or isinstance(kernel, np.ufunc) or \
             "out" in inspect.signature(kernel).parameters, name
+
+
+def test_no_op_is_named_outside_its_declaration() -> None:
+    """What the compiler and the kernels know of an op, they read from its declaration: no
+    string in their source is an op's name."""
+    root = Path(tfl.__file__).parent
+    files = [*(root / "kernels").glob("*.py"), root / "compiler.py", root / "passes" / "fuse.py"]
+    named = {f"{path.relative_to(root)}:{node.lineno}: {node.value!r}"
+             for path in files for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Constant) and node.value in OPS}
+    assert not named
 
 
 @pytest.mark.parametrize("name", sorted(ARITY))

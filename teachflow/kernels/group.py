@@ -20,7 +20,8 @@ class FusedGroup:
 
     - ``name``: the kernel's name, e.g. ``"fused_k2"`` (a Python and C identifier).
     - ``nodes``: the elementwise nodes in topological order (each ``node.op.fusion`` is set).
-    - ``reduction``: a final sum/mean/max node over the last elementwise result, or None.
+    - ``reduction``: a final reduction over the last elementwise result (one whose op says
+      how to compute it in pieces: `Op.partials`), or None.
     - ``inputs``: the values read from outside the group, in the kernel's argument order.
     - ``output``: the group's result (the reduction's output if there is one, else the last
       node's output); its spec is the kernel's result spec.

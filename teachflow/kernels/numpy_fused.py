@@ -154,7 +154,7 @@ class _KernelWriter:
         lines.append('"""')
         return [line.replace("\\", "\\\\") for line in lines]
 
-    def members(self, nodes: Any) -> list[Node]:
+    def members(self, nodes: list[Node] | tuple[Node, ...]) -> list[Node]:
         """`nodes`, then the group's reduction if it has one."""
         reduction = self.group.reduction
         return [*nodes, *([reduction] if reduction is not None else [])]
@@ -162,8 +162,7 @@ class _KernelWriter:
     # --- Static shapes ------------------------------------------------------------------------
 
     def static_code(self) -> list[str]:
-        group, blocking = self.group, self.blocking
-        spec = group.spec
+        group, spec = self.group, self.group.spec
         if group.returned:  # handed to the caller, who may drop it before the next call
             lines = ["if out is None:  # last call's result, if nobody holds it any more; else new",
                      f"    out = results.empty({spec.shape!r}, {_dtype(spec.dtype)})"]
@@ -171,38 +170,46 @@ class _KernelWriter:
             lines = ["if out is None:",
                      f"    out = np.empty({spec.shape!r}, dtype={_dtype(spec.dtype)})"]
         hoisted: list[str] = []
-        nodes = self.members(self.hoist(into=hoisted) if blocking else group.nodes)
+        nodes = self.members(self.hoist(into=hoisted) if self.blocking else group.nodes)
         buffer_of, kinds = assign_buffers(nodes, self.block_kind)
         scratch = [f"s{i}" for i in range(len(kinds))]
         body = [line for node in nodes[:-1]
                 for line in self.node_code(node, scratch[buffer_of[node]] if node in buffer_of
                                            else None)]
-        result, before, last, after = self.result_code(nodes[-1])
+        rows_of, before, last, after = self.result_code(nodes[-1])
         body += last
-        if not blocking:
+        if not self.blocking:
             if scratch:
                 lines.append("# Scratch for the intermediate results.")
             lines += [f"{name} = np.empty({shape!r}, dtype={_dtype(dtype)})"
                       for name, (shape, dtype) in zip(scratch, kinds, strict=True)]
             return [*lines, *before, *body, *after, "return out"]
-
         if hoisted:
             lines += ["# The same for every block: computed once.", *hoisted]
-        sliced = [self.names[v] for v in group.inputs if self.is_blocked(v)]
-        sliced += [result] if result else []
-        rows, per_block = blocking
+        blocks = self.blocks_code(body, scratch, kinds, rows_of)
+        return [*lines, *before, *blocks, *after, "return out"]
+
+    def blocks_code(self, body: list[str], scratch: list[str], kinds: list, rows_of: str | None
+                    ) -> list[str]:
+        """``def block(...)``, computing `body` for one block, and the runtime's call that runs
+        it for every block. A block gets its rows of the blocked inputs and of `rows_of` (the
+        array it writes, if it writes rows of one), and its `scratch` buffers."""
+        rows, per_block = self.blocking
+        sliced = [self.names[v] for v in self.group.inputs if self.is_blocked(v)]
+        sliced += [rows_of] if rows_of else []
         buffers = ", ".join(f"({shape!r}, {_dtype(dtype)})" for shape, dtype in kinds)
-        parallel = "" if result else ", parallel=False"
-        lines += [*before, "",
-                  f"def block({', '.join([*sliced, *scratch])}):  # one block: its rows of "
-                  f"{_listed(sliced)}" + (f"; scratch {_listed(scratch)}" if scratch else ""),
-                  *_indent(body), "",
-                  "# The runtime runs every block, sharing them between the CPU's cores." if result
-                  else "# The runtime runs every block, one after another: each adds its part.",
-                  f"in_blocks(block, rows={rows}, per_block={per_block}, "
-                  f"sliced=[{', '.join(sliced)}],",
-                  f"          scratch=[{buffers}]{parallel})"]
-        return [*lines, *after, "return out"]
+        what = f"its rows of {_listed(sliced)}" + (f"; scratch {_listed(scratch)}" if scratch
+                                                    else "")
+        if rows_of:
+            how, parallel = "sharing them between the CPU's cores", ""
+        else:
+            how, parallel = "one after another: each adds its part", ", parallel=False"
+        return ["", f"def block({', '.join([*sliced, *scratch])}):  # one block: {what}",
+                *_indent(body), "",
+                f"# The runtime runs every block, {how}.",
+                f"in_blocks(block, rows={rows}, per_block={per_block}, "
+                f"sliced=[{', '.join(sliced)}],",
+                f"          scratch=[{buffers}]{parallel})"]
 
     def is_blocked(self, value: Value) -> bool:
         """True if `value` differs from block to block (it spans the blocked axis)."""
