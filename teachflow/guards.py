@@ -37,8 +37,8 @@ class Guard:
 
     def observe(self, arguments: Any) -> Any:
         if self.what == "aliases":
-            first: dict[int, int] = {}
-            return tuple(first.setdefault(id(t), k)
+            first: dict[Any, int] = {}  # a tensor -> its first position
+            return tuple(first.setdefault(t, k)
                          for k, t in enumerate([*arguments, *self.place]))
         tensor = self.slot.tensor(arguments)
         if self.what == "binding":

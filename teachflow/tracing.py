@@ -60,14 +60,14 @@ def trace_function(fn: Callable, args: tuple, kwargs: dict, name: str | None = N
     specs_left = iter(specs or ())
     builder = GraphBuilder(graph)
     symbolic = []
-    standins: dict[int, Tensor] = {}  # id(argument) -> its stand-in
+    standins: dict[Tensor, Tensor] = {}  # an argument -> its stand-in
     for leaf, arg_name in zip(leaves, argument_names(fn, args, kwargs), strict=True):
         if isinstance(leaf, Tensor):  # dynamic: becomes a graph input
             spec = next(specs_left, leaf.spec)
             value = graph.add_input(spec, name=_identifier(arg_name, graph))
-            standin = standins.get(id(leaf))  # one tensor passed twice is one stand-in
+            standin = standins.get(leaf)  # one tensor passed twice is one stand-in
             if standin is None:
-                standin = standins[id(leaf)] = _argument_standin(value, leaf)
+                standin = standins[leaf] = _argument_standin(value, leaf)
                 builder.arguments[standin] = len(builder.examples)
             builder.examples.append(leaf)
             symbolic.append(standin)

@@ -47,7 +47,7 @@ class Graph:
         self.captures: list[Value] = []
         self.constants: list[Value] = []
         self._captured: dict[tuple[int, str], Value] = {}  # (id(owner), attr) -> its capture
-        self._owned: set[int] = set()  # id() of every value made here
+        self._owned: set[Value] = set()  # every value made here
         self._next_id = 0
         self._builder: Any = None
 
@@ -58,12 +58,12 @@ class Graph:
         return self._next_id - 1
 
     def _own(self, value: Value) -> Value:
-        self._owned.add(id(value))
+        self._owned.add(value)
         return value
 
     def owns(self, value: Value) -> bool:
         """True if `value` was made in this graph (not in another trace)."""
-        return id(value) in self._owned
+        return value in self._owned
 
     def add_input(self, spec: TensorSpec, name: str | None = None) -> Value:
         value = self._own(Value(self._new_id(), spec, "input", name=name))

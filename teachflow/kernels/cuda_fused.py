@@ -77,9 +77,9 @@ def cuda_code(group: FusedGroup) -> CudaKernelCode:
     """The CuPy kernel computing `group`, as strings."""
     in_params = ", ".join(f"{v.dtype.name} in{i}" for i, v in enumerate(group.inputs))
     out_params = f"{group.spec.dtype.name} {RESULT}"
-    names = {id(v): f"in{i}" for i, v in enumerate(group.inputs)}
+    names = {v: f"in{i}" for i, v in enumerate(group.inputs)}
     body = _aligned([_node_line(node, names) for node in group.nodes])
-    last = names[id(group.nodes[-1].output)]
+    last = names[group.nodes[-1].output]
     if group.reduction is None:
         operation = "\n".join([*body, f"{RESULT} = {last};"])
         return CudaKernelCode("ElementwiseKernel", dict(
@@ -158,7 +158,7 @@ def cuda_kernel(group: FusedGroup, cupy: ModuleType) -> Callable[..., Any]:
 # --- One node: a typed local variable ----------------------------------------------------------
 
 
-def _node_line(node: Node, names: dict[int, str]) -> tuple[str, str]:
+def _node_line(node: Node, names: dict[Value, str]) -> tuple[str, str]:
     """``const double v3 = ((double)v2 + (double)in1);`` and its comment, ``%3 = add %2, %y``."""
     types = _operand_types(node)
     operands = []
@@ -166,11 +166,11 @@ def _node_line(node: Node, names: dict[int, str]) -> tuple[str, str]:
         if not isinstance(o, Value):  # read as is: as the Python literal's own type
             operands.append(c_literal(o, np.result_type(o) if dtype is None else dtype))
         elif dtype is None or o.dtype == dtype:
-            operands.append(names[id(o)])
+            operands.append(names[o])
         else:
-            operands.append(f"({c_type(dtype)}){names[id(o)]}")
+            operands.append(f"({c_type(dtype)}){names[o]}")
     name = f"v{node.id}"
-    names[id(node.output)] = name
+    names[node.output] = name
     expression = node.op.fusion.format(*operands, dtype=c_type(node.spec.dtype))
     short = format_node(node).rsplit(" : ", 1)[0]
     return f"const {c_type(node.spec.dtype)} {name} = {expression};", short
