@@ -380,24 +380,20 @@ scatter_add_like = Op("scatter_add_like", _scatter_add_like_kernel,
                       arg_names=("x", "like"))
 
 
-def _unknown(x: Any) -> bool:
-    return None in x.shape
-
-
 def broadcast_as(g: Any, x: Any) -> Any:
     """`g` broadcast to the shape of `x` (a spec, or a symbolic tensor whose size is unknown)."""
-    if _unknown(x):
+    if None in x.shape:
         return bind(broadcast_like, g, x)
     return bind(broadcast_to, g, shape=x.shape)
 
 
 def reshape_to(g: Any, x: Any) -> Any:
     """`g` reshaped to the shape of `x` (as `broadcast_as`)."""
-    return bind(reshape_like, g, x) if _unknown(x) else bind(reshape, g, shape=x.shape)
+    return bind(reshape_like, g, x) if None in x.shape else bind(reshape, g, shape=x.shape)
 
 
 def scatter_into(g: Any, index: tuple, x: Any) -> Any:
     """Zeros of the shape of `x`, with `g` added where ``x[index]`` read (as `broadcast_as`)."""
-    if _unknown(x):
+    if None in x.shape:
         return bind(scatter_add_like, g, x, index=index)
     return bind(scatter_add, g, index=index, shape=x.shape)
