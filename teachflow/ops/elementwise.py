@@ -155,13 +155,9 @@ tanh = elementwise("tanh", lambda xp: xp.tanh, "tanh({0})",
 def _sigmoid(xp: ModuleType) -> Callable[..., Any]:
     def sigmoid(x: Any, out: Any = None) -> Any:
         # exp(-log(1 + e^-x)) is 1 / (1 + e^-x) without overflow for large negative x. Into a
-        # given `out`, one step at a time, each in place.
-        if out is None:
-            return xp.exp(-xp.logaddexp(0, -x))
-        xp.negative(x, out=out)
-        xp.logaddexp(0, out, out=out)
-        xp.negative(out, out=out)
-        return xp.exp(out, out=out)
+        # given `out`, every step is computed in place.
+        log_1p_exp = xp.logaddexp(0, xp.negative(x, out=out), out=out)
+        return xp.exp(xp.negative(log_1p_exp, out=out), out=out)
 
     return sigmoid
 
