@@ -162,8 +162,11 @@ class ConcreteFunction:
             outputs = self._executor.fn(*arrays)
         except Exception as exc:
             raise explain_failure(self._traced.graph, tensors) from exc
-        results = [Tensor._make(a if type(a) is b.array_type else b.xp.asarray(a), b, None)
-                   for a, b in zip(outputs, self._out_backends, strict=True)]
+        results = []  # (a loop: in the hot path, a comprehension's own frame costs)
+        for array, out_backend in zip(outputs, self._out_backends, strict=True):
+            if type(array) is not out_backend.array_type:  # a NumPy scalar, from a 0-d result
+                array = out_backend.xp.asarray(array)
+            results.append(Tensor._make(array, out_backend, None))
         if taped:
             # A trace that ran backward(): its gradients are inside already. Its results say so
             # if backward() reaches them again (the state it updated stays plain, as eagerly).

@@ -105,11 +105,12 @@ class Function:
     def run(self, args: tuple, kwargs: dict) -> Any:
         """Run the concrete function for these arguments, tracing it first if it is new."""
         if not kwargs:  # the common case, kept fast: only tensors, passed by position
-            key = []
+            key: list = []  # shape, dtype, device of each tensor, one after another
             for a in args:
                 if type(a) is not Tensor:
                     break
-                key.append((a._data.shape, a._data.dtype, a._backend.name))
+                data = a._data
+                key += (data.shape, data.dtype, a._backend.name)
             else:
                 concrete = self._by_tensor_specs.get(tuple(key))
                 if concrete is not None and (not concrete.guards or concrete.guards_hold(args)):
@@ -150,7 +151,7 @@ class Function:
                                    left_out)
         if (not kwargs and self.input_signature is None and len(tensors) == len(args)
                 and all(type(a) is Tensor for a in args)):
-            self._by_tensor_specs[tuple(k[1:] for k in keys)] = concrete
+            self._by_tensor_specs[tuple(part for k in keys for part in k[1:])] = concrete
         return concrete, tensors, arrays
 
     def _trace(self, treedef: Any, keys: tuple, args: tuple, kwargs: dict,
