@@ -18,6 +18,7 @@ import numpy as np
 
 from teachflow import autodiff
 from teachflow.backends import CPU, get_backend, rerun_warning_at_user_line
+from teachflow.conversion import as_constant
 from teachflow.dispatch import set_default_interpreter
 from teachflow.errors import (
     DeviceError,
@@ -27,7 +28,7 @@ from teachflow.errors import (
     TraceError,
 )
 from teachflow.graph import Value
-from teachflow.tensor import Tensor, as_constant
+from teachflow.tensor import Tensor
 
 _new = object.__new__
 
@@ -56,10 +57,11 @@ class EagerInterpreter:
             backend = get_backend(params["device"])
         elif backend is None:  # only Python scalars or arrays: compute on the CPU
             backend = CPU
-        try:
-            out = backend.kernels[op](*arrays, **params)
+        kernel = backend.kernels[op]
+        try:  # (a call without keywords, as most ops' are, is a little quicker)
+            out = kernel(*arrays, **params) if params else kernel(*arrays)
         except RuntimeWarning as warning:  # NumPy's (log of a negative number): see backends
-            out = rerun_warning_at_user_line(backend.kernels[op], arrays, params, warning)
+            out = rerun_warning_at_user_line(kernel, arrays, params, warning)
         except Exception as exc:
             raise _explain(op, args, params, exc) from exc
         if type(out) is not backend.array_type:  # NumPy returns scalars for 0-d results

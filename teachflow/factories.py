@@ -14,12 +14,13 @@ import numpy as np
 
 from teachflow import dispatch
 from teachflow.backends import get_backend
+from teachflow.conversion import as_dtype, shape_arg
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError
 from teachflow.ops import creation
 from teachflow.ops import shape as shape_ops
 from teachflow.random import manual_seed
-from teachflow.tensor import Tensor, _shape_arg, as_dtype, as_tensor
+from teachflow.tensor import Tensor, as_tensor
 
 __all__ = ["arange", "eye", "full", "full_like", "manual_seed", "ones", "ones_like", "rand",
            "randn", "tensor", "zeros", "zeros_like"]
@@ -43,7 +44,7 @@ def tensor(data: Any, dtype: Any = None, device: str = "cpu",
 
 
 def _filled(shape: tuple, value: Any, dtype: Any, device: str, requires_grad: bool) -> Tensor:
-    shape = _shape_arg(shape, "full")
+    shape = shape_arg(shape, "full")
     t = bind(creation.full, shape=shape, fill_value=value, dtype=as_dtype(dtype, "full"),
              device=get_backend(device).name)
     if requires_grad:
@@ -118,7 +119,7 @@ def arange(start: float, stop: float | None = None, step: float = 1, dtype: Any 
 
 def eye(n: int, m: int | None = None, dtype: Any = "float32", device: str = "cpu") -> Tensor:
     """The identity matrix: ones on the diagonal of an n x m (default n x n) matrix."""
-    shape = _shape_arg(((n, n if m is None else m),), "eye")
+    shape = shape_arg(((n, n if m is None else m),), "eye")
     return bind(creation.eye, n=shape[0], m=shape[1], dtype=as_dtype(dtype, "eye"),
                 device=get_backend(device).name)
 
@@ -130,7 +131,7 @@ def _random(op: Any, shape: tuple, dtype: Any, device: str, requires_grad: bool)
                          op=op.name, hint="use dtype='float32' (the default) or 'float64'")
     # The generators draw float32/float64; other float dtypes are cast from float32.
     draw = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float32)
-    t = bind(op, shape=_shape_arg(shape, op.name), dtype=draw, device=get_backend(device).name)
+    t = bind(op, shape=shape_arg(shape, op.name), dtype=draw, device=get_backend(device).name)
     t = t.astype(dtype)
     if requires_grad:
         t.requires_grad = True

@@ -14,21 +14,17 @@ from typing import Any
 
 import numpy as np
 
+from teachflow.conversion import default_dtype, shape_arg
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError
+from teachflow.interop import NUMPY_TWINS
+from teachflow.operators import keywords_error
 from teachflow.ops import elementwise as ew
 from teachflow.ops import linalg
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import RuleError, normalize_axis
 from teachflow.spec import is_int
-from teachflow.tensor import (
-    NUMPY_TWINS,
-    Tensor,
-    _keywords_error,
-    _shape_arg,
-    as_tensor,
-    default_dtype,
-)
+from teachflow.tensor import Tensor, as_tensor
 
 Axis = int | Sequence[int] | None
 
@@ -188,7 +184,7 @@ def matmul(a: Any, b: Any) -> Tensor:
 
 def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
     x = as_tensor(x)
-    shape = _shape_arg((shape,), "broadcast_to")
+    shape = shape_arg((shape,), "broadcast_to")
     return x if shape == x.shape else bind(shape_ops.broadcast_to, x, shape=shape)
 
 
@@ -212,7 +208,7 @@ def _axis(axis: int, ndim: int, op: str) -> int:
 def concatenate(ts: Sequence[Any], axis: int = 0, **other: Any) -> Tensor:
     """Join tensors along an existing axis."""
     if other:
-        raise _keywords_error("concatenate", other)
+        raise keywords_error("concatenate", other)
     ts = _tensors(ts, "concatenate")
     return bind(shape_ops.concatenate, *ts, axis=_axis(axis, ts[0].ndim, "concatenate"))
 
@@ -220,7 +216,7 @@ def concatenate(ts: Sequence[Any], axis: int = 0, **other: Any) -> Tensor:
 def stack(ts: Sequence[Any], axis: int = 0, **other: Any) -> Tensor:
     """Join tensors of equal shape along a new axis."""
     if other:
-        raise _keywords_error("stack", other)
+        raise keywords_error("stack", other)
     ts = _tensors(ts, "stack")
     return bind(shape_ops.stack, *ts, axis=_axis(axis, ts[0].ndim + 1, "stack"))
 

@@ -36,11 +36,12 @@ import numpy as np
 
 from teachflow import autodiff, dispatch, surroundings
 from teachflow.backends import get_backend
+from teachflow.conversion import as_constant, as_dtype
 from teachflow.errors import TraceError, user_frame, user_location
 from teachflow.graph import Graph, Slot, Value
 from teachflow.guards import Guard
 from teachflow.spec import TensorSpec, checked_shape
-from teachflow.tensor import Tensor, as_constant, as_dtype
+from teachflow.tensor import Tensor
 from teachflow.world import World, tensor_places
 
 _PYTHON_SCALARS = (bool, int, float)

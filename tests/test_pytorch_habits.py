@@ -25,9 +25,10 @@ from hypothesis import strategies as st
 from op_cases import CLIP_CASES, DIFFERENTIABLE_CASES, NUMPY_UFUNC_CASES, OpCase
 
 import teachflow as tfl
+from teachflow.methods import FOREIGN_NAMES, ForeignName
 from teachflow.ops import OPS
 from teachflow.ops.op import Op, elementwise_rule, op_for_ufunc
-from teachflow.tensor import FOREIGN_NAMES, ForeignName, Tensor
+from teachflow.tensor import Tensor
 
 # --- Eager, staged and compiled agree -----------------------------------------------------------
 
