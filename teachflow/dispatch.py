@@ -10,7 +10,9 @@ up here as ``bind(op, *args, **params)``. `bind` hands the op to the *current in
 
 Both use the same ops and the same kernels; they differ only in what `bind` does. That is the
 central idea of the TensorFlow Eager paper and of JAX's Autodidax, and nothing else in teachflow
-asks which mode it is in.
+asks which mode it is in. (A tensor does know what it holds: values, or a `Value` of a graph that
+has none yet. That decides how it prints and whether Python may branch on it or copy it, in any
+mode: an eager tensor read inside a trace still prints its numbers.)
 
 Programs also *change state*: ``p -= lr * g`` updates a tensor in place, ``loss.backward()``
 fills ``.grad``, ``w.requires_grad = True`` marks a leaf, and ``tfl.tensor([...])`` makes a
