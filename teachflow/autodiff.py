@@ -118,10 +118,13 @@ class TapeNode:
         shapes stay: a node that kept nothing but shapes (reshape, a sum, x + 1) loses nothing
         and can be gone through again, as in PyTorch, which frees only what it saved (a
         tensor, or a number such as the 2 of ``x * 2``)."""
-        kept = [x for x in self.inputs or () if x is not None]
-        freed = self.out is not None or not all(isinstance(x, TensorSpec) for x in kept)
-        if self.inputs is not None:
-            self.inputs = tuple(x if isinstance(x, TensorSpec) else None for x in self.inputs)
+        freed = self.out is not None
+        specs = []
+        for x in self.inputs:
+            if x is not None and not isinstance(x, TensorSpec):
+                freed, x = True, None
+            specs.append(x)
+        self.inputs = tuple(specs)
         self.out = None
         self.released = self.released or freed
 
@@ -152,23 +155,29 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
 
     Only what the gradient rules of the inputs that need a gradient will read is kept (see
     `Op.tape_plan`): everything else can be freed as soon as the forward pass is done with it.
+    This runs for every recorded op, so it does one pass over the operands and no more.
     """
     if not _enabled or op.grads is None or out.dtype.kind not in "fc":
         return None  # (integer and boolean results carry no gradient)
-    parents = tuple([x._node if isinstance(x, Tracked) else None for x in args])
-    plan = op.tape_plan(tuple([p is not None for p in parents]))
+    parents, needs = [], []
+    for x in args:
+        node = x._node if isinstance(x, Tracked) else None
+        parents.append(node)
+        needs.append(node is not None)
+    plan = op.tape_plan(tuple(needs))
     if plan is None:
         return None
     keep, keep_out = plan
-    inputs = tuple([None if k is None else _saved(x, k)
-                    for x, k in zip(args, keep, strict=True)]) if any(keep) else keep
+    inputs = _saved(args, keep) if any(keep) else keep
+    shape = out.shape
     # (A value whose size is known only when its graph runs is kept too: see `_fit`.)
-    return TapeNode(op, params, parents, inputs, out if keep_out or None in out.shape else None,
-                    backend, out.shape, out.dtype)
+    return TapeNode(op, params, tuple(parents), inputs,
+                    out if keep_out or None in shape else None, backend, shape, out.dtype)
 
 
-def _saved(x: Any, what: str) -> Any:
-    """What the tape keeps of an input for a gradient rule: a snapshot, never a live reference.
+def _saved(args: tuple, keep: tuple) -> tuple:
+    """What the tape keeps of each input for the gradient rules (`keep` says what: "value",
+    "spec" or None): a snapshot, never a live reference.
 
     A tensor is kept as it is now: a later in-place update (`p -= ...`) rebinds the tensor's
     values and must not change what the rule sees. A NumPy array operand is copied, as tracing
@@ -176,14 +185,21 @@ def _saved(x: Any, what: str) -> Any:
     the rule reads only the spec, the spec is kept (unless a size is unknown until the graph
     runs: then the symbolic tensor, which costs nothing to keep, gives the size at run time).
     """
-    if isinstance(x, Tracked):
-        data = x._data
-        if what == "spec" and None not in data.shape:
-            return TensorSpec(data.shape, data.dtype, x._backend.name)
-        return type(x)._make(data, x._backend, x._node)
-    if isinstance(x, np.ndarray):
-        return x.copy()
-    return x
+    kept = []
+    for i, what in enumerate(keep):
+        x = args[i]
+        if what is None:
+            x = None
+        elif isinstance(x, Tracked):
+            data = x._data
+            if what == "spec" and None not in data.shape:
+                x = TensorSpec(data.shape, data.dtype, x._backend.name)
+            else:
+                x = type(x)._make(data, x._backend, x._node)
+        elif isinstance(x, np.ndarray):
+            x = x.copy()
+        kept.append(x)
+    return tuple(kept)
 
 
 # --- The backward pass --------------------------------------------------------------------------
@@ -198,32 +214,27 @@ def topological_order(root: TapeNode | Leaf) -> list:
         node, parents_done = stack.pop()
         if parents_done:
             order.append(node)
-            continue
-        if node in visited:
-            continue
-        visited.add(node)
-        stack.append((node, True))
-        stack.extend((p, False) for p in node.parents if p is not None and p not in visited)
+        elif node not in visited:
+            visited.add(node)
+            stack.append((node, True))
+            for parent in node.parents:
+                if parent is not None and parent not in visited:
+                    stack.append((parent, False))
     return order
 
 
 def sum_to_shape(x: Any, shape: tuple) -> Any:
-    """Sum a broadcast cotangent back to the shape of the operand that was broadcast."""
+    """Sum a broadcast cotangent back to the shape of the operand that was broadcast: over the
+    leading axes broadcasting added (dropping them), then over the axes it stretched from 1
+    (keeping them). Each is one sum, and no reshape is needed, even where a size is known only
+    when the graph runs."""
     lead = x.ndim - len(shape)
-    ones = tuple(lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1)
-    if None in shape:  # sizes known only at run time: no reshape, so sum the two kinds apart
-        if lead:
-            x = bind(reduction.sum, x, axis=tuple(range(lead)), keepdims=False)
-        if ones:
-            x = bind(reduction.sum, x, axis=tuple(a - lead for a in ones), keepdims=True)
-        return x
-    axes = tuple(range(lead)) + ones
-    if axes:
-        x = bind(reduction.sum, x, axis=axes, keepdims=True)
-    if x.shape != tuple(shape):
-        x = bind(shape_ops.reshape, x, shape=tuple(shape))
+    if lead:
+        x = bind(reduction.sum, x, axis=tuple(range(lead)), keepdims=False)
+    ones = tuple(i for i, d in enumerate(shape) if d == 1 and x.shape[i] != 1)
+    if ones:
+        x = bind(reduction.sum, x, axis=ones, keepdims=True)
     return x
-
 
 
 def filled_like(x: Any, value: float) -> Any:
@@ -267,15 +278,9 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set | None = None,
     passed lets go of what it kept for its rules (`Tensor.backward` does this, as PyTorch does,
     unless asked to retain the tape)."""
     order = topological_order(root)
-    spent = next((n for n in order if type(n) is TapeNode and n.released), None)
-    if spent is not None:
-        raise AutodiffError(
-            f"the tape was freed: an earlier backward() already went through this result's "
-            f"{spent.op.name} node and released what it kept for the gradient. Going through it "
-            "again would add the same gradients into .grad a second time",
-            op="backward",
-            hint="compute the result again (run the forward pass) before each backward(), or "
-                 "pass retain_graph=True to the first backward() to keep the tape")
+    for node in order:
+        if type(node) is TapeNode and node.released:
+            raise _tape_freed(node)
     if targets is None:
         relevant = None
     else:  # skip every node from which no target can be reached
@@ -296,15 +301,27 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set | None = None,
                 continue
             if relevant is not None and node not in relevant:
                 continue
+            if node.source is None:
+                _send_back(node, g, grads, relevant, create_graph)
+                continue
             # The ops of this rule belong to the user's line that applied the op.
-            origin = node.source and replace(node.source, note=f"grad of {node.op.name}")
-            with on_behalf_of(origin):
+            with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}")):
                 _send_back(node, g, grads, relevant, create_graph)
     if release:
         for node in order:
             if type(node) is TapeNode:
                 node.release()
     return found
+
+
+def _tape_freed(node: TapeNode) -> AutodiffError:
+    return AutodiffError(
+        f"the tape was freed: an earlier backward() already went through this result's "
+        f"{node.op.name} node and released what it kept for the gradient. Going through it "
+        "again would add the same gradients into .grad a second time",
+        op="backward",
+        hint="compute the result again (run the forward pass) before each backward(), or "
+             "pass retain_graph=True to the first backward() to keep the tape")
 
 
 def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
@@ -322,7 +339,9 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
         if found is None:  # an input with no gradient (the `like` of sum_like, an index array)
             continue
         rule, reads = found
-        kwargs = {name: node.inputs[j] for name, j, _ in reads.inputs}
+        kwargs = {}
+        for name, j, _ in reads.inputs:
+            kwargs[name] = node.inputs[j]
         if reads.out:
             kwargs["out"] = out
         if reads.index:
