@@ -16,8 +16,8 @@ The package reads in the order of the course, each module importing only those b
 4. Eager execution and autodiff: the tape (`autodiff`); data as arrays (`conversion`), indices
    (`indexing`), and what a tensor inherits: operators and everyday methods (`operators`),
    PyTorch's and NumPy's names (`methods`), NumPy's protocols (`interop`); then tensors
-   (`tensor`), the eager interpreter (`eager`), making tensors (`factories`), the library of functions (`library`), gradients as
-   functions (`gradients`).
+   (`tensor`), the eager interpreter (`eager`), making tensors (`factories`), the library of
+   functions (`library`), gradients as functions (`gradients`).
 5. Tracing: the Python objects around traced code (`surroundings`), reading a callable
    (`callables`), what a trace assumes (`guards`), the Python state it changes (`world`), the
    graph builder behind `bind` (`staging`), tracing a function (`tracing`).
