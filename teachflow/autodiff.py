@@ -255,9 +255,9 @@ def _fit(ct: Any, parent: TapeNode | Leaf, broadcasts: bool) -> Any:
     like = _runtime_like(parent, type(ct)) if broadcasts and None in parent.shape else None
     if like is not None:
         ct = bind(shape_ops.sum_like, ct, like)
-    elif ct.shape != parent.shape:
+    elif ct._data.shape != parent.shape:
         ct = sum_to_shape(ct, parent.shape)
-    if ct.dtype != parent.dtype:
+    if ct._data.dtype != parent.dtype:
         ct = bind(elementwise.astype, ct, dtype=parent.dtype)
     return ct
 

@@ -136,11 +136,12 @@ class FamiliarMethods:
         size known only when the graph runs may be 0: then the maximum of nothing is -inf)."""
         if self._empty_along(axes):
             return self
+        values = self.detach()  # (so the tape need not record the maximum at all)
         if None in [self.shape[a] for a in (range(self.ndim) if axes is None else axes)]:
-            top = bind(reduction.max, self, axis=axes, keepdims=True, initial=-math.inf)
+            top = bind(reduction.max, values, axis=axes, keepdims=True, initial=-math.inf)
         else:
-            top = self.max(axis=axes, keepdims=True)
-        return self - top.detach()
+            top = bind(reduction.max, values, axis=axes, keepdims=True)
+        return self - top
 
     def unsqueeze(self, dim: int) -> Tensor:
         """A new axis of size 1 at position `dim` (from ``-ndim - 1`` to ``ndim``)."""
