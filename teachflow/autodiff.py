@@ -30,6 +30,7 @@ from __future__ import annotations
 import weakref
 from contextlib import ContextDecorator
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -155,7 +156,8 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
 
     Only what the gradient rules of the inputs that need a gradient will read is kept (see
     `Op.tape_plan`): everything else can be freed as soon as the forward pass is done with it.
-    This runs for every recorded op, so it does one pass over the operands and no more.
+    This runs for every recorded op, so it is written with plain loops: in CPython 3.11 a
+    comprehension (a frame of its own) or a zip costs more than the work it would do here.
     """
     if not _enabled or op.grads is None or out.dtype.kind not in "fc":
         return None  # (integer and boolean results carry no gradient)
@@ -193,13 +195,17 @@ def _saved(args: tuple, keep: tuple) -> tuple:
         elif isinstance(x, Tracked):
             data = x._data
             if what == "spec" and None not in data.shape:
-                x = TensorSpec(data.shape, data.dtype, x._backend.name)
+                x = _spec(data.shape, data.dtype, x._backend.name)
             else:
                 x = type(x)._make(data, x._backend, x._node)
         elif isinstance(x, np.ndarray):
             x = x.copy()
         kept.append(x)
     return tuple(kept)
+
+
+#: Specs are immutable, and the same few recur at every training step: each is made once.
+_spec = lru_cache(maxsize=1024)(TensorSpec)
 
 
 # --- The backward pass --------------------------------------------------------------------------
