@@ -2,7 +2,7 @@
 
 A rule is a name in plain words, a pattern, and what to put in the pattern's place:
 
-    Rule("x*1 -> x", Pattern("mul", X, 1), lambda m, emit: m.x)
+    Rule("x*1 -> x", Pattern(ew.mul, X, 1), lambda m, emit: m.x)
 
 Patterns are small trees: ``Pattern(op, *operands)`` matches a node of that op, ``Var("x")``
 matches any operand and binds it, and a number matches that literal. The engine walks the graph
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from teachflow.graph import Graph, Node, Value, format_node
-from teachflow.ops import OPS
+from teachflow.ops.op import Op
 from teachflow.passes.base import Change, Decide, Rewriter, rewrite
 from teachflow.passes.cse import ValueNumbering
 
@@ -41,13 +41,12 @@ class Var:
 class Pattern:
     """Matches a value computed by op `op` from operands matching `operands`.
 
-    ``Pattern("mul", X, 1, bind="m")`` also binds the matched node to ``m``.
+    ``Pattern(ew.mul, X, 1, bind="m")`` also binds the matched node to ``m``. The op is its
+    declaration itself (`teachflow.ops`), never a name to look up: a rule cannot misspell one.
     """
 
-    def __init__(self, op: str, *operands: Any, bind: str | None = None) -> None:
-        if op not in OPS:
-            raise ValueError(f"unknown op {op!r} in pattern")
-        self.op = OPS[op]
+    def __init__(self, op: Op, *operands: Any, bind: str | None = None) -> None:
+        self.op = op
         self.operands = operands
         self.bind = bind
 
@@ -194,5 +193,5 @@ class _Emitter:
     def __init__(self, rewriter: Rewriter) -> None:
         self.rewriter = rewriter
 
-    def __call__(self, op: str, *inputs: Any, **params: Any) -> Value:
-        return self.rewriter.add(OPS[op], inputs, params)
+    def __call__(self, op: Op, *inputs: Any, **params: Any) -> Value:
+        return self.rewriter.add(op, inputs, params)

@@ -18,6 +18,9 @@ broadcast or promoted ``x``.
 from __future__ import annotations
 
 from teachflow.graph import Value
+from teachflow.ops import creation
+from teachflow.ops import elementwise as ew
+from teachflow.ops import shape as shape_ops
 from teachflow.passes.rules import Pattern, Rule, Var, rule_pass
 
 X, Y = Var("x"), Var("y")
@@ -35,7 +38,7 @@ def _integer_of_known_shape(m: dict, context: object) -> bool:
 
 def _zeros_like(m: dict, emit) -> Value:
     x = m["x"]
-    return emit("full", shape=x.shape, fill_value=0, dtype=x.dtype, device=x.spec.device)
+    return emit(creation.full, shape=x.shape, fill_value=0, dtype=x.dtype, device=x.spec.device)
 
 
 def _same_computation(m: dict, context) -> bool:
@@ -45,41 +48,44 @@ def _same_computation(m: dict, context) -> bool:
 def _compose_transposes(m: dict, emit) -> Value:
     inner, outer = m["inner"].params["axes"], m["outer"].params["axes"]
     axes = tuple(inner[a] for a in outer)
-    return m["x"] if axes == tuple(range(len(axes))) else emit("transpose", m["x"], axes=axes)
+    if axes == tuple(range(len(axes))):
+        return m["x"]
+    return emit(shape_ops.transpose, m["x"], axes=axes)
 
 
 RULES = [
     # Identities of arithmetic.
-    Rule("x*1 -> x", Pattern("mul", X, 1), lambda m, emit: m.x),
-    Rule("x+0 -> x (integer x only)", Pattern("add", X, 0), lambda m, emit: m.x, where=_integer),
-    Rule("x-0 -> x", Pattern("sub", X, 0), lambda m, emit: m.x),
-    Rule("x/1 -> x", Pattern("div", X, 1), lambda m, emit: m.x),
-    Rule("x**1 -> x", Pattern("pow", X, 1), lambda m, emit: m.x),
-    Rule("-(-x) -> x", Pattern("neg", Pattern("neg", X)), lambda m, emit: m.x),
-    Rule("x*0 -> 0 (integer x only)", Pattern("mul", X, 0), _zeros_like,
+    Rule("x*1 -> x", Pattern(ew.mul, X, 1), lambda m, emit: m.x),
+    Rule("x+0 -> x (integer x only)", Pattern(ew.add, X, 0), lambda m, emit: m.x, where=_integer),
+    Rule("x-0 -> x", Pattern(ew.sub, X, 0), lambda m, emit: m.x),
+    Rule("x/1 -> x", Pattern(ew.div, X, 1), lambda m, emit: m.x),
+    Rule("x**1 -> x", Pattern(ew.pow, X, 1), lambda m, emit: m.x),
+    Rule("-(-x) -> x", Pattern(ew.neg, Pattern(ew.neg, X)), lambda m, emit: m.x),
+    Rule("x*0 -> 0 (integer x only)", Pattern(ew.mul, X, 0), _zeros_like,
          where=_integer_of_known_shape),
-    Rule("x-x -> 0 (integer x only)", Pattern("sub", X, X), _zeros_like,
+    Rule("x-x -> 0 (integer x only)", Pattern(ew.sub, X, X), _zeros_like,
          where=_integer_of_known_shape),
     # The same computation twice is twice the computation: one of them is no longer needed.
-    Rule("f(x) + f(x) -> 2*f(x)", Pattern("add", X, Y), lambda m, emit: emit("mul", m.x, 2),
+    Rule("f(x) + f(x) -> 2*f(x)", Pattern(ew.add, X, Y), lambda m, emit: emit(ew.mul, m.x, 2),
          where=_same_computation),
     # Shape ops that undo or repeat each other.
     Rule("reshape(reshape(x)) -> reshape(x)",
-         Pattern("reshape", Pattern("reshape", X), bind="outer"),
-         lambda m, emit: emit("reshape", m.x, shape=m.outer.params["shape"])),
-    Rule("reshape(x) to its own shape -> x", Pattern("reshape", X), lambda m, emit: m.x),
+         Pattern(shape_ops.reshape, Pattern(shape_ops.reshape, X), bind="outer"),
+         lambda m, emit: emit(shape_ops.reshape, m.x, shape=m.outer.params["shape"])),
+    Rule("reshape(x) to its own shape -> x", Pattern(shape_ops.reshape, X), lambda m, emit: m.x),
     Rule("transpose(transpose(x)) -> transpose(x)",
-         Pattern("transpose", Pattern("transpose", X, bind="inner"), bind="outer"),
+         Pattern(shape_ops.transpose, Pattern(shape_ops.transpose, X, bind="inner"), bind="outer"),
          _compose_transposes),
-    Rule("transpose(x) keeping every axis -> x", Pattern("transpose", X, bind="t"),
+    Rule("transpose(x) keeping every axis -> x", Pattern(shape_ops.transpose, X, bind="t"),
          lambda m, emit: m.x,
          where=lambda m, _: m.t.params["axes"] == tuple(range(len(m.t.params["axes"])))),
-    Rule("broadcast_to(x) to its own shape -> x", Pattern("broadcast_to", X), lambda m, emit: m.x),
-    Rule("astype(x) to its own dtype -> x", Pattern("astype", X), lambda m, emit: m.x),
+    Rule("broadcast_to(x) to its own shape -> x", Pattern(shape_ops.broadcast_to, X),
+         lambda m, emit: m.x),
+    Rule("astype(x) to its own dtype -> x", Pattern(ew.astype, X), lambda m, emit: m.x),
     # After tracing, gradients have been taken: these identities have done their job.
-    Rule("identity(x) -> x", Pattern("identity", X), lambda m, emit: m.x),
+    Rule("identity(x) -> x", Pattern(ew.identity, X), lambda m, emit: m.x),
     Rule("stop_gradient(x) -> x (gradients are already in the graph)",
-         Pattern("stop_gradient", X), lambda m, emit: m.x),
+         Pattern(ew.stop_gradient, X), lambda m, emit: m.x),
 ]
 
 simplify = rule_pass("simplify", RULES)
