@@ -27,6 +27,7 @@ that is how ``tfl.grad(tfl.grad(f))`` works, and how a staged function gets a ba
 
 from __future__ import annotations
 
+import math
 import weakref
 from contextlib import ContextDecorator
 from dataclasses import replace
@@ -389,7 +390,7 @@ def backward(tensor: Tracked, grad: Tracked | None = None, retain_graph: bool = 
 def seed_of(output: Tracked, grad: Tracked | None, who: str) -> Tracked:
     """The cotangent backpropagation starts from: `grad`, or 1 for a scalar `output`."""
     if grad is None:
-        if output.spec.size != 1:
+        if None in output.shape or math.prod(output.shape) != 1:
             raise AutodiffError(
                 f"the output has shape {output.shape}; backward needs a scalar output, or a "
                 "`grad` argument of the output's shape", op=who,
