@@ -17,12 +17,11 @@ mode: an eager tensor read inside a trace still prints its numbers.)
 Programs also *change state*: ``p -= lr * g`` updates a tensor in place, ``loss.backward()``
 fills ``.grad``, ``w.requires_grad = True`` marks a leaf, and ``tfl.tensor([...])`` makes a
 tensor from data. Those go to the current interpreter too (`assign`, `read_grad`, `write_grad`,
-`mark`, `lift`), and so does reading a tensor's
-values (`values`): eagerly they happen at once; while tracing, the graph builder records the
-changes, so that the graph can compute the new state and the call can write it back, and refuses
-to read values, which exist only when the graph runs (see `teachflow.staging`). A call of a
-staged function is the interpreter's decision as well (`call`): eagerly its compiled graph runs,
-while tracing its ops join the trace.
+`mark`, `lift`), and so does reading a tensor's values (`values`): eagerly they happen at once;
+while tracing, the graph builder records the changes, so that the graph can compute the new
+state and the call can write it back, and refuses to read values, which exist only when the
+graph runs (see `teachflow.staging`). A call of a staged function is the interpreter's decision
+as well (`call`): eagerly its compiled graph runs, while tracing its ops join the trace.
 """
 
 from __future__ import annotations
