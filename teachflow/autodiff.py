@@ -287,14 +287,19 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set | None = None,
     order = topological_order(root)
     for node in order:
         if type(node) is TapeNode and node.released:
-            raise _tape_freed(node)
+            raise AutodiffError(
+                f"the tape was freed: an earlier backward() already went through this "
+                f"result's {node.op.name} node and released what it kept for the gradient. "
+                "Going through it again would add the same gradients into .grad a second time",
+                op="backward",
+                hint="compute the result again (run the forward pass) before each backward(), "
+                     "or pass retain_graph=True to the first backward() to keep the tape")
     if targets is None:
         relevant = None
     else:  # skip every node from which no target can be reached
         relevant = set()
         for node in order:
-            if node in targets or any(p in relevant for p in node.parents
-                                          if p is not None):
+            if node in targets or any(p in relevant for p in node.parents if p is not None):
                 relevant.add(node)
     grads: dict[Any, Any] = {root: seed}
     found = []
@@ -310,25 +315,14 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set | None = None,
                 continue
             if node.source is None:
                 _send_back(node, g, grads, relevant, create_graph)
-                continue
-            # The ops of this rule belong to the user's line that applied the op.
-            with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}")):
-                _send_back(node, g, grads, relevant, create_graph)
+            else:  # the ops of this rule belong to the user's line that applied the op
+                with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}")):
+                    _send_back(node, g, grads, relevant, create_graph)
     if release:
         for node in order:
             if type(node) is TapeNode:
                 node.release()
     return found
-
-
-def _tape_freed(node: TapeNode) -> AutodiffError:
-    return AutodiffError(
-        f"the tape was freed: an earlier backward() already went through this result's "
-        f"{node.op.name} node and released what it kept for the gradient. Going through it "
-        "again would add the same gradients into .grad a second time",
-        op="backward",
-        hint="compute the result again (run the forward pass) before each backward(), or "
-             "pass retain_graph=True to the first backward() to keep the tape")
 
 
 def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
