@@ -58,7 +58,6 @@ class ConcreteFunction:
         inputs = traced.graph.inputs
         self._backend = get_backend(backend or (inputs[0].spec.device if inputs else "cpu"))
         self._executor = generate(self.graph, self._backend)
-        self._captures = self._executor.captures
         self._out_backends = [get_backend(v.spec.device) for v in self.graph.outputs]
         self._results = len(traced.graph.results)
         self._updates = bool(self.graph.updates)
@@ -148,7 +147,7 @@ class ConcreteFunction:
             if t._node is not None:
                 tracked.append(t._node)
             arrays.append(t._data)
-        for capture in self._captures:  # read by reference: current values
+        for capture in self._executor.captures:  # read by reference: current values
             state = capture.data.read(tensors)
             if state._node is not None:
                 tracked.append(state._node)

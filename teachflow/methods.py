@@ -17,7 +17,7 @@ import numpy as np
 
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError, TeachflowError, TraceError
-from teachflow.operators import as_numpy_asked, keywords_error
+from teachflow.operators import keywords_error, reduced
 from teachflow.ops import elementwise as ew
 from teachflow.ops import reduction
 from teachflow.spec import is_int
@@ -37,11 +37,7 @@ class FamiliarMethods:
 
     def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
             out: Any = None, **other: Any) -> Tensor:
-        if other:
-            raise keywords_error("min", other)
-        axis = reduction.normalize_axes("min", axis, self.shape)
-        return as_numpy_asked(bind(reduction.min, self, axis=axis, keepdims=bool(keepdims)),
-                               "min", None, out)
+        return reduced(self, reduction.min, axis, keepdims, None, out, other)
 
     def argmax(self, axis: int | None = None, keepdims: bool = False, **other: Any) -> Tensor:
         """Where the largest value is along `axis` (None: in the flattened tensor), as int64;

@@ -203,27 +203,15 @@ class Operators:
     def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
             dtype: Any = None, out: Any = None, **other: Any) -> Tensor:
         """Sum over `axis` (an int, a tuple, or None for all axes)."""
-        if other:
-            raise keywords_error("sum", other)
-        axis = reduction.normalize_axes("sum", axis, self.shape)
-        return as_numpy_asked(bind(reduction.sum, self, axis=axis, keepdims=bool(keepdims)),
-                               "sum", dtype, out)
+        return reduced(self, reduction.sum, axis, keepdims, dtype, out, other)
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
              dtype: Any = None, out: Any = None, **other: Any) -> Tensor:
-        if other:
-            raise keywords_error("mean", other)
-        axis = reduction.normalize_axes("mean", axis, self.shape)
-        return as_numpy_asked(bind(reduction.mean, self, axis=axis, keepdims=bool(keepdims)),
-                               "mean", dtype, out)
+        return reduced(self, reduction.mean, axis, keepdims, dtype, out, other)
 
     def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
             out: Any = None, **other: Any) -> Tensor:
-        if other:
-            raise keywords_error("max", other)
-        axis = reduction.normalize_axes("max", axis, self.shape)
-        return as_numpy_asked(bind(reduction.max, self, axis=axis, keepdims=bool(keepdims)),
-                               "max", None, out)
+        return reduced(self, reduction.max, axis, keepdims, None, out, other)
 
     # --- Shape --------------------------------------------------------------------------------
 
@@ -289,7 +277,17 @@ def is_scalar(x: Any) -> bool:
         isinstance(x, Tracked | np.ndarray) and x.ndim == 0)
 
 
-def as_numpy_asked(result: Tensor, op: str, dtype: Any, out: Any) -> Tensor:
+def reduced(x: Tensor, op: Any, axis: Any, keepdims: bool, dtype: Any, out: Any,
+            other: dict) -> Tensor:
+    """``x.sum(axis, keepdims)`` and its kin: `op` over `axis` (normalised), in the dtype NumPy
+    asked for; keywords it does not take are named (PyTorch's ``dim=`` among them)."""
+    if other:
+        raise keywords_error(op.name, other)
+    axis = reduction.normalize_axes(op.name, axis, x.shape)
+    return _as_numpy_asked(bind(op, x, axis=axis, keepdims=bool(keepdims)), op.name, dtype, out)
+
+
+def _as_numpy_asked(result: Tensor, op: str, dtype: Any, out: Any) -> Tensor:
     """A reduction's result in the dtype NumPy asked for; NumPy's `out=` cannot be honoured."""
     if out is not None:
         raise DTypeError(f"np.{op}(..., out=...) would write into an array in place, and a "
