@@ -20,8 +20,9 @@ The chapters, in reading order:
   networkx export), and checking it is well formed.
 """
 
-from teachflow.graph.graph import Graph, GraphError
+from teachflow.graph.graph import Graph, GraphError, subgraphs
 from teachflow.graph.node import Node, Value, format_node
 from teachflow.graph.state import Slot, StateGone, Update
 
-__all__ = ["Graph", "GraphError", "Node", "Slot", "StateGone", "Update", "Value", "format_node"]
+__all__ = ["Graph", "GraphError", "Node", "Slot", "StateGone", "Update", "Value", "format_node",
+           "subgraphs"]

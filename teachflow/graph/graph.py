@@ -5,6 +5,13 @@ works on a `clone` and leaves the graph it was given unchanged. `str(graph)` pri
 line, as `format_node` writes it, with the user's line beside it; a fused node prints with the
 body it computes, as XLA prints a fusion. `to_networkx()` hands the graph to networkx for drawing
 and analysis; `verify()` checks it is well formed.
+
+A node may own graphs of its own: the branches of a ``cond``, the condition and body of a loop
+(see `teachflow.control`), held as parameters. Such a *sub-graph* is closed: what it reads from
+the graph around it comes in as its inputs, one per operand of the node. It numbers its values
+from the same counter as the graph around it, so that an id names one value in the whole tree.
+Each of the operations above goes into the graphs a node owns: the text form prints them
+indented under their node, `verify` checks them, `to_networkx` hangs them on their node.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ class Graph:
         tfl.Session(g).run(y, feed={x: np.ones((4, 3))})
     """
 
-    def __init__(self, name: str = "graph") -> None:
+    def __init__(self, name: str = "graph", within: Graph | None = None) -> None:
         self.name = name
         self.inputs: list[Value] = []
         self.nodes: list[Node] = []
@@ -48,14 +55,29 @@ class Graph:
         self.constants: list[Value] = []
         self._captured: dict[tuple[int, str], Value] = {}  # (id(owner), attr) -> its capture
         self._owned: set[Value] = set()  # every value made here
-        self._next_id = 0
+        # The next id, shared with the graph this one is a sub-graph of (`within`).
+        self._counter = within._counter if within is not None else [0]
         self._builder: Any = None
 
     # --- Building ---------------------------------------------------------------------------
 
+    @property
+    def _next_id(self) -> int:
+        return self._counter[0]
+
     def _new_id(self) -> int:
-        self._next_id += 1
-        return self._next_id - 1
+        self._counter[0] += 1
+        return self._counter[0] - 1
+
+    def _new_node(self, op: Op, inputs: tuple, params: dict,
+                  spec: TensorSpec | tuple[TensorSpec, ...], source: SourceLocation | None,
+                  lineage: tuple[int, ...] = (), no_grad: bool = False) -> Node:
+        first = self._new_id()
+        more = tuple(self._new_id() for _ in range(len(spec) - 1)) if isinstance(spec, tuple) \
+            else ()
+        node = Node(first, op, inputs, params, spec, source, lineage, no_grad, more)
+        self._owned.update(node.outputs)
+        return node
 
     def _own(self, value: Value) -> Value:
         self._owned.add(value)
@@ -70,10 +92,12 @@ class Graph:
         self.inputs.append(value)
         return value
 
-    def add_node(self, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
-                 source: SourceLocation | None, no_grad: bool = False) -> Node:
-        node = Node(self._new_id(), op, inputs, params, spec, source, no_grad=no_grad)
-        self._own(node.output)
+    def add_node(self, op: Op, inputs: tuple, params: dict,
+                 spec: TensorSpec | tuple[TensorSpec, ...], source: SourceLocation | None,
+                 no_grad: bool = False) -> Node:
+        """Append ``op(*inputs, **params)``; `spec` is a tuple for an op with several
+        results."""
+        node = self._new_node(op, inputs, params, spec, source, no_grad=no_grad)
         self.nodes.append(node)
         return node
 
@@ -111,14 +135,16 @@ class Graph:
         self._builder.__exit__(*exc)
         self._builder = None
 
-    def clone(self) -> Graph:
+    def clone(self, within: Graph | None = None) -> Graph:
         """A copy with the same ids, sources and lineage, whose nodes a pass may rearrange.
 
         Passes are pure: each works on a clone and leaves the graph it was given unchanged, so
-        every stage of a compilation stays available as its own snapshot.
+        every stage of a compilation stays available as its own snapshot. The clone of a
+        sub-graph numbers new values from the counter of the clone it is `within`.
         """
-        g = Graph(self.name)
-        g._next_id = self._next_id
+        g = Graph(self.name, within)
+        if within is None:
+            g._counter = [self._next_id]
         new: dict[Value, Value] = {}
 
         def copy(v: Value, kind_list: list[Value]) -> None:
@@ -135,22 +161,21 @@ class Graph:
             copy(v, g.constants)
         for node in self.nodes:
             inputs = tuple(new[o] if isinstance(o, Value) else o for o in node.inputs)
-            clone = Node(node.id, node.op, inputs, node.params, node.spec, node.source,
-                         node.lineage, node.no_grad)
-            g._own(clone.output)
-            new[node.output] = clone.output
+            clone = Node(node.id, node.op, inputs, node.params, node.specs, node.source,
+                         node.lineage, node.no_grad, tuple(v.id for v in node.outputs[1:]))
+            g._owned.update(clone.outputs)
+            new.update(zip(node.outputs, clone.outputs, strict=True))
             g.nodes.append(clone)
         g.outputs = [new[v] for v in self.outputs]
         g.updates = list(self.updates)
         g.leaf_values = {new[v]: slot for v, slot in self.leaf_values.items() if v in new}
         return g
 
-    def new_node(self, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
-                 source: SourceLocation | None, lineage: tuple[int, ...]) -> Node:
+    def new_node(self, op: Op, inputs: tuple, params: dict,
+                 spec: TensorSpec | tuple[TensorSpec, ...], source: SourceLocation | None,
+                 lineage: tuple[int, ...]) -> Node:
         """A node with a fresh id, not yet placed in `nodes` (a pass decides where it goes)."""
-        node = Node(self._new_id(), op, inputs, params, spec, source, lineage)
-        self._own(node.output)
-        return node
+        return self._new_node(op, inputs, params, spec, source, lineage)
 
     def users(self) -> dict[Value, list[Node]]:
         """For each value, the nodes that use it as an operand."""
@@ -167,7 +192,8 @@ class Graph:
         needed = set(self.outputs if outputs is None else outputs)
         live = []
         for node in reversed(self.nodes):
-            if node.output in needed:
+            if node.output in needed or (len(node.outputs) > 1
+                                         and not needed.isdisjoint(node.outputs)):
                 live.append(node)
                 needed.update(o for o in node.inputs if isinstance(o, Value))
         return live[::-1], needed
@@ -180,21 +206,30 @@ class Graph:
         yield from self.captures
         yield from self.constants
         for node in self.nodes:
-            yield node.output
+            yield from node.outputs
 
     def __len__(self) -> int:
         return len(self.nodes)
 
     def __str__(self) -> str:
+        return "\n".join(self._text())
+
+    def _text(self, title: str | None = None) -> list[str]:
+        """The text form's lines; a sub-graph's begin with `title` (``body_fn: halve``)."""
         args = ", ".join(f"{v}: {v.spec}" for v in self.inputs)
-        name = "" if self.name == "graph" else f" {self.name}"  # (a graph built by hand)
-        lines = [f"graph{name}({args}) {{"]
-        body = [(f"{v} = capture {v.spec}", "") for v in self.captures]
+        if title is None:
+            name = "" if self.name == "graph" else f" {self.name}"  # (a graph built by hand)
+            title = f"graph{name}"
+        lines = [f"{title}({args}) {{"]
+        body: list[tuple[str, str | None]] = [(f"{v} = capture {v.spec}", "")
+                                              for v in self.captures]
         body += [(f"{v} = const {_format_constant(v.data)}{v.spec}", "") for v in self.constants]
         for n in self.nodes:
             body.append((format_node(n), str(n.source) if n.source else ""))
             body += _fused_body(n)
-        width = max((len(text) for text, _ in body), default=0)
+            for key, sub in subgraphs(n).items():  # indented under their node, as written
+                body += [(f"  {line}", None) for line in sub._text(f"{key}: {sub.name}")]
+        width = max((len(text) for text, source in body if source is not None), default=0)
         for text, source in body:
             lines.append(f"  {text:<{width}}   # {source}" if source else f"  {text}")
         if self.results:
@@ -203,14 +238,20 @@ class Graph:
             new = "None" if u.output is None else str(self.outputs[u.output])
             lines.append(f"  %{u.slot.name} <- {new}")
         lines.append("}")
-        return "\n".join(lines)
+        return lines
 
     def to_networkx(self) -> Any:
         """An ``nx.DiGraph``: one node per value source (input, capture, const, op node), with
         ``op``, ``shape``, ``dtype``, ``device``, ``source``, ``lineage``, a ``label``,
         ``is_output`` (returned by the function) and ``updates`` (the names of the state the value
         is written back into); edges carry the operand position as ``index``. The graph
-        attribute ``updates`` lists every write-back as (state name, value id or None)."""
+        attribute ``updates`` lists every write-back as (state name, value id or None).
+
+        An op with several results (a loop carrying two tensors) is one networkx node, keyed
+        by its first result's id, with ``outputs`` (their ids), ``shapes`` and ``dtypes``; an
+        edge from it says which result it carries as ``output``. A node that owns graphs (a
+        ``cond``'s branches, a loop's body) has them under ``subgraphs``, by parameter name,
+        each a DiGraph of this same form whose ``input`` nodes stand for the operands."""
         import networkx as nx
 
         g = nx.DiGraph(name=self.name)
@@ -220,8 +261,11 @@ class Graph:
                 updated.setdefault(self.outputs[u.output].id, []).append(u.slot.name)
         g.graph["updates"] = [(u.slot.name, None if u.output is None else self.outputs[u.output].id)
                               for u in self.updates]
+        results = set(self.results)
         for v in self.values():
             node = v.producer
+            if node is not None and v is not node.output:
+                continue  # (a further result of an op with several: see below)
             g.add_node(
                 v.id,
                 op=node.op.name if node else v.kind,
@@ -230,16 +274,29 @@ class Graph:
                 lineage=node.lineage if node else (v.id,),
                 params=format_params(node.params) if node else "",
                 label=f"{v} = {node.op.name}" if node else f"{v} ({v.kind})",
-                is_output=any(v is out for out in self.results),
+                is_output=v in results,
                 updates=updated.get(v.id, []),
             )
         for node in self.nodes:
+            if len(node.outputs) > 1:  # one networkx node for the op, with every result
+                g.nodes[node.id].update(
+                    outputs=[v.id for v in node.outputs],
+                    label=f"{', '.join(map(str, node.outputs))} = {node.op.name}",
+                    shapes=[v.spec.shape for v in node.outputs],
+                    dtypes=[v.spec.dtype.name for v in node.outputs],
+                    is_output=any(v in results for v in node.outputs))
+            if subgraphs(node):
+                g.nodes[node.id]["subgraphs"] = {k: sub.to_networkx()
+                                                 for k, sub in subgraphs(node).items()}
             for index, operand in enumerate(node.inputs):
                 if isinstance(operand, Value):
-                    if g.has_edge(operand.id, node.id):  # x * x: one edge, two operand slots
-                        g.edges[operand.id, node.id]["indices"] += (index,)
+                    source = operand.producer.id if operand.producer else operand.id
+                    if g.has_edge(source, node.id):  # x * x: one edge, two operand slots
+                        g.edges[source, node.id]["indices"] += (index,)
                     else:
-                        g.add_edge(operand.id, node.id, index=index, indices=(index,))
+                        g.add_edge(source, node.id, index=index, indices=(index,),
+                                   output=operand.producer.outputs.index(operand)
+                                   if operand.producer else 0)
         return g
 
     # --- Checking -----------------------------------------------------------------------------
@@ -259,19 +316,27 @@ class Graph:
                     raise GraphError(f"node {node.output} has an operand of type "
                                      f"{type(operand).__name__}", op="verify",
                                      location=node.source)
-            if node.output.producer is not node:
+            if any(v.producer is not node for v in node.outputs):
                 raise GraphError(f"node {node.output} is not its output's producer", op="verify")
-            self._define(node.output, defined)
+            for v in node.outputs:
+                self._define(v, defined)
+            for key, sub in subgraphs(node).items():  # each sub-graph is well formed itself
+                try:
+                    sub.verify()
+                except GraphError as err:
+                    raise GraphError(f"in {key} of node {node.output}: {err.message}",
+                                     op="verify", location=err.location or node.source) from err
             specs = [o.spec if isinstance(o, Value) else o for o in node.inputs]
             try:
                 expected = node.op.abstract_eval(*specs, **node.params)
             except TeachflowError as err:
                 raise GraphError(f"node {node.output}: its op rejects its operands: "
                                  f"{err.message}", op="verify", location=node.source) from err
-            if expected != node.spec:
-                raise GraphError(f"node {node.output} records {node.spec} but {node.op.name} of "
-                                 f"its operands gives {expected}", op="verify",
-                                 location=node.source)
+            recorded = node.specs if isinstance(expected, tuple) else node.spec
+            if expected != recorded:
+                raise GraphError(f"node {node.output} records {_specs(recorded)} but "
+                                 f"{node.op.name} of its operands gives {_specs(expected)}",
+                                 op="verify", location=node.source)
         for v in self.outputs:
             if v not in defined:
                 raise GraphError(f"output {v} is not defined in the graph", op="verify")
@@ -286,6 +351,16 @@ class Graph:
         if not self.owns(value):
             raise GraphError(f"value {value} belongs to another graph", op="verify")
         defined.add(value)
+
+
+def _specs(spec: TensorSpec | tuple[TensorSpec, ...]) -> str:
+    return ", ".join(map(str, spec)) if isinstance(spec, tuple) else str(spec)
+
+
+def subgraphs(node: Node) -> dict[str, Graph]:
+    """The graphs `node` owns, by parameter name (the branches of a ``cond``, the body of a
+    loop); empty for an ordinary op."""
+    return {k: v for k, v in node.params.items() if isinstance(v, Graph)}
 
 
 def _format_constant(data: Any) -> str:

@@ -9,6 +9,10 @@ kernel.
 A node prints the way a learner writes maths, one line each (`format_node`):
 ``%3 = mul %1, %2 : f32[64,128]``, with the parameters that differ from the op's defaults in
 braces (``%1 = sum %x {axis=(1,)} : f32[64]``, but ``%2 = mean %x : f32[]``).
+
+Most ops have one result. A control-flow op (`teachflow.control`) has one per value it carries
+out of its branches or its loop: its node has several `outputs` (``%5, %6 = while ...``), and
+`output` is the first, as for every other node.
 """
 
 from __future__ import annotations
@@ -91,18 +95,25 @@ class Value:
 
 
 class Node:
-    """One op application: ``output = op(*inputs, **params)``."""
+    """One op application: ``output = op(*inputs, **params)``, or ``out0, out1, ... = op(...)``
+    for an op with several results (`spec` a tuple of specs; `more_ids` numbers the results
+    after the first, which has the node's own id)."""
 
-    __slots__ = ("id", "inputs", "lineage", "no_grad", "op", "output", "params", "source")
+    __slots__ = ("id", "inputs", "lineage", "no_grad", "op", "output", "outputs", "params",
+                 "source")
 
-    def __init__(self, id: int, op: Op, inputs: tuple, params: dict, spec: TensorSpec,
-                 source: SourceLocation | None, lineage: tuple[int, ...] = (),
-                 no_grad: bool = False) -> None:
+    def __init__(self, id: int, op: Op, inputs: tuple, params: dict,
+                 spec: TensorSpec | tuple[TensorSpec, ...], source: SourceLocation | None,
+                 lineage: tuple[int, ...] = (), no_grad: bool = False,
+                 more_ids: tuple[int, ...] = ()) -> None:
         self.id = id
         self.op = op
         self.inputs = inputs  # Values and Python-scalar literals
         self.params = params
-        self.output = Value(id, spec, "node", producer=self)
+        specs = spec if isinstance(spec, tuple) else (spec,)
+        self.outputs = tuple(Value(i, s, "node", producer=self)
+                             for i, s in zip((id, *more_ids), specs, strict=True))
+        self.output = self.outputs[0]
         self.source = source
         self.lineage = lineage or (id,)  # the ids of the original nodes this one stands for
         # Traced without recording for autodiff (under no_grad, or a backward pass that is not
@@ -113,6 +124,11 @@ class Node:
     def spec(self) -> TensorSpec:
         return self.output.spec
 
+    @property
+    def specs(self) -> tuple[TensorSpec, ...]:
+        """The spec of each result (what the op's shape rule gave)."""
+        return tuple(v.spec for v in self.outputs)
+
     def __repr__(self) -> str:
         return f"<Node {format_node(self)}>"
 
@@ -122,9 +138,17 @@ def format_node(node: Node) -> str:
     in braces."""
     operands = ", ".join(str(o) if isinstance(o, Value) else _format_scalar(o, node.spec.dtype)
                          for o in node.inputs)
-    shown = {k: v for k, v in node.params.items() if not _is_default(node.op, k, v)}
+    shown = {k: v for k, v in node.params.items()
+             if not _is_default(node.op, k, v) and not _is_graph(v)}  # (graphs: below it)
     params = f" {{{format_params(shown)}}}" if shown else ""
-    return f"{node.output} = {node.op.name} {operands}{params} : {node.spec}".replace("  ", " ")
+    results = ", ".join(str(v) for v in node.outputs)
+    specs = ", ".join(str(v.spec) for v in node.outputs)
+    return f"{results} = {node.op.name} {operands}{params} : {specs}".replace("  ", " ")
+
+
+def _is_graph(value: Any) -> bool:
+    """A graph a node owns (printed under the node, not among its parameters)."""
+    return hasattr(value, "nodes") and hasattr(value, "outputs")
 
 
 def _format_scalar(value: Any, dtype: np.dtype) -> str:

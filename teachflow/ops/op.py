@@ -159,8 +159,9 @@ class Op:
     def elementwise(self) -> bool:
         return self.fusion is not None
 
-    def abstract_eval(self, *args: Any, **params: Any) -> TensorSpec:
-        """The spec of the result for operands described by specs (or Python scalars)."""
+    def abstract_eval(self, *args: Any, **params: Any) -> TensorSpec | tuple[TensorSpec, ...]:
+        """The spec of the result for operands described by specs (or Python scalars); a
+        tuple of specs for an op with several results (a loop carrying several tensors)."""
         specs = [spec_of(a) for a in args]
         device = params.get("device") if self.device_param else _common_device(self, specs)
         try:
@@ -174,6 +175,8 @@ class Op:
                        operands=self.describe(args),
                        hint="a Python int must fit the tensor's integer dtype; check the "
                             "operands' dtypes and values") from exc
+        if isinstance(result, tuple):  # an op with several results gives each one's spec
+            return result
         return TensorSpec(result.shape, result.dtype, device or "cpu")
 
     def describe(self, args: tuple) -> tuple[str, ...]:

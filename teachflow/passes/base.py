@@ -98,12 +98,18 @@ class Rewriter:
         return value
 
 
-def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide]) -> Graph:
+def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide],
+            within: Graph | None = None) -> Graph:
     """A clone of `graph` where each node, in order, became what ``decide(node, rewriter)``
     said. ``decide_for(g)`` gives the decision for graph `g` (the clone, and each graph a node
     owns, rewritten before that node is decided), so a pass may look at a graph as a whole
-    first (which values are live, which nodes fuse) and then decide node by node."""
-    g = graph.clone()
+    first (which values are live, which nodes fuse) and then decide node by node. A node with
+    several results is replaced by a tuple of values, one per result.
+
+    A graph a node owns is rewritten on its own: a decision sees only that graph's nodes, so
+    no work moves into or out of a branch or a loop body (which would change what runs, and
+    how often)."""
+    g = graph.clone(within)
     decide = decide_for(g)
     replaced: dict[Value, Any] = {}
     kept: list[Node] = []
@@ -111,13 +117,15 @@ def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide]) -> Graph:
         node.inputs = tuple(replaced.get(o, o) if isinstance(o, Value) else o
                             for o in node.inputs)
         if any(isinstance(p, Graph) for p in node.params.values()):
-            node.params = {k: rewrite(p, decide_for) if isinstance(p, Graph) else p
+            node.params = {k: rewrite(p, decide_for, g) if isinstance(p, Graph) else p
                            for k, p in node.params.items()}
         rewriter = Rewriter(g, node)
         verdict = decide(node, rewriter)
         kept += rewriter.added
         if verdict is None:
             kept.append(node)
+        elif len(node.outputs) > 1 and verdict is not DROP:
+            replaced.update(zip(node.outputs, verdict, strict=True))
         elif verdict is not DROP:
             replaced[node.output] = verdict
     g.nodes = kept
