@@ -21,7 +21,8 @@ The package reads in the order of the course, each module importing only those b
 5. Tracing: the Python objects around traced code (`surroundings`), reading a callable
    (`callables`), what a trace assumes (`guards`), the Python state it changes (`world`), the
    graph builder behind `bind` (`staging`), tracing a function (`tracing`).
-6. Running graphs: generated Python (`executor`), TensorFlow 1's sessions (`session`).
+6. Running graphs: generated Python (`executor`), control flow in the graph: ``cond`` and loops
+   that own graphs (`control`), TensorFlow 1's sessions (`session`).
 7. The compiler: fused kernels (`kernels`), the passes (`passes`), the pass stepper and its
    pictures (`viz`), the pipeline (`compiler`).
 8. Polymorphic functions: signatures (`signature`), concrete functions (`concrete`),
@@ -37,6 +38,7 @@ from teachflow import eager as _eager  # installs the eager interpreter behind `
 from teachflow.autodiff import enable_grad, is_grad_enabled, no_grad
 from teachflow.backends import devices
 from teachflow.compiler import Compilation, Snapshot
+from teachflow.control import cond, fori_loop, while_loop
 from teachflow.errors import (
     AutodiffError,
     DeviceError,
@@ -176,11 +178,13 @@ __all__ = [
     "clone",
     "compile",
     "concatenate",
+    "cond",
     "devices",
     "enable_grad",
     "exp",
     "eye",
     "flatten",
+    "fori_loop",
     "full",
     "full_like",
     "function",
@@ -220,6 +224,7 @@ __all__ = [
     "value_and_grad",
     "var",
     "where",
+    "while_loop",
     "zeros",
     "zeros_like",
 ]

@@ -23,6 +23,13 @@ it kept (unless ``retain_graph=True``).
 
 Gradient rules are teachflow ops, so a backward pass can itself be recorded (``create_graph``):
 that is how ``tfl.grad(tfl.grad(f))`` works, and how a staged function gets a backward graph.
+
+A control-flow node of a traced graph (a ``cond``, a loop: `teachflow.control`) has several
+results and one gradient rule for all its inputs at once (its op's `vjp`). On the tape it is one
+node, which keeps its operands and results (symbolic while tracing: they cost nothing), and each
+result gets a small node of its own (`RESULT`) that hands its cotangent to the op's node. The op's
+node then receives one cotangent per result (zeros for a result nothing used) and its `vjp`
+builds the backward computation: a ``cond`` of the branches' gradients, a loop run backwards.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from teachflow.dispatch import bind
 from teachflow.errors import AutodiffError, on_behalf_of
 from teachflow.ops import creation, elementwise, reduction
 from teachflow.ops import shape as shape_ops
+from teachflow.ops.op import Op
 from teachflow.spec import TensorSpec
 
 # --- Gradient mode ------------------------------------------------------------------------------
@@ -178,6 +186,26 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
                     out if keep_out or None in shape else None, backend, shape, out.dtype)
 
 
+#: The k-th result of an op with several (``params["index"]``): its node on the tape hands the
+#: cotangent on to the op's own node (see `record_results`).
+RESULT = Op("result", lambda xp: None, lambda *specs: None, primitive=False)
+
+
+def record_results(op: Op, args: tuple, params: dict, outs: tuple, backend: Any) -> tuple | None:
+    """Put an op with several results on the tape (its `vjp` differentiates it): one node for
+    the op, keeping all its operands and results, and one `RESULT` node per float result (None
+    for the others); None when no operand is tracked."""
+    if not _enabled or op.vjp is None:
+        return None
+    parents = tuple(x._node if isinstance(x, Tracked) else None for x in args)
+    if all(p is None for p in parents):
+        return None
+    node = TapeNode(op, params, parents, _saved(args, ("value",) * len(args)), tuple(outs),
+                    backend, tuple(o.shape for o in outs), None)
+    return tuple(TapeNode(RESULT, {"index": k}, (node,), (None,), None, backend, o.shape, o.dtype)
+                 if o.dtype.kind in "fc" else None for k, o in enumerate(outs))
+
+
 def _saved(args: tuple, keep: tuple) -> tuple:
     """What the tape keeps of each input for the gradient rules (`keep` says what: "value",
     "spec" or None): a snapshot, never a live reference.
@@ -212,11 +240,11 @@ _spec = lru_cache(maxsize=1024)(TensorSpec)
 # --- The backward pass --------------------------------------------------------------------------
 
 
-def topological_order(root: TapeNode | Leaf) -> list:
-    """Every node reachable from `root`, each after all of its parents (iterative DFS)."""
+def topological_order(*roots: TapeNode | Leaf) -> list:
+    """Every node reachable from `roots`, each after all of its parents (iterative DFS)."""
     order: list = []
     visited: set = set()
-    stack: list[tuple[Any, bool]] = [(root, False)]
+    stack: list[tuple[Any, bool]] = [(root, False) for root in reversed(roots)]
     while stack:
         node, parents_done = stack.pop()
         if parents_done:
@@ -278,13 +306,15 @@ def _runtime_like(node: TapeNode | Leaf, tensor_type: type) -> Any:
     return None
 
 
-def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set | None = None,
+def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None = None,
                   create_graph: bool = False, release: bool = False) -> list[tuple[Any, Any]]:
     """Send `seed` backwards from `root`; return ``(node, gradient)`` for the nodes where it
     stops: the nodes in `targets` if given, else every leaf reached. With `release`, every node
     passed lets go of what it kept for its rules (`Tensor.backward` does this, as PyTorch does,
-    unless asked to retain the tape)."""
-    order = topological_order(root)
+    unless asked to retain the tape). `root` and `seed` may be lists: several results, each
+    with its cotangent, sent back together."""
+    roots, seeds = (root, seed) if isinstance(root, list) else ([root], [seed])
+    order = topological_order(*roots)
     for node in order:
         if type(node) is TapeNode and node.released:
             raise AutodiffError(
@@ -301,7 +331,9 @@ def backpropagate(root: TapeNode | Leaf, seed: Any, targets: set | None = None,
         for node in order:
             if node in targets or any(p in relevant for p in node.parents if p is not None):
                 relevant.add(node)
-    grads: dict[Any, Any] = {root: seed}
+    grads: dict[Any, Any] = {}
+    for node, g in zip(roots, seeds, strict=True):
+        grads[node] = g if node not in grads else grads[node] + g
     found = []
     with _GradMode(create_graph):
         for node in reversed(order):
@@ -330,6 +362,9 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
     """Apply the gradient rule of each input that needs one; add its cotangent to the input's
     sum."""
     op = node.op
+    if op is RESULT or op.vjp is not None:
+        _send_back_results(node, g, grads, relevant)
+        return
     out = None
     if node.out is not None:
         out = type(g)._make(node.out, node.backend, node if create_graph else None)
@@ -357,6 +392,30 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
         if ct is None:
             continue
         ct = _fit(ct, parent, op.broadcasts)
+        previous = grads.get(parent)
+        grads[parent] = ct if previous is None else previous + ct
+
+
+def _send_back_results(node: TapeNode, g: Any, grads: dict, relevant: set | None) -> None:
+    """The two halves of an op with several results: a `RESULT` node puts its cotangent in its
+    place among the op's; the op's node runs its `vjp` on all of them at once."""
+    if node.op is RESULT:
+        parent = node.parents[0]
+        slots = grads.get(parent)
+        if slots is None:
+            slots = grads[parent] = [None] * len(parent.out)
+        k = node.params["index"]
+        slots[k] = g if slots[k] is None else slots[k] + g
+        return
+    like = next(c for c in g if c is not None)
+    cts = [c if c is not None else filled_like(type(like)._make(o, node.backend, None), 0)
+           for c, o in zip(g, node.out, strict=True)]
+    needs = tuple(p is not None and (relevant is None or p in relevant) for p in node.parents)
+    cotangents = node.op.vjp(cts, node.inputs, node.params, needs)
+    for parent, need, ct in zip(node.parents, needs, cotangents, strict=True):
+        if ct is None or not need:
+            continue
+        ct = _fit(ct, parent, False)
         previous = grads.get(parent)
         grads[parent] = ct if previous is None else previous + ct
 

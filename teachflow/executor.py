@@ -22,11 +22,15 @@ user's code reads it by, a node's result by the node's number (``v5`` is ``%5`` 
 a constant by its number too (``const6``), and a parameter that does not print as Python (an
 index array) by its parameter and node (``index9``).
 
+A node that owns graphs (a ``cond``, a loop: `teachflow.control`) writes real Python control
+flow around their code: ``if``/``else``, ``while True: ... break``, ``for k in range(...)``.
+
 Only nodes that the requested outputs depend on are emitted: like ``Session.run`` in TensorFlow,
 a graph computes what is fetched and nothing else.
 
 `interpret` is the other way to run a graph: node by node through `bind`, so every op is a normal
-eager op (values can be inspected one at a time; a tape can record them for autodiff). When the
+eager op (values can be inspected one at a time; a tape can record them for autodiff). A
+control-flow node runs its graphs the same way, through its op's ``rerun``. When the
 generated function fails at run time, `explain_failure` runs the graph that way to find the op
 that failed, and lets it explain itself at the user's line, as eagerly.
 
@@ -50,7 +54,7 @@ from teachflow.autodiff import no_grad
 from teachflow.backends import Backend, get_backend
 from teachflow.dispatch import bind
 from teachflow.errors import TeachflowError, compile_at_user_lines, on_behalf_of
-from teachflow.graph import Graph, Node, Value
+from teachflow.graph import Graph, Node, Value, subgraphs
 from teachflow.tensor import Tensor
 
 # Parameter values that print as Python source which reads back equal.
@@ -78,73 +82,131 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     """Generate, compile and return the executor of `graph` on `backend`."""
     outputs = list(graph.outputs if outputs is None else outputs)
     inputs = list(graph.inputs if inputs is None else inputs)
-    nodes, used = graph.live(outputs)
+    used = graph.live(outputs)[1]
     captures = [v for v in graph.captures if v in used]
-
-    namespace: dict[str, Any] = {"dtype": np.dtype, "inf": float("inf"), "nan": float("nan"),
-                                 "__name__": "teachflow.generated"}  # (see eager's warnings)
-    # Every name the source uses is claimed once: first its own (kernels, values, and the
-    # builtins parameter values print as), then the arguments, which may not hide any of them,
-    # then the state read from outside, which may not hide an argument either.
-    names = _Names([*namespace, *_BUILTINS_IN_SOURCE])
-    kernel_of: dict[Any, str] = {}  # op -> the name its kernel has in the source
-    for node in nodes:
-        if node.op not in kernel_of:
-            kernel_of[node.op] = names.claim(node.op.name)
-            namespace[kernel_of[node.op]] = backend.kernels[node.op]
-    name_of: dict[Value, str] = {}
-    for node in nodes:
-        name_of[node.output] = names.claim(f"v{node.id}")
-    for v in graph.constants:
-        name_of[v] = names.claim(f"const{v.id}")
-        namespace[name_of[v]] = backend.asarray(v.data)
+    source = Source(backend)
+    # Every name the source uses is claimed once: first its own (kernels and values, in the
+    # graphs that nodes own too), then the arguments, which may not hide any of them, then the
+    # state read from outside, which may not hide an argument either.
+    source.name_values(graph, outputs)
     for v in inputs:
-        name_of[v] = names.claim(v.name or f"v{v.id}")
+        source.name_of[v] = source.names.claim(v.name or f"v{v.id}")
     for v in captures:  # by the name the user's code reads it by
-        name_of[v] = names.claim(v.name or f"state{v.id}")
+        source.name_of[v] = source.names.claim(v.name or f"state{v.id}")
+    lines, returned = source.body(graph, outputs)
+    returned_text = ", ".join(returned) + ("," if len(outputs) == 1 else "")
+    params = ", ".join(source.name_of[v] for v in [*inputs, *captures])
+    fn_name = source.names.claim(graph.name if not graph.name.startswith("__")
+                                 else f"graph{graph.name}")
+    width = max((len(text) + 4 * depth for depth, text, node in lines if node and node.source),
+                default=0)
+    body = []
+    for depth, text, node in lines:
+        text = "    " * depth + text
+        body.append(f"    {text:<{width}}  # {node.source}" if node and node.source
+                    else f"    {text}")
+    code_text = "\n".join([f"def {fn_name}({params}):", *body, f"    return ({returned_text})",
+                           ""])
+    # Each line runs as the user's line of its node (a NumPy warning is shown there).
+    places = {n: node.source for n, (_, _, node) in enumerate(lines, start=2) if node}
+    code = compile_at_user_lines(code_text, places, f"<teachflow generated: {graph.name}>")
+    exec(code, source.namespace)  # the source was generated above from our own graph
+    return Executor(code_text, source.namespace[fn_name], captures)
 
-    def operand(o: Any) -> str:
-        return name_of[o] if isinstance(o, Value) else repr(o)
 
-    def param(node: Node, key: str, value: Any) -> str:
+#: One line of generated source: its depth of indentation, its text, and the node whose user
+#: line it runs as (None for bookkeeping: ``del``, a loop's ``break``).
+Line = tuple[int, str, Node | None]
+
+
+class Source:
+    """The generated source of one graph being written: the names it uses and what they hold.
+
+    A node that owns graphs (`teachflow.control`) writes its own lines (``if``/``else``, a
+    ``while`` loop) through its op's ``emit(source, node, operands, results)``, and those lines
+    take the code of its graphs from `body`, with their inputs named by what the node passes.
+    """
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.namespace: dict[str, Any] = {"dtype": np.dtype, "inf": float("inf"),
+                                          "nan": float("nan"),
+                                          "__name__": "teachflow.generated"}  # (eager's warnings)
+        self.names = _Names([*self.namespace, *_BUILTINS_IN_SOURCE])
+        self.kernel_of: dict[Any, str] = {}  # op -> the name its kernel has in the source
+        self.name_of: dict[Value, str] = {}
+
+    def name_values(self, graph: Graph, outputs: Sequence[Value]) -> None:
+        """Claim the names of the kernels and values that computing `outputs` uses, in `graph`
+        and in the graphs its nodes own (whose values are numbered apart: ``v12`` is ``%12``
+        wherever it is)."""
+        nodes = graph.live(outputs)[0]
+        for node in nodes:
+            owned = subgraphs(node)
+            for sub in owned.values():
+                self.name_values(sub, sub.outputs)
+            if not owned and node.op not in self.kernel_of:
+                self.kernel_of[node.op] = self.bind(node.op.name, self.backend.kernels[node.op])
+        for node in nodes:
+            for v in node.outputs:
+                if v not in self.name_of:
+                    self.name_of[v] = self.names.claim(f"v{v.id}")
+        for v in graph.constants:
+            if v not in self.name_of:
+                self.name_of[v] = self.bind(f"const{v.id}", self.backend.asarray(v.data))
+
+    def helper(self, wanted: str, value: Any) -> str:
+        """A name for a helper of generated control flow (the same helper: the same name)."""
+        key = ("helper", wanted)
+        if key not in self.kernel_of:
+            self.kernel_of[key] = self.bind(wanted, value)
+        return self.kernel_of[key]
+
+    def bind(self, wanted: str, value: Any) -> str:
+        """A name of the source (`wanted`, or one like it) that holds `value`."""
+        name = self.names.claim(wanted)
+        self.namespace[name] = value
+        return name
+
+    def operand(self, o: Any) -> str:
+        return self.name_of[o] if isinstance(o, Value) else repr(o)
+
+    def _param(self, node: Node, key: str, value: Any) -> str:
         if ((isinstance(value, _LITERAL) and not isinstance(value, np.generic))
                 or _is_literal_tuple(value)):
             return repr(value)
         if isinstance(value, np.dtype):
             return f"dtype('{value.name}')"
-        name = names.claim(f"{key}{node.id}")  # anything else (index arrays) is bound by name
-        namespace[name] = value
-        return name
+        return self.bind(f"{key}{node.id}", value)  # anything else (index arrays) by name
 
-    # An intermediate is let go of (`del`) right after its last use, as eager mode's
-    # temporaries are: the memory of a big tensor is reused at once instead of held to the end.
-    last_use = {o: node for node in nodes for o in node.inputs if isinstance(o, Value)}
-    kept = set(outputs)
-    lines, nodes_of_lines = [], []
-    for node in nodes:
-        args = [operand(o) for o in node.inputs]
-        args += [f"{k}={param(node, k, v)}" for k, v in node.params.items()]
-        lines.append((f"{name_of[node.output]} = {kernel_of[node.op]}({', '.join(args)})",
-                      str(node.source) if node.source else ""))
-        nodes_of_lines.append(node)
-        done = [name_of[o] for o in dict.fromkeys(node.inputs) if isinstance(o, Value)
-                and last_use[o] is node and o.kind == "node" and o not in kept]
-        if done:
-            lines.append((f"del {', '.join(done)}", ""))
-            nodes_of_lines.append(None)
-    returned = ", ".join(operand(v) for v in outputs)
-    if len(outputs) == 1:
-        returned += ","
-    width = max((len(text) for text, src in lines if src), default=0)
-    body = [f"    {text:<{width}}  # {src}" if src else f"    {text}" for text, src in lines]
-    params = ", ".join(name_of[v] for v in [*inputs, *captures])
-    fn_name = names.claim(graph.name if not graph.name.startswith("__") else f"graph{graph.name}")
-    source = "\n".join([f"def {fn_name}({params}):", *body, f"    return ({returned})", ""])
-    # Each line runs as the user's line of its node (a NumPy warning is shown there).
-    places = {n: node.source for n, node in enumerate(nodes_of_lines, start=2) if node}
-    code = compile_at_user_lines(source, places, f"<teachflow generated: {graph.name}>")
-    exec(code, namespace)  # the source was generated above from our own graph, not user text
-    return Executor(source, namespace[fn_name], captures)
+    def body(self, graph: Graph, outputs: Sequence[Value] | None = None,
+             bound: dict[Value, str] | None = None) -> tuple[list[Line], list[str]]:
+        """The lines that compute `outputs` (default: the graph's) of `graph`, whose inputs are
+        named as `bound` says, and the names of the results."""
+        outputs = list(graph.outputs if outputs is None else outputs)
+        self.name_of.update(bound or {})
+        nodes = graph.live(outputs)[0]
+        # An intermediate is let go of (`del`) right after its last use, as eager mode's
+        # temporaries are: the memory of a big tensor is reused at once instead of held to the
+        # end.
+        last_use = {o: node for node in nodes for o in node.inputs if isinstance(o, Value)}
+        kept = set(outputs)
+        lines: list[Line] = []
+        for node in nodes:
+            operands = [self.operand(o) for o in node.inputs]
+            results = [self.name_of[v] for v in node.outputs]
+            if subgraphs(node):
+                lines += node.op.emit(self, node, operands, results)
+            else:
+                args = operands + [f"{k}={self._param(node, k, v)}"
+                                   for k, v in node.params.items()]
+                lines.append((0, f"{results[0]} = {self.kernel_of[node.op]}({', '.join(args)})",
+                              node))
+            done = [self.name_of[o] for o in dict.fromkeys(node.inputs) if isinstance(o, Value)
+                    and last_use[o] is node and o.kind == "node" and o not in kept]
+            if done:
+                lines.append((0, f"del {', '.join(done)}", None))
+        return lines, [self.operand(v) for v in outputs]
 
 
 # Builtins that parameter values print as (``slice(0, 2, None)``, ``Ellipsis``).
@@ -199,6 +261,12 @@ def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] |
     for node in graph.live(outputs)[0]:
         args = [env[o] if isinstance(o, Value) else o for o in node.inputs]
         with on_behalf_of(node.source), (no_grad() if node.no_grad else nullcontext()):
+            if subgraphs(node):  # control flow: eagerly it runs its graphs, op by op
+                result = node.op.rerun(args, node.params)
+                env.update(zip(node.outputs, result, strict=True))
+                if on_node is not None:
+                    on_node(node, result)
+                continue
             env[node.output] = result = bind(node.op, *args, **node.params)
         leaf = graph.leaf_values.get(node.output)
         if leaf is not None:  # an update of a leaf: the leaf, with its new values

@@ -120,14 +120,29 @@ class GraphBuilder:
                                 **params)
         node = self.graph.add_node(op, operands, params, spec, source,
                                    no_grad=not autodiff.is_grad_enabled())
-        backend = get_backend(spec.device)
         tracked = any(isinstance(x, Tensor) and x._node is not None for x in args)
-        tape = autodiff.record(op, tuple(  # the operands as the op takes them (as eagerly)
+        taken = tuple(  # the operands as the op takes them (as eagerly)
             [x if isinstance(x, Tensor) or type(x) in _PYTHON_SCALARS else as_constant(x)
-             for x in args]), params, node.output, backend) if tracked else None
+             for x in args]) if tracked else ()
+        if isinstance(spec, tuple):  # an op with several results (control flow)
+            return self._results(op, taken, params, node, source)
+        backend = get_backend(spec.device)
+        tape = autodiff.record(op, taken, params, node.output, backend) if tracked else None
         if tape is not None:
             tape.source = source  # so the gradient's nodes can name this line too
         return Tensor._make(node.output, backend, tape)
+
+    def _results(self, op: Any, taken: tuple, params: dict, node: Any,
+                 source: Any) -> tuple[Tensor, ...]:
+        """The tensors of a node with several results, each on the tape if the op is."""
+        backends = [get_backend(v.spec.device) for v in node.outputs]
+        tape = autodiff.record_results(op, taken, params, node.outputs, backends[0]) \
+            if taken else None
+        for result in tape or ():
+            if result is not None:  # (the op's own node: its gradient names this line too)
+                result.parents[0].source = source
+        return tuple(Tensor._make(v, b, None if tape is None else tape[k])
+                     for k, (v, b) in enumerate(zip(node.outputs, backends, strict=True)))
 
     def lift(self, tensor: Tensor) -> Tensor:
         """A tensor made from data inside the traced code is a constant of the program (a fresh

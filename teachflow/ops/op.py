@@ -105,6 +105,10 @@ class Op:
     #: The op stretches size-1 (or missing) axes of its inputs: a cotangent flowing back into
     #: such an input is summed back to its shape (elementwise ops, `broadcast_to`).
     broadcasts: bool = False
+    #: One gradient rule for all inputs at once, for an op with several results (control
+    #: flow): ``vjp(cotangents, inputs, params, needs)`` gives a cotangent per input (None for
+    #: an input that needs none); `cotangents` has one per result.
+    vjp: Callable[..., list] | None = field(default=None, repr=False)
     #: Parameters at these values say nothing new (``sum``'s ``axis=None, keepdims=False``):
     #: the text form of the graph leaves them out, as the maths would.
     defaults: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -120,7 +124,7 @@ class Op:
 
     @property
     def differentiable(self) -> bool:
-        return self.grads is not None
+        return self.grads is not None or self.vjp is not None
 
     def commutes(self, dtype: np.dtype) -> bool:
         """True if swapping the two operands gives bit for bit the same result of this dtype."""
