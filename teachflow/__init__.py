@@ -26,7 +26,8 @@ The package reads in the order of the course, each module importing only those b
 7. The compiler: fused kernels (`kernels`), the passes (`passes`), the pass stepper and its
    pictures (`viz`), the pipeline (`compiler`).
 8. Polymorphic functions: signatures (`signature`), concrete functions (`concrete`),
-   `tfl.function` and `tfl.compile` (`function`).
+   `tfl.function` and `tfl.compile` (`function`); scripting: capturing a function from its
+   source, with its control flow on tensors as graph nodes (`script`).
 9. The notebook: the ``%%compile`` cell magic (`magic`).
 
 README.md has the table.
@@ -102,6 +103,7 @@ from teachflow.library import (
     var,
     where,
 )
+from teachflow.script import script
 from teachflow.session import Session
 from teachflow.spec import TensorSpec
 from teachflow.staging import placeholder
@@ -208,6 +210,7 @@ __all__ = [
     "randn",
     "relu",
     "reshape",
+    "script",
     "sigmoid",
     "softmax",
     "softplus",

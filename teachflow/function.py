@@ -64,6 +64,8 @@ class Function:
                  verify: bool | None = None,
                  input_signature: list[TensorSpec] | None = None) -> None:
         expect_callable(fn, "function", "tfl.function(f)")
+        if isinstance(fn, Function):  # staged again (with these options): the same Python
+            fn = fn.python_function
         # A function's name, docstring and attributes; a callable object (a model) or a
         # functools.partial lends only a name, that of its class or of the function it calls.
         if inspect.isfunction(fn) or inspect.ismethod(fn):

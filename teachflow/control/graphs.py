@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from teachflow import dispatch
 from teachflow.callables import callable_name
 from teachflow.conversion import default_dtype
-from teachflow.errors import TraceError
+from teachflow.errors import TraceError, user_frame
 from teachflow.graph import Graph, Value
 from teachflow.spec import TensorSpec
 from teachflow.staging import GraphBuilder
@@ -58,8 +59,9 @@ class SubgraphBuilder(GraphBuilder):
                                   "the function instead")
         inner = self.free.get(value)
         if inner is None:
-            inner = self.free[value] = self.graph.add_input(
-                value.spec, name=_fresh(self.graph, value.name or str(value.id)))
+            name = _local_name(x) or value.name or str(value.id)
+            inner = self.free[value] = self.graph.add_input(value.spec,
+                                                            name=_fresh(self.graph, name))
             self.free_tensors.append(outer)
         return Tensor._make(inner, outer._backend, None)
 
@@ -168,8 +170,6 @@ def describe(spec: TensorSpec | Any) -> str:
 
 
 def _current_builder() -> GraphBuilder:
-    from teachflow import dispatch
-
     builder = dispatch.current_interpreter()
     assert isinstance(builder, GraphBuilder)
     return builder
@@ -185,6 +185,16 @@ def _parameter_names(fn: Callable, count: int) -> list[str]:
     while len(names) < count:
         names.append(f"{star or 'arg'}{len(names)}")
     return names
+
+
+def _local_name(tensor: Tensor) -> str | None:
+    """The name the user's code has for `tensor` where it reads it (``w`` in ``lambda x: x *
+    w``), so that the sub-graph's input is named as the code names it."""
+    frame = user_frame()
+    if frame is None:
+        return None
+    return next((name for name, v in frame.f_locals.items() if v is tensor and
+                 name.isidentifier()), None)
 
 
 def _fresh(graph: Graph, wanted: str) -> str:

@@ -70,9 +70,12 @@ class Value:
             return TraceError(
                 f"{message} Tracing records one path through the Python code; it cannot choose "
                 "between paths by a value that is known only when the graph runs.", op="trace",
-                hint="compute both paths and choose with tfl.where(cond, a, b) (see lesson 2, "
-                     "'Python control flow while tracing'), or pass the deciding value as a "
-                     "Python argument (a static argument: one trace per value)")
+                hint="put the decision into the graph: tfl.cond(pred, true_fn, false_fn, "
+                     "*operands) for an if, tfl.while_loop(cond_fn, body_fn, init) for a "
+                     "while; or decorate the function with @tfl.script, which rewrites its "
+                     "if/while/for on tensors into those; tfl.where(cond, a, b) chooses "
+                     "elementwise; a Python argument decides while tracing (one trace per "
+                     "value)")
         return TraceError(message, op="trace",
                           hint="keep computing with tensor ops inside the traced function, "
                                "return the tensor, and call .numpy() or .item() on the result")
