@@ -10,6 +10,7 @@ import pytest
 
 import teachflow as tfl
 from teachflow.magic import CellReads
+from teachflow.magic.cell import LAST as LAST_NAME
 
 IPython = pytest.importorskip("IPython")
 from IPython.testing.globalipapp import start_ipython  # noqa: E402 (after the skip)
@@ -76,6 +77,34 @@ def test_control_flow_on_a_tensor_value_is_a_trace_error_at_the_cell_line(ip) ->
         ip.run_cell_magic("compile", "--no-show", cell)
     assert info.value.location.lineno == 3
     assert info.value.location.line == "if y.sum() > 0:"
+
+
+def test_script_option_turns_control_flow_on_tensors_into_graph_nodes(ip) -> None:
+    cell = ("y = x * 2\nif y.sum() > 0:\n    y = -y\nelse:\n    y = y * 3\n"
+            "while y.abs().sum() < 100:\n    y = y * 2\ny")
+    returned = ip.run_cell_magic("compile", "--no-show --script", cell)
+    y = ip.user_ns["x"].numpy() * 2
+    y = -y if y.sum() > 0 else y * 3
+    while np.abs(y).sum() < 100:
+        y = y * 2
+    np.testing.assert_allclose(returned.numpy(), y)
+    trace = ip.user_ns["compiled"].snapshots[0].graph
+    ops = [n.op.name for n in trace.nodes]
+    assert ops.count("cond") == 1 and ops.count("while") == 1, ops
+    cond = next(n for n in trace.nodes if n.op.name == "cond")
+    assert cond.source.lineno == 3 and cond.source.line == "if y.sum() > 0:"
+    negate = cond.params["true_fn"].nodes[0]
+    assert negate.op.name == "neg" and negate.source.line == "y = -y"
+    # A compiled cell with a loop runs again on other inputs: no unrolled trip count.
+    again = ip.user_ns["compiled"](tfl.tensor([[100.0, 0, 0], [0, 0, 0]]))
+    np.testing.assert_allclose(again[LAST_NAME].numpy(), [[-200.0, 0, 0], [0, 0, 0]])
+
+
+def test_script_option_reports_what_a_graph_cannot_express_at_the_cell_line(ip) -> None:
+    cell = "y = x\nwhile y.sum() > 1:\n    y = y / 2\n    if y.max() < 0.5:\n        break\ny"
+    with pytest.raises(tfl.TraceError) as info:
+        ip.run_cell_magic("compile", "--no-show --script", cell)
+    assert info.value.location.lineno == 3 and "break statement (line 6)" in str(info.value)
 
 
 # --- The cell number: IPython counts up before the cell runs ----------------------------------

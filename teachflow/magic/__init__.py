@@ -61,7 +61,8 @@ def compile_magic(line: str, cell: str) -> Any:
                            namespace=namespace)
     values = {name: namespace[name] for name in reads.before_bound
               if name in reads.bound and name not in inputs and name in namespace}
-    fn = cell_function(tree, inputs, values, reads.bound, namespace, where)
+    fn = cell_function(tree, inputs, values, reads.bound, namespace, where,
+                       script=options["script"])
     args = [namespace[name] for name in inputs]
     if options["device"]:
         args = [a.to(options["device"]) for a in args]

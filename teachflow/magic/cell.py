@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from teachflow.errors import SourceLocation, TeachflowError
+from teachflow.script import runtime
+from teachflow.script.rewrite import HELPER, Rewriter
 
 #: The name the cell's last expression (the value a notebook would display) is returned under.
 LAST = "__teachflow_last_expression__"
@@ -98,7 +100,7 @@ def _check_cell(tree: ast.Module, where: NotebookCell) -> None:
 
 
 def cell_function(tree: ast.Module, inputs: list[str], values: dict[str, Any], bound: set[str],
-                  namespace: dict, where: NotebookCell) -> Any:
+                  namespace: dict, where: NotebookCell, script: bool = False) -> Any:
     """The cell as a function, built from the cell's own syntax tree so that every line keeps
     its number (the lines made here stand on the ``%%compile`` line, the return on the last)::
 
@@ -106,6 +108,9 @@ def cell_function(tree: ast.Module, inputs: list[str], values: dict[str, Any], b
             n = <the notebook's n>      # other values the cell reads before it assigns them
             <the cell, its last expression assigned to a name>
             return {<the names the cell binds, and the last expression>}
+
+    With `script`, its ``if``/``while``/``for`` statements are rewritten as ``@tfl.script``
+    rewrites a function's (`teachflow.script.rewrite`).
     """
     at = where.body_line - 1
     body = [_statement_at(f"{name} = {_VALUES}[{name!r}]", at) for name in values]
@@ -121,15 +126,17 @@ def cell_function(tree: ast.Module, inputs: list[str], values: dict[str, Any], b
     # `locals()` is the cell's: the variables it bound (a name left unbound is left out).
     body.append(_statement_at(
         f"return {{k: v for k, v in locals().items() if k in {sorted(returned)!r}}}", end))
-    maker = _statement_at(f"def make({_VALUES}):\n"
+    maker = _statement_at(f"def make({_VALUES}, {HELPER}):\n"
                           f"    def cell({', '.join(inputs)}):\n"
                           "        pass\n"
                           "    return cell", at)
     maker.body[0].body = body
+    if script:
+        Rewriter().function(maker.body[0])
     module = ast.Module(body=[maker], type_ignores=[])
     scope: dict[str, Any] = {}
     exec(compile(module, where.filename, "exec"), namespace, scope)  # the learner's own cell
-    return scope["make"](values)
+    return scope["make"](values, runtime)
 
 
 def _statement_at(source: str, line: int) -> ast.stmt:

@@ -1,6 +1,7 @@
 """The options of the ``%%compile`` line, checked before anything is compiled.
 
     %%compile --passes simplify,cse --device gpu --html stepper.html --no-show --name step
+    %%compile --script      (if/while/for on tensors become graph control flow, as @tfl.script)
 
 A wrong option is an error at the ``%%compile`` line, before the cell runs: an unknown or
 repeated flag, a flag without its value, an unknown pass or device, a page that cannot be written,
@@ -21,7 +22,7 @@ from teachflow.errors import SourceLocation, TeachflowError
 from teachflow.passes import resolve
 
 _OPTIONS_HINT = ("options: --passes a,b,c|none  --device cpu|gpu  --html PATH  --no-show  "
-                 "--name NAME")
+                 "--name NAME  --script")
 
 
 def read_options(line: str, where: SourceLocation, taken: set[str] = frozenset(),
@@ -38,9 +39,9 @@ def read_options(line: str, where: SourceLocation, taken: set[str] = frozenset()
     except ValueError as err:  # an unclosed quote
         raise refuse(f"cannot read the options {line!r}: {err}") from None
     options: dict[str, Any] = {"passes": "default", "device": None, "html": None, "show": True,
-                               "name": "compiled"}
+                               "name": "compiled", "script": False}
     flags = {"--passes": "passes", "--device": "device", "--html": "html", "--name": "name",
-             "--no-show": "show"}
+             "--no-show": "show", "--script": "script"}
     seen: set[str] = set()
     i = 0
     while i < len(words):
@@ -52,6 +53,8 @@ def read_options(line: str, where: SourceLocation, taken: set[str] = frozenset()
         seen.add(word)
         if word == "--no-show":
             options["show"] = False
+        elif word == "--script":
+            options["script"] = True
         else:
             if i + 1 == len(words) or words[i + 1].startswith("--"):
                 raise refuse(f"{word} needs a value")
