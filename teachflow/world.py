@@ -22,7 +22,7 @@ from teachflow import autodiff, surroundings
 from teachflow.callables import named_arguments, python_function
 from teachflow.eager import EAGER
 from teachflow.errors import SourceLocation
-from teachflow.graph import Graph, Value
+from teachflow.graph import Graph, Value, subgraphs
 from teachflow.tensor import Tensor
 
 
@@ -131,7 +131,8 @@ def _constant_tensor(graph: Graph, value: Any) -> Tensor | None:
         v = stack.pop()
         if v.kind == "const" or v in needed:
             continue
-        if v.kind != "node" or v.producer.op.random:
+        if v.kind != "node" or v.producer.op.random or len(v.producer.outputs) > 1 \
+                or subgraphs(v.producer):
             return None
         needed.append(v)
         stack += [o for o in v.producer.inputs if isinstance(o, Value)]

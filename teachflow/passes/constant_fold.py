@@ -4,9 +4,10 @@ A node whose operands are all constants (constant arrays, Python literals, or no
 already) gives the same result on every call, so the compiler runs its kernel once, now, and puts
 the result in the graph as a constant. It uses the very kernels the program would have run.
 
-Two things are never folded:
+Three things are never folded:
 
 - random ops (``randn``): their result must change from call to call (see the CSE pass on purity);
+- control flow (a ``cond``, a loop): its graphs are folded inside, each on its own;
 - results bigger than `MAX_ELEMENTS`: materialising ``zeros(10000, 10000)`` as a constant would
   put 400 MB into the graph to save one cheap kernel call.
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from teachflow.backends import CPU, rerun_warning_at_user_line
 from teachflow.errors import on_behalf_of
-from teachflow.graph import Graph, Node, Value, format_node
+from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.passes.base import Change, Decide, Rewriter, rewrite
 
 #: The largest result (in elements) that is folded into a constant.
@@ -35,7 +36,7 @@ def constant_fold(graph: Graph, max_elements: int = MAX_ELEMENTS) -> tuple[Graph
         known: dict[Value, np.ndarray] = {v: v.data for v in g.constants}
 
         def decide(node: Node, rewriter: Rewriter) -> Value | None:
-            if (node.op.random or not 0 <= node.spec.size <= max_elements
+            if (node.op.random or subgraphs(node) or not 0 <= node.spec.size <= max_elements
                     or any(isinstance(o, Value) and o not in known for o in node.inputs)):
                 return None
             operands = [known[o] if isinstance(o, Value) else o for o in node.inputs]
