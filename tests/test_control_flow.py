@@ -923,11 +923,6 @@ def test_control_flow_on_constants_only_compiles(construct: str) -> None:
         _assert_same(compilation(x), f(x))
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Compilation.kernels lists only the fused kernels "
-                   "of the top-level graph, not those inside a loop body or a branch (its "
-                   "docstring promises every fused kernel): for passes_program it has fused_k1 "
-                   "only, where the final graph also runs fused_k2 (true branch) and fused_k3 "
-                   "(loop body)")
 def test_compilation_kernels_include_those_inside_sub_graphs() -> None:
     compilation = tfl.compile(passes_program, *INPUTS[0])
     fused = {n.op.name for n, _, _ in walk(compilation.graph)
@@ -954,12 +949,6 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: compile verification (verify=True, on in these "
-                   "tests) first runs the traced graph on random standard-normal inputs, and a "
-                   "while_loop that ends on the example inputs need not end on those: "
-                   "tfl.compile(f, tfl.tensor(3.0, dtype='float64'), verify=True) with "
-                   "f = while c < 10: c = 2c - 1 never returns (the random input 0.126 goes to "
-                   "-inf), where eager gives 17.0")
 def test_verification_does_not_hang_on_a_while_loop() -> None:
     def f(x):
         return tfl.while_loop(lambda c: c < 10.0, lambda c: c * 2.0 - 1.0, x)
@@ -1006,10 +995,6 @@ def test_to_networkx_hangs_sub_graphs_on_their_node() -> None:
     assert g.edges[cond.id, loop.id]["output"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="bug (cosmetic): to_networkx's `params` attribute of a "
-                   "control node prints its sub-graphs as Python object reprs "
-                   "('true_fn=<teachflow.graph.graph.Graph object at 0x7f...>'), which "
-                   "differ from run to run; the text form leaves them out of the parameters")
 def test_to_networkx_params_do_not_show_object_addresses() -> None:
     g = tfl.trace(cond_tuple, *INPUTS[0]).to_networkx()
     for _, data in g.nodes(data=True):

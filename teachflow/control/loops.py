@@ -52,6 +52,9 @@ from teachflow.tree import tree_flatten, tree_unflatten
 
 @dataclass(frozen=True, eq=False)
 class WhileOp(ControlOp):
+    #: It runs until its condition fails, which on some inputs is never (the compiler's check
+    #: of each pass runs it on the caller's inputs only).
+    unbounded = True
     def rerun(self, args: Sequence[Any], params: dict) -> tuple:
         cond, body = graph_function(params["cond_fn"]), graph_function(params["body_fn"])
         m = len(params["body_fn"].outputs)

@@ -272,7 +272,8 @@ class Graph:
                 shape=v.spec.shape, dtype=v.spec.dtype.name, device=v.spec.device,
                 source=str(node.source) if node and node.source else "",
                 lineage=node.lineage if node else (v.id,),
-                params=format_params(node.params) if node else "",
+                params=format_params({k: p for k, p in node.params.items()
+                                      if not isinstance(p, Graph)}) if node else "",
                 label=f"{v} = {node.op.name}" if node else f"{v} ({v.kind})",
                 is_output=v in results,
                 updates=updated.get(v.id, []),
