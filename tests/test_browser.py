@@ -361,6 +361,73 @@ def test_a_big_compilation_opens_and_steps_without_freezing(page, tmp_path) -> N
     assert not page.errors, page.errors
 
 
+def halve(x):
+    return x * 0.5
+
+
+def test_a_loop_is_a_box_that_opens_to_show_its_body(page, tmp_path) -> None:
+    def f_dynamic(x):
+        return tfl.while_loop(lambda x: x.sum() > 1, halve, x)
+
+    compilation = tfl.compile(f_dynamic, tfl.tensor([4.0, 4.0]))
+    open_page(page, compilation, tmp_path / "loop.html")
+    (loop,) = compilation.snapshots[0].graph.nodes
+    (mul,) = loop.params["body_fn"].nodes
+    box = page.locator(f'.tf-cf-toggle[data-box="{loop.id}"]')
+    body_node = page.locator(f'.tf-graph .tf-node[data-node-id="{mul.id}"]')
+    assert box.get_attribute("aria-expanded") == "false"
+    assert "cond_fn · body_fn" in box.text_content() and body_node.count() == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "static-page-while-closed.png"))
+
+    box.click()  # opens: the body's nodes are drawn inside the box, one panel per graph
+    assert box.get_attribute("aria-expanded") == "true"
+    assert body_node.count() == 1 and "mul" in body_node.text_content()
+    titles = page.locator(".tf-cf-panel-title").all_text_contents()
+    assert titles == ["cond_fn: <lambda>", "body_fn: halve"]
+    assert f"Opened %{loop.id} = while" in page.locator(".tf-narration").inner_text()
+    body_node.click()  # a node inside: its details, with its value in the loop's first step
+    details = page.locator(".tf-details").inner_text()
+    assert "first step" in details.lower() and "[2., 2.]" in details
+    assert "body_fn (halve)" in details
+    page.screenshot(path=str(ARTIFACTS / "static-page-while-open.png"))
+
+    # Keys: Enter on the focused box closes it and opens it again; the focus stays on it.
+    box.focus()
+    page.keyboard.press("Enter")
+    assert box.get_attribute("aria-expanded") == "false" and body_node.count() == 0
+    assert page.evaluate("document.activeElement.dataset.box") == str(loop.id)
+    page.keyboard.press(" ")
+    assert box.get_attribute("aria-expanded") == "true" and body_node.count() == 1
+    page.keyboard.press("j")  # the stepping keys still step
+    assert stage_of(page) == 1
+    assert not page.errors, page.errors
+
+
+def test_a_change_inside_a_branch_is_counted_on_its_box_and_shown_in_it(page, tmp_path) -> None:
+    def f(x, p):  # CSE merges the two x * 2 inside the true branch
+        return tfl.cond(p.sum() > 0, lambda x: x * 2 + x * 2, lambda x: x - 1.0, x)
+
+    compilation = tfl.compile(f, tfl.tensor([4.0, 4.0]), tfl.tensor([1.0]))
+    open_page(page, compilation, tmp_path / "cond.html")
+    cse = [s.pass_name for s in compilation.snapshots].index("cse")
+    (merge,) = compilation.snapshots[cse].changes
+    go_to(page, cse)
+    box = page.locator(".tf-cf-toggle")
+    assert box.get_attribute("data-changes-inside") == "1"
+    assert "1 change inside" in box.text_content()
+    assert "tf-match-after" in box.get_attribute("class")  # the change is in there
+    assert "true_fn" in page.locator(".tf-rule").inner_text()  # ... and the card says where
+    page.click(".tf-change-next")  # selecting the change opens its box, to show it there
+    assert box.get_attribute("aria-expanded") == "true"
+    assert status_of(page, merge.result[0]) == "merged"
+    assert page.locator(f'.tf-graph [data-node-id="{merge.nodes[0]}"]'
+                        f'[data-status="removed"]').count() == 1
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "static-page-cond-cse.png"))
+    assert not page.errors, page.errors
+
+
 # --- JupyterLab and Notebook 7 ------------------------------------------------------------------
 
 

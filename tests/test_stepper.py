@@ -310,6 +310,154 @@ def test_every_stage_draws_as_well_formed_svg_under_node(tmp_path: Path) -> None
         assert stage["pass"] in root.attrib["aria-label"]
 
 
+# --- Control flow: a node that owns graphs is a box ---------------------------------------------
+
+
+def halve(x):
+    return x * 0.5
+
+
+def f_dynamic(x):
+    return tfl.while_loop(lambda x: x.sum() > 1, halve, x)
+
+
+def f_branch(x, p):  # CSE merges x*2 and x*2 inside the true branch; fuse fuses there
+    return tfl.cond(p.sum() > 0, lambda x: x * 2 + x * 2, lambda x: x - 1.0, x) * 3.0 + x
+
+
+def f_nested(x):
+    def body(i, c):
+        return tfl.cond(c.sum() > 0, lambda c: c * 0.99 + 0.01, lambda c: c + c, c)
+
+    return tfl.fori_loop(0, 10, body, x).tanh()
+
+
+def owned(node: dict, key: str) -> dict:
+    return next(part for part in node["subgraphs"] if part["key"] == key)
+
+
+def box_of(stage: dict, op: str) -> dict:
+    return next(n for n in stage["nodes"] if n["op"] == op)
+
+
+def test_a_loop_node_carries_its_graphs_laid_out_with_their_values() -> None:
+    compilation = tfl.compile(f_dynamic, tfl.tensor([4.0, 4.0]))
+    stages = compilation.show().data["stages"]
+    json.dumps(stages)
+    loop = box_of(stages[0], "while")
+    assert [part["key"] for part in loop["subgraphs"]] == ["cond_fn", "body_fn"]
+    assert loop["changes_inside"] == 0 and loop["value"]["preview"] == "[0.5, 0.5]"
+    body, test = owned(loop, "body_fn"), owned(loop, "cond_fn")
+    assert body["name"] == "halve"
+    assert sorted(n["op"] for n in body["nodes"]) == ["input", "mul"]
+    assert sorted(n["op"] for n in test["nodes"]) == ["gt", "input", "sum"]
+    for part in (body, test):  # laid out on its own: one place per node, edges between them
+        ids = {n["id"] for n in part["nodes"]}
+        assert len({(n["x"], n["y"]) for n in part["nodes"]}) == len(ids)
+        assert {(e["from"], e["to"]) for e in part["edges"]} <= {(a, b) for a in ids for b in ids}
+        assert part["outputs"] and set(part["outputs"]) <= ids and part["inputs"]
+    # The values inside: the condition as the loop starts, the body in its first step.
+    mul = box_of(body, "mul")
+    assert mul["value"]["preview"] == "[2., 2.]" and "first step" in body["values_from"]
+    assert box_of(test, "gt")["value"]["preview"] == "True"
+    assert all(n["status"] == "kept" for s in stages for n in owned(box_of(s, "while"),
+                                                                     "body_fn")["nodes"])
+
+
+def test_changes_inside_a_branch_get_statuses_a_count_and_their_box() -> None:
+    compilation = tfl.compile(f_branch, tfl.tensor([4.0, 4.0]), tfl.tensor([1.0]))
+    stages = {s["pass"]: s for s in compilation_data(compilation,
+                                                     compilation.example_inputs)["stages"]}
+    snaps = {s.pass_name: s for s in compilation.snapshots}
+    assert box_of(stages["trace"], "cond")["changes_inside"] == 0
+    cse = stages["cse"]
+    branch = box_of(cse, "cond")
+    (merge,) = snaps["cse"].changes
+    true_fn, false_fn = owned(branch, "true_fn"), owned(branch, "false_fn")
+    assert {n["id"]: n["status"] for n in true_fn["nodes"]}[merge.result[0]] == "merged"
+    assert [n["id"] for n in true_fn["removed"]] == list(merge.nodes)  # drawn faded
+    assert {e["from"] for e in true_fn["removed_edges"]} | {e["to"] for e in true_fn[
+        "removed_edges"]} >= set(merge.nodes)
+    assert (branch["changes_inside"], true_fn["changes"], false_fn["changes"]) == (1, 1, 0)
+    assert cse["changes"][0]["within"] == [branch["id"]]  # the change list says where it was
+    fuse = stages["fuse"]
+    inner = [c for c in fuse["changes"] if c["within"]]
+    assert [c["kind"] for c in inner] == ["fused"]
+    kernel = box_of(owned(box_of(fuse, "cond"), "true_fn"), "fused_k1")
+    assert kernel["id"] == inner[0]["result"][0] and kernel["status"] == "fused"
+    assert box_of(fuse, "cond")["changes_inside"] == 1  # (the other fusion is outside it)
+    # The branch that did not run has no values, and says why.
+    assert all(n["value"] is None for n in false_fn["nodes"])
+    assert false_fn["values_from"].startswith("none: this branch did not run")
+    result = next(n for n in true_fn["nodes"] if n["id"] == true_fn["outputs"][0])
+    assert result["value"]["preview"] == "[16., 16.]"
+    # The static picture draws the box closed, with its graphs and the changes inside.
+    svg = graph_svg(cse)
+    ET.fromstring(svg)
+    assert "true_fn · false_fn" in svg and "1 change inside" in svg
+
+
+def test_boxes_nest_and_every_result_of_a_node_has_its_value() -> None:
+    stages = tfl.compile(f_nested, tfl.ones(4)).show().data["stages"]
+    loop = box_of(stages[-1], "fori_loop")
+    branch = box_of(owned(loop, "body_fn"), "cond")
+    assert "first step (i = 0)" in owned(loop, "body_fn")["values_from"]
+    inner = [c for c in stages[-1]["changes"] if c["kind"] == "fused"]
+    assert [c["within"] for c in inner] == [[loop["id"], branch["id"]]]
+    assert loop["changes_inside"] == 1 and branch["changes_inside"] == 1
+
+    def two(x, n):
+        return tfl.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 2.0, c[1] + 1), (x, n))
+
+    loop = box_of(tfl.compile(two, tfl.tensor([1.0, 1.0]), tfl.tensor(0)).show()
+                  .data["stages"][0], "while")
+    assert loop["type"] == "f32[2], i64[]"
+    assert [(r["name"], r["value"]["preview"]) for r in loop["results"]] == [
+        (loop["label"].split(",")[0], "[8., 8.]"), (loop["label"].split(" ")[1], "3")]
+
+
+def test_an_opened_box_draws_its_graphs_and_the_graph_around_makes_room(tmp_path: Path) -> None:
+    """boxes.js with view.js and draw.js: closed, a box hides its graphs; opened, it draws them
+    inside it, and the nodes around it move out of its way."""
+    compilation = tfl.compile(f_branch, tfl.tensor([4.0, 4.0]), tfl.tensor([1.0]))
+    stages = compilation_data(compilation)["stages"]
+    cse = [s["pass"] for s in stages].index("cse")
+    branch = box_of(stages[cse], "cond")
+    drawn = run_node(tmp_path, with_state("""
+        import { graphSvg } from "./draw.js";
+        import { info } from "./stage.js";
+        import { place, view } from "./view.js";
+        ${STATE}
+        const draw = (opened) => {
+          st.openBoxes = new Set(opened);
+          const inf = info(st, STAGE);
+          const v = view(st, inf);
+          const placed = place(inf, v);
+          return { svg: graphSvg(inf, v, placed, 1, "t1"), where: [...placed.where],
+                   inside: [...placed.inside],
+                   grown: [...placed.grown].map(([id, g]) => [g.w, g.h]) };
+        };
+        console.log(JSON.stringify({ closed: draw([]), open: draw([BOX]) }));
+    """).replace("STAGE", str(cse)).replace("BOX", str(branch["id"])), stages)
+    inner = {n["id"] for part in branch["subgraphs"] for n in part["nodes"] + part["removed"]}
+    for state, opened in (("closed", False), ("open", True)):
+        root = ET.fromstring(drawn[state]["svg"])
+        ids = {int(g.attrib["data-node-id"]) for g in root.iter("g") if "data-node-id" in g.attrib}
+        assert (inner <= ids) is opened and bool(inner & ids) is opened
+        box = next(g for g in root.iter("g") if g.attrib.get("data-box") == str(branch["id"]))
+        assert box.attrib["aria-expanded"] == str(opened).lower() and box.attrib["tabindex"] == "0"
+    assert "1 change inside" in drawn["closed"]["svg"]
+    (w, h), = drawn["open"]["grown"]
+    where = dict(drawn["open"]["where"])
+    x, y = where[branch["id"]]
+    left, right, top, bottom = x - w / 2, x + w / 2, y - 15, y - 15 + h
+    for node_id, (nx, ny) in where.items():  # the nodes around stay clear of the opened box
+        if node_id != branch["id"]:
+            assert nx + 62 <= left or nx - 62 >= right or ny + 15 <= top or ny - 15 >= bottom
+    for nx, ny in dict(drawn["open"]["inside"]).values():  # and the nodes inside, within it
+        assert left < nx - 62 and nx + 62 < right and top < ny - 15 and ny + 15 < bottom
+
+
 # --- The static page ---------------------------------------------------------------------------
 
 

@@ -17,6 +17,10 @@ For a whole compilation, the trace is laid out once and every later stage reuses
 survives a pass keeps its place, and a node a pass creates takes the place of what it replaced
 (a fused kernel where its last op was, a folded constant where the folded node was). The
 learner's mental map of the graph survives the passes.
+
+A graph that a control-flow node owns (a loop's body, a branch of a ``cond``) is laid out on its
+own, in the same way and with the same care from pass to pass (`layout_subgraphs`): the stepper
+draws it inside its node's box when the learner opens the box.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
+from types import SimpleNamespace
 from typing import Any
 
 #: Distance between neighbouring nodes in a layer, and between layers.
@@ -202,6 +207,31 @@ def layout_stages(snapshots: Iterable[Any]) -> list[Layout]:
         routes = {(u, v): _route(base, u, v, positions) for u, v in g.edges}
         layouts.append(Layout(positions, routes, {}))
     return layouts
+
+
+def layout_subgraphs(snapshots: Iterable[Any]) -> list[dict[tuple[Any, str], Layout]]:
+    """For each snapshot, a layout of each graph a node owns (at any depth), by the owner's id
+    and the graph's parameter name (``(7, "body_fn")``). Each such graph is laid out over the
+    stages that have it as `layout_stages` lays out the whole: its nodes keep their places."""
+    snapshots = list(snapshots)
+    stages: dict[tuple[Any, str], list[tuple[int, Any]]] = defaultdict(list)
+    for i, snap in enumerate(snapshots):
+        for path, sub in _owned_graphs(snap.nx):  # (what layout_stages reads of a snapshot)
+            stages[path].append((i, SimpleNamespace(nx=sub, changes=snap.changes)))
+    layouts: list[dict[tuple[Any, str], Layout]] = [{} for _ in snapshots]
+    for path, found in stages.items():
+        for (i, _), lay in zip(found, layout_stages(s for _, s in found), strict=True):
+            layouts[i][path] = lay
+    return layouts
+
+
+def _owned_graphs(graph: Any) -> Iterable[tuple[tuple[Any, str], Any]]:
+    """Every graph a node of the ``nx.DiGraph`` `graph` owns, at any depth, with its owner's id
+    and its parameter name (see `Graph.to_networkx`)."""
+    for n in sorted(graph.nodes):
+        for key, sub in graph.nodes[n].get("subgraphs", {}).items():
+            yield (n, key), sub
+            yield from _owned_graphs(sub)
 
 
 def _route(base: Layout, u: Any, v: Any, positions: dict) -> list[tuple[float, float]]:

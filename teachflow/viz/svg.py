@@ -5,7 +5,9 @@ GitHub, nbconvert without widget state, a terminal), the compilation's rich outp
 this picture of the final graph. It draws what the stepper draws, from the same data
 (`teachflow.viz.data.stage_data`): each node a box at its place in the layout with its label,
 each edge a polyline along its route, and each node's change status told by an Okabe–Ito colour,
-an outline style and a word badge, as in the widget (``widgets/stepper.css``).
+an outline style and a word badge, as in the widget (``widgets/stepper.css``). A control-flow
+node is drawn as the widget draws its box closed: the names of the graphs it owns under its
+label, and how many changes the pass made inside them.
 """
 
 from __future__ import annotations
@@ -82,25 +84,46 @@ def _edge_points(edge: dict, where: dict, row: dict[float, int]) -> str:
 
 def _node(node: dict, x: float, y: float) -> str:
     colour, stroke, dash, badge = STYLE.get(node["status"], STYLE["kept"])
-    label = node["label"] if len(node["label"]) <= 19 else node["label"][:18] + "…"
+    owned = [part["key"] for part in node.get("subgraphs", [])]
+    label = f"▸ {node['label']}" if owned else node["label"]
+    label = label if len(label) <= 19 else label[:18] + "…"
     left, top = x - NODE_W / 2, y - NODE_H / 2
     dashes = f' stroke-dasharray="{dash}"' if dash else ""
     rounded = NODE_H / 2 if node["status"] == "fused" else 4
     weight = ' font-weight="bold"' if node["is_output"] else ""
+    box = (f'x="{left:.1f}" y="{top:.1f}" width="{NODE_W}" height="{NODE_H}" rx="{rounded}" '
+           f'fill="white" stroke="{colour}" stroke-width="{stroke}"{dashes}')
     out = [
         f'<g data-node-id="{node["id"]}" data-status="{node["status"]}">',
         f"<title>{escape(node['text'])}</title>",
-        f'<rect data-node-id="{node["id"]}" x="{left:.1f}" y="{top:.1f}" width="{NODE_W}" '
-        f'height="{NODE_H}" rx="{rounded}" fill="white" stroke="{colour}" '
-        f'stroke-width="{stroke}"{dashes}/>',
-        f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle"{weight}>{escape(label)}</text>',
     ]
+    if owned:  # a control-flow box: a second outline, and its graphs' names under its label
+        out.append(f'<rect x="{left - 3:.1f}" y="{top - 3:.1f}" width="{NODE_W + 6}" '
+                   f'height="{NODE_H + 6}" rx="6" fill="white" stroke="{colour}"/>')
+    out.append(f'<rect data-node-id="{node["id"]}" {box}/>')
+    if owned:
+        out.append(f'<text x="{x:.1f}" y="{top + 12.5:.1f}" text-anchor="middle"{weight}>'
+                   f'{escape(label)}</text><text x="{x:.1f}" y="{top + 25:.1f}" '
+                   f'text-anchor="middle" font-size="9.5" fill="#5f5f5f">'
+                   f'{escape(" · ".join(owned))}</text>')
+    else:
+        out.append(f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle"{weight}>'
+                   f"{escape(label)}</text>")
+    above = top - (12 if owned else 9)  # (clear of a box's two lines of text)
     if badge:
-        w = len(badge) * 6 + 8
-        out.append(f'<rect x="{left + NODE_W - w + 6:.1f}" y="{top - 9:.1f}" width="{w}" '
-                   f'height="14" rx="7" fill="{colour}"/>'
-                   f'<text x="{left + NODE_W - w / 2 + 6:.1f}" y="{top + 1.5:.1f}" '
-                   f'text-anchor="middle" font-size="9.5" font-family="sans-serif">'
-                   f"{escape(badge)}</text>")
+        out.append(_badge(badge, left + NODE_W - (len(badge) * 6 + 8) + 6, above, colour))
+    if node.get("changes_inside"):
+        k = node["changes_inside"]
+        out.append(_badge(f"{k} change{'s' * (k != 1)} inside", left - 6,
+                          top + NODE_H - 2 if badge else above, "#f0e442"))
     out.append("</g>")
     return "".join(out)
+
+
+def _badge(text: str, left: float, top: float, colour: str) -> str:
+    """A pill with a word in it, its top left corner at (left, top)."""
+    w = len(text) * 6 + 8
+    return (f'<rect x="{left:.1f}" y="{top:.1f}" width="{w}" height="14" rx="7" '
+            f'fill="{colour}"/><text x="{left + w / 2:.1f}" y="{top + 10.5:.1f}" '
+            f'text-anchor="middle" font-size="9.5" font-family="sans-serif">'
+            f"{escape(text)}</text>")

@@ -1,14 +1,17 @@
 /**
  * Drawing the graph: the SVG of one view, as one string (the page sets it with one innerHTML,
- * never node by node). Pure functions: what to draw comes from `view` and where from `place`.
+ * never node by node). Pure functions: what to draw comes from `view` and where from `place`;
+ * the shapes come from `shapes.js`, and control-flow boxes from `boxes.js`.
  */
 
-import { esc, NODE_H, NODE_W, plural, r1, STATUS, X_SCALE, Y_SCALE } from "./common.js";
+import { nodeOrBox } from "./boxes.js";
+import { esc, NODE_H, NODE_W, plural, r1, STATUS } from "./common.js";
+import { badgeSvg, edgePath, nodeSvg, stubPath } from "./shapes.js";
 
 /** The SVG of stage `inf` as view `v` (`view`) placed as `placed` (`place`), at `zoom`. `uid`
  * keeps its arrow marker's id apart from those of other steppers on the page. */
 export function graphSvg(inf, v, placed, zoom, uid) {
-  const { removed, present, where, blockAt, packed, box, of } = placed;
+  const { removed, present, where, blockAt, packed, box, of, grown, toPx } = placed;
   const parts = [
     `<svg class="tf-svg" width="${r1(box.w * zoom)}" ` +
       `height="${r1(box.h * zoom)}" viewBox="${r1(box.x)} ${r1(box.y)} ${r1(box.w)} ${r1(box.h)}" ` +
@@ -19,6 +22,7 @@ export function graphSvg(inf, v, placed, zoom, uid) {
     `<g class="tf-edges tf-edges-removed">`,
   ];
   const arrow = `marker-end="url(#${uid}-arrow)"`;
+  const drop = (id) => (grown.get(id)?.h ?? NODE_H) - NODE_H; // (an opened box is taller)
   const collapsedOf = (id) => {
     const block = of?.get(id);
     return block && v.blocks.has(block) ? block : null;
@@ -42,14 +46,14 @@ export function graphSvg(inf, v, placed, zoom, uid) {
     const [a, b, route] = ends(e, "-");
     if (a && b) {
       parts.push(`<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" d="` +
-        `${edgePath(route, a, b)}"/>`);
+        `${edgePath(route, a, b, toPx)}"/>`);
     }
   }
   // A removed node that moved aside: a dotted line to the place it left.
   for (const n of removed) {
     if (!inf.moved.has(n.id) || packed) continue;
     const [x0, y0] = where.get(n.id);
-    const [x1, y1] = [n.x * X_SCALE, n.y * Y_SCALE];
+    const [x1, y1] = toPx([n.x, n.y]);
     const side = Math.sign(x1 - x0) * NODE_W / 2;
     parts.push(`<path class="tf-tie" data-from="${n.id}" d="M${r1(x0 + side)},${r1(y0)} ` +
       `L${r1(x1 - side)},${r1(y1)}"/>`);
@@ -60,44 +64,24 @@ export function graphSvg(inf, v, placed, zoom, uid) {
     const [a, b, route] = ends(e, "");
     if (a && b) {
       parts.push(`<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" ${arrow} d="` +
-        `${edgePath(route, a, b)}"/>`);
+        `${edgePath(route, a, b, toPx, drop(e.from))}"/>`);
     } else if (a || b) {
       stubs.push(stubPath(a, b));
     }
   }
   if (stubs.length) parts.push(`<path class="tf-stub" d="${stubs.join(" ")}"/>`);
   parts.push(`</g><g class="tf-nodes tf-nodes-removed">`);
-  for (const n of removed) parts.push(nodeSvg(n, "removed", where.get(n.id), 0));
+  for (const n of removed) parts.push(nodeOrBox(n, "removed", where.get(n.id), null, arrow));
   parts.push(`</g><g class="tf-nodes">`);
   const collapse = v.ids !== null;
   for (const n of present) {
     const folded = collapse ? inf.groupSize.get(n.id) ?? 0 : 0;
-    parts.push(nodeSvg(n, n.status, where.get(n.id), folded));
+    parts.push(folded ? nodeSvg(n, n.status, where.get(n.id), folded)
+      : nodeOrBox(n, n.status, where.get(n.id), grown.get(n.id), arrow));
   }
   for (const [block, p] of blockAt) parts.push(blockSvg(block, p));
   parts.push(`</g></svg>`);
   return parts.join("");
-}
-
-/** One node's box, with its label, its status badge (and how many fused ops it stands for when
- * `folded`), and a pill for the state it writes back. */
-function nodeSvg(n, status, [x, y], folded) {
-  const badge = STATUS[status]?.badge ?? "";
-  const text = folded ? `${badge} ×${folded}` : badge;
-  const label = n.label.length > 19 ? `${n.label.slice(0, 18)}…` : n.label;
-  let out =
-    `<g class="tf-node" data-node-id="${n.id}" data-status="${status}"` +
-    `${n.is_output ? ' data-output="true"' : ""}${folded ? ` data-collapsed="${folded}"` : ""} ` +
-    `transform="translate(${r1(x - NODE_W / 2)},${r1(y - NODE_H / 2)})">` +
-    `<title>${esc(n.text)}${n.source ? `  (${esc(n.source)})` : ""}</title>` +
-    `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="${status === "fused" ? NODE_H / 2 : 4}"/>` +
-    `<text class="tf-label" x="${NODE_W / 2}" y="${NODE_H / 2 + 4}">${esc(label)}</text>`;
-  if (text) out += badgeSvg(text, 6, -9);
-  // A value the call writes back into state (p -= lr * g): "→ w" under the box.
-  if (n.updates?.length && status !== "removed") {
-    out += badgeSvg(`→ ${n.updates.join(", ")}`, 6, NODE_H - 5, "tf-writes");
-  }
-  return `${out}</g>`;
 }
 
 /** A collapsed repeated block: a small stack of boxes, "×150 · 4 ops" over its source line,
@@ -121,34 +105,4 @@ function blockSvg(b, [x, y]) {
     `<text class="tf-label tf-block-source" x="${NODE_W / 2}" y="25">${esc(source)}</text>`;
   if (badge) out += badgeSvg(badge, 14, -17);
   return `${out}</g>`;
-}
-
-/** A small pill with a word in it, at the box's top right corner (shifted by dx, dy). */
-function badgeSvg(text, dx, dy, extra = "") {
-  const w = text.length * 6 + 8;
-  return (
-    `<g class="tf-badge ${extra}" transform="translate(${NODE_W - w + dx},${dy})">` +
-    `<rect width="${w}" height="14" rx="7"/><text x="${w / 2}" y="10.5">${esc(text)}</text></g>`
-  );
-}
-
-/** An edge from the bottom of its source to the top of its target, through the layout's
- * route points (a curve when the route has none). */
-function edgePath(route, [x0, y0], [x1, y1]) {
-  const sy = y0 + NODE_H / 2;
-  const ty = y1 - NODE_H / 2 - 2;
-  const inner = route.slice(1, -1);
-  if (!inner.length) {
-    const bend = Math.max(24, Math.min(120, Math.abs(ty - sy) / 2));
-    return `M${r1(x0)},${r1(sy)} C${r1(x0)},${r1(sy + bend)} ${r1(x1)},${r1(ty - bend)} ${r1(x1)},${r1(ty)}`;
-  }
-  const points = inner.map(([x, y]) => `L${r1(x * X_SCALE)},${r1(y * Y_SCALE)}`).join(" ");
-  return `M${r1(x0)},${r1(sy)} ${points} L${r1(x1)},${r1(ty)}`;
-}
-
-/** A short line leaving a drawn node towards a neighbour that is not drawn. */
-function stubPath(a, b) {
-  return a
-    ? `M${r1(a[0])},${r1(a[1] + NODE_H / 2)} l0,16`
-    : `M${r1(b[0])},${r1(b[1] - NODE_H / 2)} l0,-16`;
 }

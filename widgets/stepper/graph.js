@@ -1,14 +1,15 @@
 /**
  * The graph on the page: draw the stage on show (`view` chooses, `place` places, `graphSvg`
- * draws), mark the selected change and node on what is drawn, scroll to them, zoom, and open a
- * collapsed block. Each function takes the stepper's state `st` (with its page elements,
- * `st.ui`) and keeps what is on screen in `st.drawn`. No layout is read while drawing: the
- * view's size comes from a ResizeObserver (`st.size`).
+ * draws), mark the selected change and node on what is drawn, scroll to them, zoom, open a
+ * collapsed block, and open or close a control-flow box. Each function takes the stepper's state
+ * `st` (with its page elements, `st.ui`) and keeps what is on screen in `st.drawn`. No layout is
+ * read while drawing: the view's size comes from a ResizeObserver (`st.size`).
  */
 
+import { isBox } from "./boxes.js";
 import { plural } from "./common.js";
 import { graphSvg } from "./draw.js";
-import { info } from "./stage.js";
+import { info, nodeIn } from "./stage.js";
 import { blocksOf, place, view } from "./view.js";
 
 export function drawGraph(st, scroll) {
@@ -16,11 +17,14 @@ export function drawGraph(st, scroll) {
   const inf = info(st, st.stage);
   const v = view(st, inf);
   const placed = place(inf, v);
-  const { where, blockAt, box, of } = placed;
+  const { where, blockAt, box, of, inside } = placed;
   const zoom = st.zoom ?? autoZoom(st, box);
   ui.graph.innerHTML = graphSvg(inf, v, placed, zoom, st.uid);
 
-  st.drawn = { page: v.page, ids: new Set(where.keys()), box, zoom, where, blocks: blockAt, of };
+  st.drawn = {
+    page: v.page, ids: new Set([...where.keys(), ...inside.keys()]), box, zoom, where,
+    blocks: blockAt, of, inside,
+  };
   ui.note.textContent = v.note;
   ui.expand.hidden = !inf.big;
   ui.expand.textContent = st.expandAll ? "show the neighbourhood only" : `expand all (${plural(v.total, "node")})`;
@@ -51,10 +55,39 @@ export function openBlock(st, index) {
     `${block.source} (×${block.reps}).`;
 }
 
-/** Where a node is drawn: its own box, or the collapsed block it is in. */
+/** Open or close control-flow box `id` (a node that owns graphs): its graphs are drawn inside
+ * it, or folded away again. The focus stays on the box, for the keys. */
+export function toggleBox(st, id) {
+  const n = nodeIn(info(st, st.stage), id);
+  if (!isBox(n)) return;
+  const open = !st.openBoxes.has(id);
+  if (open) st.openBoxes.add(id);
+  else st.openBoxes.delete(id);
+  drawGraph(st, false);
+  scrollToNodes(st, [id]);
+  const graphs = n.subgraphs.map((p) => `${p.key} (${p.name})`).join(" and ");
+  st.ui.narration.textContent = open
+    ? `Opened ${n.label}: its ${graphs}, drawn inside it` +
+      (n.changes_inside ? `, with ${plural(n.changes_inside, "change")} by this pass.` : ".")
+    : `Closed ${n.label}.`;
+  st.ui.graph.querySelector(`.tf-cf-toggle[data-box="${id}"]`)?.focus({ preventScroll: true });
+}
+
+/** Where a node is drawn: its own box, inside an opened box, or the closed box or collapsed
+ * block it is in. */
 function drawnAt(st, id) {
-  const { where, blocks, of } = st.drawn;
-  return where.get(id) ?? (of && blocks.get(of.get(id)));
+  const { where, blocks, of, inside } = st.drawn;
+  const at = where.get(id) ?? inside?.get(id) ?? (of && blocks.get(of.get(id)));
+  if (at) return at;
+  const owner = drawnOwner(st, id);
+  return owner === null ? undefined : where.get(owner) ?? inside?.get(owner);
+}
+
+/** The innermost drawn box that holds node `id` (closed, as it is drawn), or null. */
+function drawnOwner(st, id) {
+  const owners = info(st, st.stage).inner.get(id)?.owners ?? [];
+  for (let k = owners.length - 1; k >= 0; k--) if (st.drawn.ids.has(owners[k])) return owners[k];
+  return null;
 }
 
 /** Mark the nodes of the selected change: the ones it took (before) and the ones it made. */
@@ -78,11 +111,13 @@ function nodeElement(st, id) {
   // and else the collapsed block it is in.
   const { graph } = st.ui;
   const block = st.drawn.of?.get(id);
+  const owner = drawnOwner(st, id);
   return (
     graph.querySelector(`.tf-nodes:not(.tf-nodes-removed) [data-node-id="${id}"]`) ??
     graph.querySelector(`[data-node-id="${id}"]`) ??
     (block && st.drawn.blocks.has(block)
-      ? graph.querySelector(`.tf-block[data-block="${block.index}"]`) : null)
+      ? graph.querySelector(`.tf-block[data-block="${block.index}"]`) : null) ??
+    (owner !== null ? graph.querySelector(`.tf-cf[data-node-id="${owner}"]`) : null)
   );
 }
 

@@ -5,8 +5,8 @@
  * the selected change and node); the page sets each with one innerHTML.
  */
 
-import { esc, human, operandWords, plural, prettyRule, r1, STATUS } from "./common.js";
-import { info, nodeHistory, nodeIn } from "./stage.js";
+import { esc, human, isOp, operandWords, plural, prettyRule, r1, STATUS } from "./common.js";
+import { info, nodeHistory, nodeIn, presentIn } from "./stage.js";
 
 /** The figures per stage: [key in `stats`, name, what it measures]. */
 const FIGURES = [
@@ -116,8 +116,8 @@ export function ruleHtml(st) {
       return `<li>${nodeLink(st, inf, id)} <code>${esc(n ? n.text : "")}</code></li>`;
     }).join("");
   const previous = st.stage > 0 ? info(st, st.stage - 1) : null;
-  const before = texts(c.nodes, (id) => previous?.byId.get(id) ?? nodeIn(inf, id));
-  const after = texts(c.result, (id) => inf.byId.get(id));
+  const before = texts(c.nodes, (id) => (previous && presentIn(previous, id)) ?? nodeIn(inf, id));
+  const after = texts(c.result, (id) => presentIn(inf, id));
   const rules = new Map();
   changes.forEach((ch, k) => {
     const entry = rules.get(ch.rule) ?? { first: k, count: 0, kind: ch.kind };
@@ -141,12 +141,21 @@ export function ruleHtml(st) {
     `<button type="button" class="tf-change-next" aria-label="Next change">▶</button></div>` +
     `<p class="tf-rule-words"><span class="tf-kind" data-status="${c.kind}">${esc(STATUS[c.kind]?.badge || c.kind)}</span> ` +
     `<strong>${esc(prettyRule(c.rule))}</strong></p>` +
-    `<p class="tf-sentence">${esc(c.sentence)}</p>` +
+    `<p class="tf-sentence">${esc(c.sentence)}</p>${withinHtml(st, inf, c)}` +
     `<div class="tf-before-after"><div><h4>before</h4><ul>${before}</ul></div>` +
     `<div><h4>after</h4><ul>${after || "<li>(nothing: removed)</li>"}</ul></div></div></div>` +
     `<details class="tf-rules"><summary>${plural(changes.length, "change")} by ${plural(rules.size, "rule")}</summary>` +
     `<ul class="tf-rule-groups">${groups}</ul><ol class="tf-changes">${listed}</ol>${more}</details>`
   );
+}
+
+/** Where a change inside control-flow boxes happened: "inside %6 (while) › body_fn". */
+function withinHtml(st, inf, c) {
+  if (!c.within?.length) return "";
+  const id = c.result[0] ?? c.nodes[0];
+  const part = inf.inner.get(id)?.part;
+  const boxes = c.within.map((owner) => `${nodeLink(st, inf, owner)} (${esc(nodeIn(inf, owner)?.op ?? "")})`);
+  return `<p class="tf-within">inside ${boxes.join(" › ")}${part ? ` › <code>${esc(part.key)}</code>` : ""}</p>`;
 }
 
 // --- The selected node --------------------------------------------------------------------------
@@ -160,7 +169,8 @@ export function detailsHtml(st) {
     return `<p class="tf-hint">Click a node to see its op, type, source line, ` +
       "lineage, kernel and value.</p>";
   }
-  const gone = !inf.byId.has(n.id);
+  const gone = !presentIn(inf, n.id);
+  const inside = inf.inner.get(n.id);
   const status = gone ? "removed" : n.status;
   const rows = [
     ["op", esc(n.op)],
@@ -171,6 +181,16 @@ export function detailsHtml(st) {
       "written back when the graph has run)"]] : []),
     ["status", `<span class="tf-kind" data-status="${status}">${esc(STATUS[status]?.badge || "kept")}</span> ${esc(STATUS[status]?.words ?? "")}`],
   ];
+  if (inside) {
+    const owner = inside.owners[inside.owners.length - 1];
+    rows.push(["in", `<code>${esc(inside.part.key)}</code> (${esc(inside.part.name)}) of ` +
+      `${nodeLink(st, inf, owner)} ${esc(nodeIn(inf, owner)?.op ?? "")}`]);
+  }
+  if (n.subgraphs?.length) {
+    rows.push(["graphs", n.subgraphs.map((p) => `<code>${esc(p.key)}</code> (${esc(p.name)}, ` +
+      `${plural(p.nodes.filter(isOp).length, "node")}${p.changes ? `, ${plural(p.changes, "change")}` : ""})`)
+      .join(", ") + `: ${st.openBoxes.has(n.id) ? "drawn in its box" : "click its box to open it"}`]);
+  }
   if (n.source) {
     rows.push(["source", `${esc(n.source)}${n.source_line ? `<pre class="tf-source-line">${esc(n.source_line)}</pre>` : ""}`]);
   }
@@ -178,7 +198,7 @@ export function detailsHtml(st) {
   return (
     `<h3 class="tf-details-title" data-node-id-shown="${n.id}"><code>${esc(n.text)}</code></h3>` +
     `<table class="tf-details-table">${table}</table>` +
-    lineage(st, inf, n) + kernel(n) + valueHtml(n, st.hasValues)
+    lineage(st, inf, n) + kernel(n) + valuesHtml(n, inside?.part, st.hasValues)
   );
 }
 
@@ -222,7 +242,7 @@ function lineage(st, inf, n) {
 }
 
 function fusedName(st, s, id) {
-  const n = info(st, s).byId.get(id);
+  const n = presentIn(info(st, s), id);
   return n?.kernel?.name ?? st.names.get(id) ?? "";
 }
 
@@ -239,10 +259,21 @@ function kernel(n) {
   );
 }
 
-/** A node's value: its dtype and shape, min, max and mean, and a preview. `hasValues`: whether
- * the compilation has values at all (it has none without example inputs). */
-function valueHtml(n, hasValues) {
-  const v = n.value;
+/** A node's value on the example inputs (one per result for a node with several), and for a
+ * node inside a control-flow box, which run of its graph (`part`) the value is from. */
+function valuesHtml(n, part, hasValues) {
+  const from = part?.values_from ?? "";
+  if (!n.value && from.startsWith("none")) {
+    return `<h4>value</h4><p class="tf-hint">${esc(from.replace(/^none: /, "None: "))}.</p>`;
+  }
+  const heading = from ? `value ${esc(from)}` : "value on the example inputs";
+  if (!n.results || !n.value) return valueHtml(n.value, heading, hasValues);
+  return n.results.map((r) => valueHtml(r.value, `${heading}: ${esc(r.name)}`, hasValues)).join("");
+}
+
+/** A value: its dtype and shape, min, max and mean, and a preview, under `heading`.
+ * `hasValues`: whether the compilation has values at all (none without example inputs). */
+function valueHtml(v, heading, hasValues) {
   if (!v) {
     const why = hasValues
       ? "Not computed: nothing uses this value (dead code, which dce removes)."
@@ -254,7 +285,7 @@ function valueHtml(n, hasValues) {
     .map((key) => `${key} ${v[key] === null ? "not finite" : Number(v[key]).toPrecision(4)}`)
     .join(", ");
   return (
-    `<h4>value on the example inputs</h4><p><code>${esc(v.dtype)}[${v.shape.join(",")}]</code>` +
+    `<h4>${heading}</h4><p><code>${esc(v.dtype)}[${v.shape.join(",")}]</code>` +
     `${stats ? `: ${stats}` : ""}</p><pre class="tf-value">${esc(v.preview)}` +
     `${v.truncated ? "\n…" : ""}</pre>`
   );

@@ -1,8 +1,9 @@
 /**
  * Lookups into the compilation's data, built on first use and kept: for one stage (`info`: its
- * nodes by id, what it removed, where removed nodes are drawn, its fused groups) and across
- * stages (`nodeHistory`: what made each node and what became of it). Each takes the stepper's
- * state `st`, reads only `st.data`, and keeps what it builds in `st.cache` and `st.history`.
+ * nodes by id, what it removed, where removed nodes are drawn, its fused groups, the nodes inside
+ * its control-flow boxes) and across stages (`nodeHistory`: what made each node and what became
+ * of it). Each takes the stepper's state `st`, reads only `st.data`, and keeps what it builds in
+ * `st.cache` and `st.history`.
  */
 
 import { ghostPlaces } from "./ghosts.js";
@@ -31,15 +32,59 @@ export function info(st, i) {
     for (const id of c.nodes) if (removedById.has(id)) memberOf.set(id, c.result[0]);
     for (const id of c.result) groupSize.set(id, c.nodes.length);
   }
-  found = { stage, previous, byId, removedById, removedEdges, moved, memberOf, groupSize };
+  const inner = innerNodes(stage);
+  found = { stage, previous, byId, removedById, removedEdges, moved, memberOf, groupSize, inner };
   found.big = stage.nodes.length + stage.removed.length > BIG;
   st.cache.set(i, found);
   return found;
 }
 
-/** A node of the stage, or one it removed (drawn faded); null if neither. */
+/** The nodes inside the stage's control-flow boxes, at any depth: id -> the node, the graph
+ * part it is in, the boxes it is in (`owners`, outermost first), and whether this pass removed
+ * it (`gone`). */
+function innerNodes(stage) {
+  const inner = new Map();
+  const walk = (nodes, owners) => {
+    for (const n of nodes) {
+      for (const part of n.subgraphs ?? []) {
+        const within = [...owners, n.id];
+        for (const m of part.nodes) inner.set(m.id, { node: m, part, owners: within, gone: false });
+        for (const m of part.removed) {
+          if (!inner.has(m.id)) inner.set(m.id, { node: m, part, owners: within, gone: true });
+        }
+        walk(part.nodes, within);
+      }
+    }
+  };
+  walk(stage.nodes, []);
+  return inner;
+}
+
+/** Every node of a stage, the ones inside its control-flow boxes too (not the removed ones). */
+export function everyNode(nodes, out = []) {
+  for (const n of nodes) {
+    out.push(n);
+    for (const part of n.subgraphs ?? []) everyNode(part.nodes, out);
+  }
+  return out;
+}
+
+/** A node of the stage (inside a box or not), or one it removed (drawn faded); null if
+ * neither. */
 export function nodeIn(inf, id) {
-  return inf.byId.get(id) ?? inf.removedById.get(id) ?? null;
+  return inf.byId.get(id) ?? inf.removedById.get(id) ?? inf.inner.get(id)?.node ?? null;
+}
+
+/** A node the stage has (inside a box or not), not one it removed; undefined if none. */
+export function presentIn(inf, id) {
+  const found = inf.inner.get(id);
+  return inf.byId.get(id) ?? (found && !found.gone ? found.node : undefined);
+}
+
+/** The node of the whole graph that stands for node `id`: itself, or the outermost box it is
+ * in. */
+export function outermost(inf, id) {
+  return inf.inner.get(id)?.owners[0] ?? id;
 }
 
 /** For each node id: the changes whose result it is (how it was made) and the changes it was

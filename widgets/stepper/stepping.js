@@ -7,12 +7,14 @@
  */
 
 import { shortName } from "./common.js";
-import { drawGraph, markMatches, markSelected, openBlock, scrollToNodes } from "./graph.js";
+import {
+  drawGraph, markMatches, markSelected, openBlock, scrollToNodes, toggleBox,
+} from "./graph.js";
 import { irPanel } from "./ir.js";
 import {
   detailsHtml, figuresHtml, figureValue, narration, ruleHtml, stageListHtml,
 } from "./panels.js";
-import { info, nodeIn } from "./stage.js";
+import { everyNode, info, nodeIn } from "./stage.js";
 import { pageOf } from "./view.js";
 
 /** Milliseconds per stage when playing. */
@@ -32,6 +34,7 @@ export function stepperState(model, root, ui, uid) {
     hideUnchanged: false,
     expandAll: false,
     openBlocks: new Set(), // the source lines whose repeated block the learner opened
+    openBoxes: new Set(), // the control-flow nodes whose box the learner opened (by node id)
     irFull: false,
     zoom: null, // null: fit the width when the graph is wider than the view
     scrolling: 0, // the frame request of a pending scroll
@@ -52,8 +55,10 @@ export function setData(st, data) {
   st.history = null;
   st.names = new Map();
   st.hasValues = st.data.stages.some((stage) => stage.nodes.some((n) => n.value));
+  st.openBoxes = new Set();
+  st.root.dataset.hasBoxes = String(st.data.stages.some((stage) => stage.nodes.some((n) => n.subgraphs)));
   for (const stage of st.data.stages) {
-    for (const n of stage.nodes) st.names.set(n.id, shortName(n.label));
+    for (const n of everyNode(stage.nodes)) st.names.set(n.id, shortName(n.label));
   }
   ui.title.textContent = st.data.name ? `${st.data.name}` : "";
   st.root.setAttribute("aria-label", `Pass stepper for ${st.data.name || "a compilation"}: ` +
@@ -152,7 +157,10 @@ export function selectChange(st, k) {
   st.change = ((k % n) + n) % n;
   renderRule(st);
   const c = inf.stage.changes[st.change];
-  if (inf.big && !st.expandAll && pageOf(inf, st.change) !== st.drawn.page) {
+  // A change inside control-flow boxes: open them, to show it where it happened.
+  const closed = (c.within ?? []).filter((id) => !st.openBoxes.has(id));
+  for (const id of closed) st.openBoxes.add(id);
+  if (closed.length || (inf.big && !st.expandAll && pageOf(inf, st.change) !== st.drawn.page)) {
     drawGraph(st, true);
   } else {
     markMatches(st);
@@ -167,6 +175,7 @@ export function selectNode(st, id, scroll) {
   st.node = id;
   const block = st.drawn.of?.get(id);
   if (block && st.drawn.blocks.has(block)) st.openBlocks.add(block.source);
+  for (const owner of inf.inner.get(id)?.owners ?? []) st.openBoxes.add(owner);
   if (!st.drawn.ids.has(id)) drawGraph(st, false);
   else markSelected(st);
   if (scroll) scrollToNodes(st, [id]);
@@ -237,6 +246,12 @@ export function onKey(st, event) {
   if (block && (event.key === "Enter" || event.key === " ")) {
     event.preventDefault();
     openBlock(st, Number(block.dataset.block));
+    return;
+  }
+  const box = event.target.closest?.(".tf-cf-toggle");
+  if (box && (event.key === "Enter" || event.key === " ")) {
+    event.preventDefault();
+    toggleBox(st, Number(box.dataset.box));
     return;
   }
   const moves = { ArrowRight: 1, j: 1, ArrowLeft: -1, k: -1 };

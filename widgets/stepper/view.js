@@ -3,12 +3,14 @@
  * drawn as the neighbourhood of its changes, a page of changes at a time (`view`): fused groups
  * collapsed into their kernel, and repeated blocks (the many nodes of one source line of an
  * unrolled loop) collapsed into one box each, until the learner opens a block or expands
- * everything. `place` then puts each drawn box somewhere. Pure functions of a stage's lookups
- * (`inf`) and the selection; what they work out once per stage is kept on `inf`.
+ * everything. `place` then puts each drawn box somewhere, making room around the control-flow
+ * boxes the learner opened (`boxes.js`). Pure functions of a stage's lookups (`inf`) and the
+ * selection; what they work out once per stage is kept on `inf`.
  */
 
-import { isOp, NODE_H, NODE_W, PAD, plural, X_SCALE, Y_SCALE } from "./common.js";
-import { nodeIn } from "./stage.js";
+import { boxGeometry, extent, insidePlaces, isBox, makeRoom } from "./boxes.js";
+import { isOp, PAD, plural, X_SCALE, Y_SCALE } from "./common.js";
+import { nodeIn, outermost } from "./stage.js";
 
 /** The most nodes drawn in a neighbourhood view; half of them are the changed nodes. */
 const VIEW_LIMIT = 300;
@@ -144,8 +146,9 @@ function focusOf(c) {
  * `openBlocks`). */
 export function view(st, inf) {
   const total = inf.stage.stats.nodes;
+  const opened = st.openBoxes ?? new Set(); // the control-flow boxes the learner opened
   if (!inf.big || st.expandAll) {
-    return { ids: null, page: -1, note: "", total, blocks: new Map() };
+    return { ids: null, page: -1, note: "", total, blocks: new Map(), opened };
   }
   const focus = [];
   let page = -1;
@@ -161,10 +164,11 @@ export function view(st, inf) {
   if (st.node !== null) focus.push(st.node);
   const ids = new Set();
   const take = (id) => {
+    id = outermost(inf, id); // (a node inside a box is seen through the box)
     if (ids.size < VIEW_LIMIT && !inf.memberOf.has(id) && nodeIn(inf, id)) ids.add(id);
   };
   for (const id of focus) take(id);
-  if (st.node !== null) ids.add(st.node);
+  if (st.node !== null) ids.add(outermost(inf, st.node));
   const adjacent = neighbours(inf);
   for (const id of [...ids]) {
     const y = nodeIn(inf, id).y;
@@ -208,7 +212,7 @@ export function view(st, inf) {
   } else {
     note = `${counts}: the top of the graph.`;
   }
-  return { ids, page, note, total, blocks };
+  return { ids, page, note, total, blocks, opened };
 }
 
 /** Where a node is drawn, in pixels: where the layout put it, or for a removed node moved
@@ -222,22 +226,13 @@ function position(inf, n) {
 /** Where each box of view `v` is drawn, in pixels: `where` (node id -> [x, y]) for the nodes,
  * `blockAt` (block -> [x, y]) for the collapsed blocks, the drawn `removed` and `present` nodes,
  * the drawing's bounding `box`, whether it is `packed`, and `of` (member id -> block) when it
- * has collapsed blocks. */
+ * has collapsed blocks; for opened control-flow boxes, their geometry (`grown`, by node id) and
+ * where the nodes inside them are (`inside`); and `toPx`, from a route point to pixels. */
 export function place(inf, v) {
   const shown = (id) => v.ids === null || v.ids.has(id);
   const removed = inf.stage.removed.filter((n) => shown(n.id));
   const present = inf.stage.nodes.filter((n) => shown(n.id));
   const where = new Map();
-  let minX = Infinity;
-  let minY = Infinity;
-  let maxX = -Infinity;
-  let maxY = -Infinity;
-  const extend = (p) => {
-    minX = Math.min(minX, p[0]);
-    maxX = Math.max(maxX, p[0]);
-    minY = Math.min(minY, p[1]);
-    maxY = Math.max(maxY, p[1]);
-  };
   for (const n of [...removed, ...present]) where.set(n.id, position(inf, n));
   // A collapsed block stands where its top-most member in view would have been. Its members
   // may be spread far apart, so a view with blocks is packed: each layer drawn becomes one
@@ -267,15 +262,26 @@ export function place(inf, v) {
       });
     });
   }
-  for (const p of where.values()) extend(p);
-  for (const p of blockAt.values()) extend(p);
-  if (minX === Infinity) minX = minY = maxX = maxY = 0;
-  const box = {
-    x: minX - NODE_W / 2 - PAD,
-    y: minY - NODE_H / 2 - PAD,
-    w: maxX - minX + NODE_W + 2 * PAD,
-    h: maxY - minY + NODE_H + 2 * PAD,
-  };
+  // Opened control-flow boxes grow where they stand; the rest makes room (see boxes.js).
+  const grown = new Map();
+  for (const n of present) {
+    if (isBox(n) && v.opened.has(n.id)) grown.set(n.id, boxGeometry(n, v.opened));
+  }
+  const shift = makeRoom([where, blockAt], grown);
+  const toPx = ([x, y]) => shift([x * X_SCALE, y * Y_SCALE]);
+  const inside = new Map();
+  for (const [id, g] of grown) insidePlaces(g, where.get(id), inside);
+  // The drawing's extent: every box, and the bends of the edges drawn along their routes (a
+  // layer's dummy nodes can stand beyond its widest row of boxes).
+  const all = new Map([...where, ...[...blockAt.values()].map((p, i) => [`block${i}`, p])]);
+  if (!packed) {
+    for (const e of inf.stage.edges) {
+      if (!where.has(e.from) || !where.has(e.to)) continue;
+      e.route.slice(1, -1).forEach((p, i) => all.set(`${e.from}>${e.to}:${i}`, toPx(p)));
+    }
+  }
+  const { x, y, w, h } = extent(all, grown);
+  const box = { x: x - PAD, y: y - PAD, w: w + 2 * PAD, h: h + 2 * PAD };
   const { of } = v.blocks.size ? blocksOf(inf) : { of: null };
-  return { removed, present, where, blockAt, packed, box, of };
+  return { removed, present, where, blockAt, packed, box, of, grown, toPx, inside };
 }

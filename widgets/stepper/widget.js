@@ -7,7 +7,9 @@
  * and arrives as the synced trait `data`: every stage's nodes with their place in the layout and
  * their change status, the edges and their routes, the changes in plain words, the figures and
  * the text of the IR. The stage on show is the synced trait `stage`, so stepping needs no round
- * trip to the kernel and Python can read or set it.
+ * trip to the kernel and Python can read or set it. A control-flow node (a `cond`, a loop) is
+ * drawn as a box that the learner opens to see the graphs it owns, with what each pass changed
+ * inside them (`boxes.js`).
  *
  * Speed: the page is rebuilt from strings (one innerHTML per panel), never node by node, and no
  * layout is read while drawing. Past BIG nodes (in stage.js) only the neighbourhood of the
@@ -20,10 +22,12 @@
  *   ir.js        the IR's line diff, and the IR panel
  *   ghosts.js    where removed nodes are drawn when a new node stands in their place
  *   stage.js     lookups into one stage's data, and across stages
+ *   shapes.js    one node's box, a badge, an edge: the shapes the graph is drawn with
+ *   boxes.js     control flow: a node that owns graphs, as a box that opens to show them
  *   view.js      choosing what to draw for a big graph, and where each box goes
  *   draw.js      the graph's SVG, as one string
  *   panels.js    the stage list, the figures, the rule card, the node's details, the narration
- *   graph.js     the drawn graph on the page: draw, mark, scroll, zoom, open a block
+ *   graph.js     the drawn graph on the page: draw, mark, scroll, zoom, open a block or a box
  *   stepping.js  the state `st`, stepping from stage to stage, keys and the slider
  *   widget.js    this file: the page's elements and its clicks, tied to the model
  * Every function is handed what it needs (the state `st`, or a stage's lookups `inf`): but for
@@ -33,7 +37,9 @@
  */
 
 import { esc, STATUS } from "./common.js";
-import { autoZoom, drawGraph, fit, openBlock, scrollToFocus, setZoom } from "./graph.js";
+import {
+  autoZoom, drawGraph, fit, openBlock, scrollToFocus, setZoom, toggleBox,
+} from "./graph.js";
 import {
   clampStage, go, onHide, onKey, onSlider, renderIR, selectChange, selectNode, setData, showStage,
   step, stepperState, stopPlaying, togglePlay,
@@ -93,7 +99,8 @@ function skeleton(uid) {
 </div>`;
 }
 
-/** The key to the colours, outlines and badges of the change statuses. */
+/** The key to the colours, outlines and badges of the change statuses, and (shown when the
+ * compilation has one) to a control-flow box. */
 function legend() {
   return Object.entries(STATUS)
     .map(
@@ -103,7 +110,11 @@ function legend() {
         `width="26" height="12" rx="${status === "fused" ? 6 : 2}"/></svg>` +
         `${esc(badge || "kept")}</span>`,
     )
-    .join("");
+    .join("") +
+    `<span class="tf-legend-item tf-legend-box" title="a node that owns graphs: a branch, a ` +
+    `loop's body"><svg width="30" height="16" aria-hidden="true"><rect class="tf-box" x="1" ` +
+    `y="1" width="28" height="14" rx="3"/><rect class="tf-box" x="3" y="3" width="24" ` +
+    `height="10" rx="2"/></svg>▸ cond or loop: click to open</span>`;
 }
 
 // --- The widget ---------------------------------------------------------------------------------
@@ -150,7 +161,10 @@ function render({ model, el }) {
       go(st, Number(found.dataset.goto));
       selectNode(st, Number(found.dataset.nodeIdGoto), true);
     } else if ((found = hit(".tf-block"))) openBlock(st, Number(found.dataset.block));
-    else if ((found = hit("[data-node-id]"))) {
+    else if ((found = hit(".tf-cf-toggle"))) {
+      toggleBox(st, Number(found.dataset.box)); // open or close it, and show its details
+      selectNode(st, Number(found.dataset.box), false);
+    } else if ((found = hit("[data-node-id]"))) {
       selectNode(st, Number(found.dataset.nodeId), !found.closest(".tf-graph"));
     } else if ((found = hit("[data-stage]"))) go(st, Number(found.dataset.stage));
     else if ((found = hit(".tf-expand"))) {
