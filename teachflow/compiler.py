@@ -255,8 +255,10 @@ class _Verifier:
         return [_random_tensor(v, rng) for v in values]
 
     def _run(self, graph: Graph, values: dict[int, np.ndarray]) -> list[np.ndarray]:
-        def keep(node: Node, result: Tensor) -> None:
-            values[node.id] = result.numpy()
+        def keep(node: Node, result: Tensor | tuple) -> None:
+            results = result if isinstance(result, tuple) else (result,)
+            for value, tensor in zip(node.outputs, results, strict=True):
+                values[value.id] = tensor.numpy()  # (control flow gives one per result)
 
         with np.errstate(all="ignore"):  # random inputs may leave an op's domain (log(-1))
             return [t.numpy() for t in interpret(graph, self.inputs, on_node=keep,
