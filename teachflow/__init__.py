@@ -13,9 +13,10 @@ The package reads in the order of the course, each module importing only those b
    (`spec`), seeded random numbers (`random`), nested containers of tensors (`tree`).
 2. Ops: the one dispatch point (`dispatch`) and the primitive ops, one declaration each (`ops`).
 3. The graph IR (`graph`): values, nodes, the graph and its text form.
-4. Eager execution and autodiff: the tape (`autodiff`); data as arrays (`conversion`), indices
-   (`indexing`), and what a tensor inherits: operators and everyday methods (`operators`),
-   PyTorch's and NumPy's names (`methods`), NumPy's protocols (`interop`); then tensors
+4. Eager execution and autodiff: the tape (`autodiff`) and the backward pass over it
+   (`backprop`); data as arrays (`conversion`), indices (`indexing`), and what a tensor
+   inherits: operators and everyday methods (`operators`), PyTorch's and NumPy's names
+   (`methods`), NumPy's protocols (`interop`); then tensors
    (`tensor`), the eager interpreter (`eager`), making tensors (`factories`), the library of
    functions (`library`), gradients as functions (`gradients`).
 5. Tracing: the Python objects around traced code (`surroundings`), reading a callable

@@ -17,7 +17,7 @@ import numpy as np
 from teachflow import autodiff, dispatch
 from teachflow.backends import get_backend
 from teachflow.compiler import Compilation, run_pipeline
-from teachflow.errors import DeviceError, SignatureMismatch, TeachflowError
+from teachflow.errors import AutodiffError, DeviceError, SignatureMismatch, TeachflowError
 from teachflow.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
 from teachflow.ops.op import Op
@@ -207,7 +207,7 @@ def write_back(graph: Graph, arguments: list[Tensor] | tuple, outputs: list[Tens
 
 
 def _refuse_backward(g: Any, i: int, *, function: str) -> Any:
-    raise autodiff.AutodiffError(
+    raise AutodiffError(
         f"this result comes from a call of the staged function {function}, which ran "
         "backward() inside: its gradients were computed inside the graph, and the call is not "
         "on the tape for another backward", op="backward",

@@ -14,7 +14,8 @@ from dataclasses import replace
 from typing import Any
 
 from teachflow import dispatch
-from teachflow.autodiff import backpropagate, enable_grad, filled_like, seed_of
+from teachflow.autodiff import enable_grad
+from teachflow.backprop import backpropagate, filled_like, seed_of
 from teachflow.dispatch import bind
 from teachflow.errors import AutodiffError, DTypeError, expect_callable, on_behalf_of
 from teachflow.ops import elementwise

@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from teachflow import autodiff, dispatch
+from teachflow import autodiff, backprop, dispatch
 from teachflow.backends import Backend, backend_of_array, get_backend, is_device_name
 from teachflow.conversion import as_dtype, to_array
 from teachflow.dispatch import bind
 from teachflow.errors import (
+    AutodiffError,
     DeviceError,
     DTypeError,
     ShapeError,
@@ -126,7 +127,7 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, autodiff.Tracked):
             self._node = autodiff.Leaf(self)
         elif not value and self._node is not None:
             if not self.is_leaf:
-                raise autodiff.AutodiffError(
+                raise AutodiffError(
                     "requires_grad can only be switched off on a leaf tensor", op="requires_grad",
                     hint="use y = x.detach() for a copy that is cut off from the tape")
             self._node = None
@@ -281,7 +282,7 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, autodiff.Tracked):
         """
         if grad is not None and not isinstance(grad, Tensor):
             grad = as_tensor(grad, dtype=self.dtype, device=self.device)
-        autodiff.backward(self, grad, retain_graph)
+        backprop.backward(self, grad, retain_graph)
 
     def detach(self) -> Tensor:
         """The same values, cut off from the tape (no gradient flows through)."""
@@ -329,7 +330,7 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, autodiff.Tracked):
 
     def _assign(self, result: Tensor, op: str) -> Tensor:
         if autodiff.is_grad_enabled() and isinstance(self._node, autodiff.Leaf):
-            raise autodiff.AutodiffError(
+            raise AutodiffError(
                 "an in-place update of a leaf that requires grad would hide the update from "
                 "backward", op=op, hint="update parameters inside `with tfl.no_grad():`")
         if result.shape != self.shape:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from teachflow import autodiff, dispatch
+from teachflow.backprop import filled_like
 from teachflow.callables import callable_name
 from teachflow.control.graphs import Subgraph, describe, merge_free, trace_subgraph
 from teachflow.control.loop_code import INDEX, emit_fori, emit_while, fori_rule, while_rule
@@ -156,7 +157,7 @@ def _fori_vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> li
         return [grads[1 + k] for k in floats] + [s + grads[1 + m + q]
                                                  for s, q in zip(sums, wanted, strict=True)]
 
-    start = [cotangents[k] for k in floats] + [autodiff.filled_like(free[q], 0) for q in wanted]
+    start = [cotangents[k] for k in floats] + [filled_like(free[q], 0) for q in wanted]
     back = _fori(0, upper - lower, step_back, start) if start else []
     out: list = [None] * len(inputs)
     for k, g in zip(floats, back, strict=False):

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from teachflow import autodiff, dispatch
+from teachflow.backprop import backpropagate, filled_like
 from teachflow.executor import interpret
 from teachflow.graph import Graph
 from teachflow.tensor import Tensor
@@ -46,12 +47,12 @@ def graph_vjp(graph: Graph, inputs: Sequence[Any], cotangents: Sequence[Any],
     found = {}
     if roots:
         targets = {leaf._node for leaf in leaves.values()}
-        found = dict(autodiff.backpropagate(roots, seeds, targets=targets))
+        found = dict(backpropagate(roots, seeds, targets=targets))
     grads: list = [None] * len(inputs)
     for k in wrt:
         leaf = leaves.get(k)
         if leaf is None:
             continue
         g = found.get(leaf._node)
-        grads[k] = g if g is not None else autodiff.filled_like(leaf, 0)
+        grads[k] = g if g is not None else filled_like(leaf, 0)
     return grads
