@@ -44,7 +44,7 @@ from teachflow.tree import tree_flatten, tree_unflatten
 class CondOp(ControlOp):
     def rerun(self, args: Sequence[Any], params: dict) -> tuple:
         true_fn, false_fn = (graph_function(params[k]) for k in ("true_fn", "false_fn"))
-        return tuple(_cond(args[0], true_fn, false_fn, list(args[1:])))
+        return tuple(run_cond(args[0], true_fn, false_fn, list(args[1:])))
 
     def emit(self, source: Source, node: Node, operands: list[str],
              results: list[str]) -> list[Line]:
@@ -83,7 +83,7 @@ def _vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> list:
         gradient.__name__ = gradient.__qualname__ = f"grad_{graph.name}"
         return gradient
 
-    grads = _cond(pred, branch("true_fn"), branch("false_fn"), operands + list(cotangents))
+    grads = run_cond(pred, branch("true_fn"), branch("false_fn"), operands + list(cotangents))
     out: list = [None] * len(inputs)
     for k, g in zip(wrt, grads, strict=True):
         out[1 + k] = g
@@ -120,12 +120,6 @@ def run_cond(pred: Any, true_fn: Callable, false_fn: Callable, operands: Sequenc
                          (pred, *leaves), {})
 
 
-def _cond(pred: Any, true_fn: Callable, false_fn: Callable, flat: list) -> list:
-    """`cond` on a flat list of operands, with branches of flat lists (graphs, gradients)."""
-    leaves, tree = tree_flatten(list(flat))
-    return list(dispatch.call(_Cond(true_fn, false_fn, tree, None, None), (pred, *leaves), {}))
-
-
 class _Cond:
     """One call of `cond`, as the interpreter decides to run it (`dispatch.call`)."""
 
@@ -155,7 +149,7 @@ class _Cond:
             return self._call(fn, symbolic)
 
         branches = [trace_subgraph(fn, operands, f"the {which} branch of tfl.cond "
-                                   f"({_name(fn)})", self.names, call)
+                                   f"({callable_name(fn)})", self.names, call)
                     for fn, which in ((self.true_fn, "true"), (self.false_fn, "false"))]
         self._check_agree(*branches)
         free = merge_free(branches, len(tensors))
@@ -164,8 +158,8 @@ class _Cond:
         return tree_unflatten(branches[0].out_tree, list(results))
 
     def _check_agree(self, true: Subgraph, false: Subgraph) -> None:
-        names = (f"the true branch ({_name(self.true_fn)})",
-                 f"the false branch ({_name(self.false_fn)})")
+        names = (f"the true branch ({callable_name(self.true_fn)})",
+                 f"the false branch ({callable_name(self.false_fn)})")
         if true.out_tree != false.out_tree:
             shapes = [tree_unflatten(b.out_tree, ["tensor"] * len(b.graph.outputs))
                       for b in (true, false)]
@@ -196,7 +190,3 @@ def _check_pred(pred: Any) -> None:
     if spec.dtype.kind != "b":
         raise DTypeError(f"the predicate must be a bool tensor, not {spec.dtype.name}",
                          op="cond", hint="compare to get one: x > 0")
-
-
-def _name(fn: Callable) -> str:
-    return callable_name(fn)

@@ -206,7 +206,7 @@ class Rewriter:
             if bounds is not None:  # over range(...), but it leaves early: Python's for
                 stmt.iter = _helper("python_range", ast.Tuple(bounds, ast.Load()),
                                     ast.Constant(_construct(leaves or stmt)),
-                                    ast.Constant(stmt.lineno))
+                                    ast.Constant(stmt.lineno), ast.Constant(_LOOP_HINT))
             stmt.body = self.block(stmt.body, defined | set(assigned([stmt.target])),
                                    after | reads([stmt]))
             stmt.orelse = self.block(stmt.orelse, defined, after)

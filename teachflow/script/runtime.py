@@ -154,18 +154,14 @@ def python_bool(test: Any, construct: str, line: int, rewrite: str) -> Any:
     return test
 
 
-def python_range(bounds: tuple, construct: str, line: int) -> range:
+def python_range(bounds: tuple, construct: str, line: int, rewrite: str) -> range:
     """``range(*bounds)`` of a ``for`` that stays Python (it contains `construct`)."""
     if any(_staged(b) for b in bounds):
         raise TraceError(
             f"this for loop's range depends on a tensor, so it would become a graph loop, but "
             f"it contains {construct}, which a graph loop cannot express", op="script",
-            location=_location(line), hint=_LOOP_HINT)
+            location=_location(line), hint=rewrite)
     return range(*bounds)
-
-
-_LOOP_HINT = ("turn the early exit into the loop's condition (a while loop with a flag in its "
-              "variables), and leave out the else clause")
 
 
 def and_(left: Any, right: Callable[[], Any]) -> Any:
