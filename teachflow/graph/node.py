@@ -113,10 +113,13 @@ class Node:
         self.op = op
         self.inputs = inputs  # Values and Python-scalar literals
         self.params = params
-        specs = spec if isinstance(spec, tuple) else (spec,)
-        self.outputs = tuple(Value(i, s, "node", producer=self)
-                             for i, s in zip((id, *more_ids), specs, strict=True))
-        self.output = self.outputs[0]
+        if isinstance(spec, tuple):  # several results
+            self.outputs = tuple(Value(i, s, "node", producer=self)
+                                 for i, s in zip((id, *more_ids), spec, strict=True))
+            self.output = self.outputs[0]
+        else:  # (every trace makes many of these: no tuple built to make one)
+            self.output = Value(id, spec, "node", producer=self)
+            self.outputs = (self.output,)
         self.source = source
         self.lineage = lineage or (id,)  # the ids of the original nodes this one stands for
         # Traced without recording for autodiff (under no_grad, or a backward pass that is not
