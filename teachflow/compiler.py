@@ -202,10 +202,16 @@ def node_flops(node: Node) -> int:
 
 
 def graph_stats(graph: Graph) -> dict[str, int]:
-    """nodes; kernels launched (views launch none); bytes read and written by kernels; flops."""
-    kernels = [n for n in graph.nodes if not n.op.view]
+    """nodes; kernels launched (views launch none); bytes read and written by kernels; flops.
+
+    The program as written: the graphs a control-flow node owns count too, each once (both
+    branches of a ``cond``, one step of a loop's body), so that a pass working inside them
+    shows in the figures. The control-flow node itself is a node but no kernel: it runs its
+    graphs' kernels."""
+    nodes = list(every_node(graph))
+    kernels = [n for n in nodes if not n.op.view and not subgraphs(n)]
     moved = sum(_bytes(n.output) + sum(_bytes(o) for o in n.inputs) for n in kernels)
-    return {"nodes": len(graph.nodes), "kernels": len(kernels), "bytes_moved": moved,
+    return {"nodes": len(nodes), "kernels": len(kernels), "bytes_moved": moved,
             "flops": sum(node_flops(n) for n in kernels)}
 
 

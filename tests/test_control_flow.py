@@ -460,10 +460,6 @@ def test_eager_gradient_of_a_zero_trip_fori_loop() -> None:
     np.testing.assert_allclose(gw.numpy(), x.numpy())
 
 
-@pytest.mark.xfail(strict=True, reason="bug: the staged gradient of a fori_loop that runs no "
-                   "step (lower >= upper) fails to trace: the backward body gathers row i of a "
-                   "history of shape (0, ...) and gather's shape rule rejects index 0 for an axis "
-                   "of size 0 (IndexingError), although the body never runs")
 @pytest.mark.parametrize("bounds", [(2, 2), (5, 1)])
 def test_staged_gradient_of_a_fori_loop_that_runs_no_step(bounds: tuple) -> None:
     lower, upper = bounds
@@ -482,7 +478,8 @@ def _second(f: Callable) -> Callable:
     return lambda x, w: tfl.grad(f)(x, w).sum()
 
 
-@pytest.mark.parametrize("f", [branchy, cond_in_loop], ids=["cond", "cond_in_fori"])
+@pytest.mark.parametrize("f", [branchy, looped, cond_in_loop],
+                         ids=["cond", "fori", "cond_in_fori"])
 @pytest.mark.parametrize("x", [[0.3, -0.2, 0.5], [-0.3, 0.2, -0.5]], ids=["pos", "neg"])
 def test_eager_second_order_gradient_through_control_flow(f: Callable, x: list) -> None:
     args = [f64(x), f64([1.5, 0.7, -0.4])]
@@ -491,17 +488,9 @@ def test_eager_second_order_gradient_through_control_flow(f: Callable, x: list) 
                                atol=1e-6)
 
 
-SECOND_ORDER_BUG = ("bug: a staged second derivative through tfl.cond or tfl.fori_loop is "
-                    "silently zero: tfl.function(tfl.grad(h)) and tfl.grad(tfl.function(h)), "
-                    "with h = lambda x, w: tfl.grad(f)(x, w).sum() and f using tfl.cond, give "
-                    "[0, 0, 0] where eager tfl.grad(h) and central differences give e.g. "
-                    "[1.7238, 0.9053, 0.2716] for x=[0.3,-0.2,0.5], w=[1.5,0.7,-0.4] (the same "
-                    "program without control flow is right staged)")
-
-
-@pytest.mark.xfail(strict=True, reason=SECOND_ORDER_BUG)
 @pytest.mark.parametrize("way", ["function(grad(h))", "grad(function(h))"])
-@pytest.mark.parametrize("f", [branchy, cond_in_loop], ids=["cond", "cond_in_fori"])
+@pytest.mark.parametrize("f", [branchy, looped, cond_in_loop],
+                         ids=["cond", "fori", "cond_in_fori"])
 def test_staged_second_order_gradient_through_control_flow(f: Callable, way: str) -> None:
     args = [f64([0.3, -0.2, 0.5]), f64([1.5, 0.7, -0.4])]
     h = _second(f)
@@ -510,13 +499,23 @@ def test_staged_second_order_gradient_through_control_flow(f: Callable, way: str
     np.testing.assert_allclose(got.numpy(), _numeric(h, args, 0), rtol=1e-5, atol=1e-6)
 
 
+def test_staged_third_order_gradient_through_a_fori_loop_equals_eager() -> None:
+    # Each order differentiates the loops the previous one built (history loops included).
+    def f(x, w):
+        return (tfl.fori_loop(0, 3, lambda i, c: (c * w).tanh() + c * c * 0.1, x) ** 3).sum()
+    h3 = _second(_second(f))
+    args = [f64([0.3, -0.2, 0.5]), f64([1.5, 0.7, -0.4])]
+    want = tfl.grad(h3)(*args).numpy()  # eagerly the loop is plain Python
+    np.testing.assert_allclose(tfl.function(tfl.grad(h3))(*args).numpy(), want, rtol=1e-10)
+    np.testing.assert_allclose(want, _numeric(h3, args, 0), rtol=1e-4, atol=1e-5)
+
+
 def branchy_true(x, w):
     y = (x * w).tanh()  # branchy where x.sum() > 0, without the cond
     return (y * y).sum()
 
 
 def test_staged_second_order_gradient_without_control_flow_is_right() -> None:
-    # (The reference for the xfail above: the same second derivative, no cond, staged.)
     args = [f64([0.3, -0.2, 0.5]), f64([1.5, 0.7, -0.4])]
     h = _second(branchy_true)
     want = _numeric(h, args, 0)
@@ -961,6 +960,19 @@ def test_verification_does_not_hang_on_a_while_loop() -> None:
     except _Hung:
         pytest.fail("tfl.compile(..., verify=True) ran for more than 2 s")
     assert compilation(x).item() == 17.0
+
+
+def test_stage_figures_count_the_work_inside_a_loop_body() -> None:
+    def f(x):
+        return tfl.fori_loop(0, 10, lambda i, c: (c * 2.0 + c * 2.0).tanh() + 1.0, x)
+
+    stats = {s.pass_name: s.stats for s in tfl.compile(f, tfl.tensor([1.0, 2.0, 3.0, 4.0])).snapshots}
+    # The loop node and its body's five ops (mul, mul, add, tanh, add), one flop per element each.
+    assert stats["trace"]["nodes"] == 1 + 5 and stats["trace"]["kernels"] == 5
+    assert stats["trace"]["flops"] == 5 * 4
+    assert stats["cse"]["flops"] == 4 * 4  # the body's second c * 2.0 is gone
+    assert stats["fuse"]["kernels"] == 1  # the body is one kernel; the loop node launches none
+    assert stats["fuse"]["bytes_moved"] < stats["dce"]["bytes_moved"]
 
 
 # --- 8. networkx ---------------------------------------------------------------------------------

@@ -128,7 +128,11 @@ class ForiOp(ControlOp):
 
 def _fori_vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> list:
     """Run the loop forward keeping each step's carry, then backwards through the body's
-    gradient, from the last step to the first."""
+    gradient, from the last step to the first.
+
+    A loop that kept its history is differentiated too when a second derivative is wanted (the
+    backward loop read it): row ``i`` of the history is the carry step ``i`` started from, so
+    its cotangent joins that carry's on the way back."""
     lower, upper = inputs[0], inputs[1]
     if not (isinstance(lower, int) and isinstance(upper, int)):
         raise AutodiffError(
@@ -138,11 +142,19 @@ def _fori_vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> li
     body = params["body_fn"]
     m = len(body.outputs)
     carry, free = list(inputs[2:2 + m]), list(inputs[2 + m:])
+    floats = [k for k in range(m) if carry[k].dtype.kind in "fc"]
+    wanted = [q for q in range(len(free)) if needs[2 + m + q]]
+    out: list = [None] * len(inputs)
+    if upper <= lower:  # no step ran: the result is the initial carry itself
+        for k in floats:
+            out[2 + k] = cotangents[k]
+        for q in wanted:
+            out[2 + m + q] = filled_like(free[q], 0)
+        return out
     run = graph_function(body)
     forward = _fori(lower, upper, lambda i, *c: run(i, *c, *free), carry, history=True)
     history = forward[m:]
-    floats = [k for k in range(m) if carry[k].dtype.kind in "fc"]
-    wanted = [q for q in range(len(free)) if needs[2 + m + q]]
+    kept = [cotangents[m + k] for k in floats] if params.get("history") else []
 
     def step_back(j: Any, *state: Any) -> list:
         i = (upper - 1) - j
@@ -153,13 +165,14 @@ def _fori_vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> li
             cts[k] = ct
         wrt = [1 + k for k in floats] + [1 + m + q for q in wanted]
         grads = graph_vjp(body, [i, *at, *free], cts, wrt)
+        back = [grads[1 + k] for k in floats]
+        back = [g + bind(shape_ops.gather, h, row, index=(shape_ops.Hole(0),))
+                for g, h in zip(back, kept, strict=True)] if kept else back
         sums = state[len(floats):]
-        return [grads[1 + k] for k in floats] + [s + grads[1 + m + q]
-                                                 for s, q in zip(sums, wanted, strict=True)]
+        return back + [s + grads[1 + m + q] for s, q in zip(sums, wanted, strict=True)]
 
     start = [cotangents[k] for k in floats] + [filled_like(free[q], 0) for q in wanted]
     back = _fori(0, upper - lower, step_back, start) if start else []
-    out: list = [None] * len(inputs)
     for k, g in zip(floats, back, strict=False):
         out[2 + k] = g
     for q, g in zip(wanted, back[len(floats):], strict=True):

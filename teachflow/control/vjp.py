@@ -8,6 +8,10 @@ inputs as leaves of a fresh tape, and sends the cotangents back through that tap
 tracing, every op of both passes becomes a node of the graph being traced (the gradient's own
 branch or body), so the backward graph can be printed, optimized and run like any other.
 
+The backward pass records its own ops on the tape when a gradient of this gradient is wanted
+(the caller's grad mode says so), so that a second derivative can run *it* again in turn: a
+graph built with recording off would be rerun untracked, and its derivative would be zero.
+
 Running the forward ops again (*rematerialization*) costs compute and saves memory: nothing of
 the forward pass has to be kept for the backward one but the sub-graph's inputs.
 """
@@ -28,6 +32,7 @@ def graph_vjp(graph: Graph, inputs: Sequence[Any], cotangents: Sequence[Any],
               wrt: Sequence[int]) -> list:
     """The cotangents of `graph`'s inputs at positions `wrt` (zeros where no path leads), given
     `inputs` and one cotangent per output; None at the other positions."""
+    create_graph = autodiff.is_grad_enabled()  # (a gradient of this gradient is wanted)
     args, leaves = [], {}
     interpreter = dispatch.current_interpreter()
     for k, x in enumerate(inputs):
@@ -47,7 +52,7 @@ def graph_vjp(graph: Graph, inputs: Sequence[Any], cotangents: Sequence[Any],
     found = {}
     if roots:
         targets = {leaf._node for leaf in leaves.values()}
-        found = dict(backpropagate(roots, seeds, targets=targets))
+        found = dict(backpropagate(roots, seeds, targets=targets, create_graph=create_graph))
     grads: list = [None] * len(inputs)
     for k in wrt:
         leaf = leaves.get(k)
