@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 import teachflow as tfl
+from teachflow.viz import side_by_side_html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ROOT = Path(__file__).parent.parent
@@ -401,6 +402,47 @@ def test_a_loop_is_a_box_that_opens_to_show_its_body(page, tmp_path) -> None:
     assert box.get_attribute("aria-expanded") == "true" and body_node.count() == 1
     page.keyboard.press("j")  # the stepping keys still step
     assert stage_of(page) == 1
+    assert not page.errors, page.errors
+
+
+def test_unrolled_and_scripted_side_by_side_step_on_their_own(page, tmp_path) -> None:
+    def f_static(x):
+        for _ in range(3):
+            x = halve(x)
+        return x
+
+    @tfl.script
+    def f_dynamic(x):
+        while x.sum() > 1:
+            x = halve(x)
+        return x
+
+    x = tfl.tensor([4.0, 4.0])
+    path = side_by_side_html({"f_static: traced, unrolled": tfl.compile(f_static, x),
+                              "f_dynamic: scripted": tfl.compile(f_dynamic, x)},
+                             tmp_path / "pair.html")
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tf-stepper[data-current-stage]")
+    static, dynamic = page.locator(".tf-stepper").all()
+    assert static.locator(".tf-graph .tf-node").count() == 3 + 1  # three muls and the input
+    assert dynamic.locator(".tf-cf-toggle").count() == 1  # one loop node, closed
+    # Each fits its half of the page: its columns stack (one grid column), nothing overflows.
+    for stepper in (static, dynamic):
+        columns = stepper.locator(".tf-body").evaluate(
+            "el => getComputedStyle(el).gridTemplateColumns.split(' ').length")
+        assert columns == 1
+        assert stepper.evaluate("el => el.scrollWidth <= el.clientWidth + 1")
+    static.locator(".tf-next").click()
+    assert static.get_attribute("data-current-stage") == "1"
+    assert dynamic.get_attribute("data-current-stage") == "0"  # the other did not move
+    dynamic.focus()
+    page.keyboard.press("j")  # keys step the stepper that has the focus, only
+    assert dynamic.get_attribute("data-current-stage") == "1"
+    assert static.get_attribute("data-current-stage") == "1"
+    dynamic.locator(".tf-cf-toggle").click()
+    assert dynamic.locator(".tf-graph .tf-node", has_text="mul").count() == 1  # the body
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "static-page-side-by-side.png"), full_page=True)
     assert not page.errors, page.errors
 
 

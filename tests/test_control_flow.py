@@ -966,7 +966,8 @@ def test_stage_figures_count_the_work_inside_a_loop_body() -> None:
     def f(x):
         return tfl.fori_loop(0, 10, lambda i, c: (c * 2.0 + c * 2.0).tanh() + 1.0, x)
 
-    stats = {s.pass_name: s.stats for s in tfl.compile(f, tfl.tensor([1.0, 2.0, 3.0, 4.0])).snapshots}
+    compilation = tfl.compile(f, tfl.tensor([1.0, 2.0, 3.0, 4.0]))
+    stats = {s.pass_name: s.stats for s in compilation.snapshots}
     # The loop node and its body's five ops (mul, mul, add, tanh, add), one flop per element each.
     assert stats["trace"]["nodes"] == 1 + 5 and stats["trace"]["kernels"] == 5
     assert stats["trace"]["flops"] == 5 * 4

@@ -26,6 +26,20 @@ _graph = staged_chain.concrete_functions[0].graph
 print(_json.dumps({"ops": [n.op.name for n in _graph.nodes],
                    "elements": max(int(np.prod(v.shape)) for v in _graph.values())}))
 """,
+    # Lesson 4 scripts f_dynamic into one loop node and shows it beside f_static.
+    "04_control_flow_and_scripting": """
+import json as _json
+_row = side_by_side({"a": static, "b": dynamic})
+print(_json.dumps({
+    "scripted_ops": [n.op.name for n in scripted.concrete_functions[0].graph.nodes],
+    "traces": scripted.trace_count,
+    "results": [scripted(tfl.tensor(v)).numpy().tolist() for v in ([4.0, 4.0], [0.2, 0.2])],
+    "static_ops": [n.op.name for n in static.snapshots[0].graph.nodes],
+    "row": [type(w).__name__ for column in _row.children for w in column.children],
+    "stages": [len(column.children[1].data["stages"]) for column in _row.children],
+    "gradient": (staged_grad(x64, w64).numpy() - numeric(lambda w: looped(x64, w), w64)).tolist(),
+}))
+""",
 }
 
 
@@ -106,6 +120,18 @@ def test_lesson_2_times_staging_on_many_small_ops() -> None:
     assert len(probe["ops"]) >= 40  # the per-op saving, many times over
     assert probe["elements"] <= 16  # small tensors: the dispatch, not the arithmetic, dominates
     assert not [op for op in probe["ops"] if op.startswith("fused")]  # staging alone, no passes
+
+
+def test_lesson_4_scripts_f_dynamic_and_shows_it_beside_f_static() -> None:
+    path = FOLDER / "04_control_flow_and_scripting.ipynb"
+    probe = json.loads(printed(executed(path).cells[-1]))
+    assert probe["scripted_ops"] == ["while"]  # one loop node, whose body calls g
+    assert probe["results"][0] == [0.5, 0.5] and probe["traces"] == 1
+    assert probe["results"][1] == [pytest.approx(0.2)] * 2  # (float32)
+    assert probe["static_ops"] == ["mul", "mul", "mul"]  # unrolled by tracing
+    assert probe["row"] == ["HTML", "PassStepper", "HTML", "PassStepper"]
+    assert probe["stages"] == [6, 6]
+    assert max(abs(d) for d in probe["gradient"]) < 1e-6
 
 
 def test_the_lessons_readme_tells_what_each_lesson_holds() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 import teachflow as tfl
+from teachflow.viz import side_by_side, side_by_side_html
 from teachflow.viz.assets import widget_file, widgets_folder
 from teachflow.viz.data import compilation_data
 from teachflow.viz.html import page_html
@@ -36,7 +37,7 @@ def compiled() -> tfl.Compilation:
 
 
 def embedded_data(page: str) -> dict:
-    found = re.search(r'<script type="application/json" id="teachflow-data">(.*?)</script>',
+    found = re.search(r'<script type="application/json" id="teachflow-stepper-data">(.*?)</script>',
                       page, re.S)
     assert found is not None
     return json.loads(found.group(1))
@@ -473,12 +474,49 @@ def test_to_html_writes_one_self_contained_page(tmp_path: Path) -> None:
     assert page.count("</script>") == 2  # the user's "</script>" stayed inside the data
     # No "<" at all in the data: "<!--" followed by "<script" would change how the browser
     # reads the rest of the element, so every "<" is the JSON escape (the same string).
-    assert "<" not in re.search(r'id="teachflow-data">(.*?)</script>', page, re.S).group(1)
+    assert "<" not in re.search(r'id="teachflow-stepper-data">(.*?)</script>', page, re.S).group(1)
     data = embedded_data(page)
     assert data == json.loads(json.dumps(
         compilation_data(compilation, compilation.example_inputs)))
     assert any("</script> or <!-- <script>" in n["source_line"]
                for n in data["stages"][0]["nodes"])
+
+
+def test_side_by_side_html_holds_one_stepper_per_compilation(tmp_path: Path) -> None:
+    def f_static(x):
+        for _ in range(3):
+            x = x * 0.5
+        return x
+
+    @tfl.script
+    def f_dynamic(x):
+        while x.sum() > 1:
+            x = x * 0.5
+        return x
+
+    x = tfl.tensor([4.0, 4.0])
+    pair = {"unrolled <by tracing>": tfl.compile(f_static, x),
+            "scripted": tfl.compile(f_dynamic, x)}
+    path = side_by_side_html(pair, tmp_path / "pair.html")
+    page = path.read_text(encoding="utf-8")
+    panels = re.findall(r'<div id="teachflow-stepper-\d" class="teachflow-panel"[^>]*>', page)
+    assert len(panels) == 2 and not [p for p in panels if "data-keys" in p]  # keys: per stepper
+    assert "<h2>unrolled &lt;by tracing&gt;</h2>" in page  # titles are text, not markup
+    for k, compilation in enumerate(pair.values()):
+        found = re.search(rf'id="teachflow-stepper-{k}-data">(.*?)</script>', page, re.S)
+        assert json.loads(found.group(1)) == json.loads(json.dumps(
+            compilation_data(compilation, compilation.example_inputs)))
+    assert stepper_module() in page and page.count(stepper_module()) == 1
+
+
+def test_side_by_side_puts_a_titled_stepper_per_compilation_in_one_row() -> None:
+    a, b = compiled(), tfl.compile(lambda x: x * 2.0, tfl.randn(3))
+    row = side_by_side({"first": a, "second": b})
+    assert [column.children[0].value for column in row.children] == ["<b>first</b>",
+                                                                      "<b>second</b>"]
+    steppers = [column.children[1] for column in row.children]
+    assert all(isinstance(s, PassStepper) for s in steppers)
+    assert [s.data for s in steppers] == [compilation_data(c, c.example_inputs) for c in (a, b)]
 
 
 def test_page_html_runs_the_same_render_with_a_stand_in_model() -> None:

@@ -229,7 +229,8 @@ def test_python_code_that_needs_a_traced_value_raises_trace_error(fn) -> None:
     message = str(err)
     assert "values exist only when the graph runs" in message
     if fn in CONTROL_FLOW:  # choosing a path: compute both, choose with where
-        assert "one path" in message and "tfl.where" in err.hint and "lesson 2" in err.hint
+        assert "one path" in message and "tfl.where" in err.hint and "lesson 2" in err.hint \
+            and "lesson 4" in err.hint
     else:  # reading values: not about paths at all
         assert "path" not in message and ".numpy()" in err.hint
     for name in ("tfl.script", "tfl.cond", "tfl.while_loop"):  # not there yet: never named

@@ -75,7 +75,7 @@ class Value:
                      "while; or decorate the function with @tfl.script, which rewrites its "
                      "if/while/for on tensors into those; tfl.where(cond, a, b) chooses "
                      "elementwise; a Python argument decides while tracing (one trace per "
-                     "value); lesson 2 shows each")
+                     "value); lesson 2 shows tfl.where, lesson 4 the rest")
         return TraceError(message, op="trace",
                           hint="keep computing with tensor ops inside the traced function, "
                                "return the tensor, and call .numpy() or .item() on the result")

@@ -7,7 +7,9 @@ the stage on show. Stepping happens in the browser, so it needs no round trip to
 may be busy, or gone, once the stepper is drawn). A notebook saved with its widget state shows it
 again when reopened; one saved without shows that the widget's model is not found, and the cell
 must run again (`Compilation.to_html` keeps a page that needs no kernel at all).
-``compilation.show()`` makes one; displaying a compilation shows one too.
+``compilation.show()`` makes one; displaying a compilation shows one too. `side_by_side` puts
+several in one row (the same program captured two ways, say): each stepper fits its own width,
+stacking its columns when it is narrow.
 
 The front-end is a few small ES modules (``widgets/stepper/``, one idea each), but anywidget
 loads one module, from a string, so an ``import ... from "./draw.js"`` in it would have nothing
@@ -27,6 +29,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
+from html import escape
 from typing import Any
 
 import anywidget
@@ -109,3 +113,23 @@ class PassStepper(anywidget.AnyWidget):
         count = len(self.data.get("stages", []))
         return (f"<PassStepper {self.data.get('name', '')}: stage {self.stage + 1} of {count}"
                 f" ({self.stage_name})>")
+
+
+def side_by_side(compilations: Mapping[str, Any]) -> Any:
+    """Steppers for ``title: compilation`` pairs in one row, each under its title, each stepped
+    on its own::
+
+        side_by_side({"unrolled by tracing": tfl.compile(f_static, x),
+                      "scripted": tfl.compile(tfl.script(f_dynamic), x)})
+    """
+    import ipywidgets
+
+    columns = []
+    for title, compilation in compilations.items():
+        stepper = compilation.show()
+        stepper.layout = ipywidgets.Layout(width="100%")
+        columns.append(ipywidgets.VBox(
+            [ipywidgets.HTML(f"<b>{escape(title)}</b>"), stepper],
+            layout=ipywidgets.Layout(flex="1 1 0", min_width="0")))
+    return ipywidgets.HBox(columns, layout=ipywidgets.Layout(width="100%", grid_gap="12px",
+                                                             align_items="flex-start"))
