@@ -519,6 +519,16 @@ def test_side_by_side_puts_a_titled_stepper_per_compilation_in_one_row() -> None
     assert [s.data for s in steppers] == [compilation_data(c, c.example_inputs) for c in (a, b)]
 
 
+@pytest.mark.parametrize("bad", [{}, [], None, {"f": "not a compilation"},
+                                 {"f": tfl.function(lambda x: x)}])
+def test_side_by_side_refuses_what_is_not_a_dict_of_compilations(bad: Any, tmp_path) -> None:
+    for show in (side_by_side, lambda c: side_by_side_html(c, tmp_path / "page.html")):
+        with pytest.raises(tfl.TeachflowError, match="compilation") as info:
+            show(bad)
+        assert "tfl.compile" in info.value.hint
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
 def test_page_html_runs_the_same_render_with_a_stand_in_model() -> None:
     page = page_html({"name": "f", "stages": []})
     for method in ("get", "set(", "on(", "off(", "save_changes("):

@@ -5,21 +5,40 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
-def side_by_side(compilations: Any) -> Any:
+def side_by_side(compilations: Mapping[str, Any]) -> Any:
     """Steppers for ``title: compilation`` pairs in one row (`teachflow.viz.stepper`)."""
-    from teachflow.viz.stepper import side_by_side as widgets  # (imports the widget libraries)
+    from teachflow.viz.stepper import side_by_side as row  # (imports the widget libraries)
 
-    return widgets(compilations)
+    return row(_checked(compilations, "side_by_side"))
 
 
-def side_by_side_html(compilations: Any, path: Any) -> Any:
+def side_by_side_html(compilations: Mapping[str, Any], path: Any) -> Any:
     """One self-contained page with a stepper per ``title: compilation`` (`teachflow.viz.html`)."""
     from teachflow.viz.html import side_by_side_html as page
 
-    return page(compilations, path)
+    return page(_checked(compilations, "side_by_side_html"), path)
+
+
+def _checked(compilations: Any, op: str) -> dict[str, Any]:
+    from teachflow.compiler import Compilation
+    from teachflow.errors import TeachflowError
+
+    example = f'{op}({{"unrolled": tfl.compile(f_static, x), "scripted": ' \
+              'tfl.compile(tfl.script(f_dynamic), x)})'
+    if not isinstance(compilations, Mapping) or not compilations:
+        raise TeachflowError(f"{op} takes a dict of title: compilation, not "
+                             f"{type(compilations).__name__} {compilations!r:.60}", op=op,
+                             hint=example)
+    for title, compilation in compilations.items():
+        if not isinstance(compilation, Compilation):
+            raise TeachflowError(
+                f"{title!r} is {type(compilation).__name__} {compilation!r:.60}, not a compilation",
+                op=op, hint=f"make one with tfl.compile(f, *example_args): {example}")
+    return {str(title): compilation for title, compilation in compilations.items()}
 
 
 __all__ = ["side_by_side", "side_by_side_html"]
