@@ -24,7 +24,6 @@ def side_by_side_html(compilations: Mapping[str, Any], path: Any) -> Any:
 
 
 def _checked(compilations: Any, op: str) -> dict[str, Any]:
-    from teachflow.compiler import Compilation
     from teachflow.errors import TeachflowError
 
     example = f'{op}({{"unrolled": tfl.compile(f_static, x), "scripted": ' \
@@ -34,7 +33,7 @@ def _checked(compilations: Any, op: str) -> dict[str, Any]:
                              f"{type(compilations).__name__} {compilations!r:.60}", op=op,
                              hint=example)
     for title, compilation in compilations.items():
-        if not isinstance(compilation, Compilation):
+        if not hasattr(compilation, "snapshots"):  # (what tfl.compile returns; viz reads first)
             raise TeachflowError(
                 f"{title!r} is {type(compilation).__name__} {compilation!r:.60}, not a compilation",
                 op=op, hint=f"make one with tfl.compile(f, *example_args): {example}")
