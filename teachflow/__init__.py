@@ -29,7 +29,11 @@ The package reads in the order of the course, each module importing only those b
 8. Polymorphic functions: signatures (`signature`), concrete functions (`concrete`),
    `tfl.function` and `tfl.compile` (`function`); scripting: capturing a function from its
    source, with its control flow on tensors as graph nodes (`script`).
-9. The notebook: the ``%%compile`` cell magic (`magic`).
+9. Modules and training: layers with parameters, as PyTorch's (`nn`), optimizers (`optim`),
+   data sets and batches (`data`).
+10. Saved graphs: a language-neutral file and a loader that trusts nothing (`saved`), and the
+    same graph as an ONNX model for other runtimes (`onnx_export`).
+11. The notebook: the ``%%compile`` cell magic (`magic`).
 
 README.md has the table.
 """
