@@ -40,6 +40,7 @@ README.md has the table.
 
 import numpy as _np
 
+from teachflow import data, nn, optim
 from teachflow import eager as _eager  # installs the eager interpreter behind `bind`
 from teachflow.autodiff import enable_grad, is_grad_enabled, no_grad
 from teachflow.backends import devices
@@ -134,8 +135,7 @@ _FOREIGN = {
     "np.random.randint(low, high, size))", "rand_like": "tfl.rand(*x.shape)",
     "randn_like": "tfl.randn(*x.shape)", "empty": "tfl.zeros(shape)", "no_grad_": "tfl.no_grad()",
     "bool": "'bool' (a dtype name)", "long": "tfl.int64", "float": "tfl.float32",
-    "double": "tfl.float64", "half": "tfl.float16", "nn": "the modules of a later lesson",
-    "optim": "the optimizers of a later lesson",
+    "double": "tfl.float64", "half": "tfl.float16",
 }
 
 
@@ -186,6 +186,7 @@ __all__ = [
     "compile",
     "concatenate",
     "cond",
+    "data",
     "devices",
     "enable_grad",
     "exp",
@@ -206,9 +207,11 @@ __all__ = [
     "mean",
     "min",
     "minimum",
+    "nn",
     "no_grad",
     "ones",
     "ones_like",
+    "optim",
     "permute",
     "placeholder",
     "rand",

@@ -17,7 +17,8 @@ mode: an eager tensor read inside a trace still prints its numbers.)
 Programs also *change state*: ``p -= lr * g`` updates a tensor in place, ``loss.backward()``
 fills ``.grad``, ``w.requires_grad = True`` marks a leaf, and ``tfl.tensor([...])`` makes a
 tensor from data. Those go to the current interpreter too (`assign`, `read_grad`, `write_grad`,
-`mark`, `lift`), and so does reading a tensor's values (`values`): eagerly they happen at once;
+`mark`, `lift`), and so does reading a tensor's values (`values`) or a Python flag that decides
+what runs (`assume`): eagerly they happen at once;
 while tracing, the graph builder records the changes, so that the graph can compute the new
 state and the call can write it back, and refuses to read values, which exist only when the
 graph runs (see `teachflow.staging`). A call of a staged function is the interpreter's decision
@@ -58,6 +59,12 @@ class Interpreter(Protocol):
     def operand(self, tensor: Any) -> Any:
         """The tensor as this mode's ops take it: eagerly itself; while tracing, a tensor from
         outside the trace becomes its stand-in (read when the graph runs)."""
+
+    def assume(self, read: Callable[[], Any], what: str) -> Any:
+        """A Python value outside the trace that decides what is computed (a module's
+        ``training`` flag: `what` names it): eagerly it is simply read; while tracing, it is
+        read now and again before each call of the graph, which is traced anew when the value
+        changed (``model.eval()`` after a call must not keep running dropout)."""
 
     def call(self, function: Any, args: tuple, kwargs: dict) -> Any:
         """Call a staged function (`tfl.function`, or one of its concrete functions): eagerly

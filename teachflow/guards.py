@@ -28,7 +28,10 @@ class Guard:
       ``model = Model()`` between calls rebinds a name, and the graph must read the new tensor);
     - "aliases": which of the arguments and captured tensors (`place`) are one and the same
       tensor (`expected`: for each, the first position of the same tensor): one tensor under
-      two names is one stand-in in the trace, as it is one tensor eagerly."""
+      two names is one stand-in in the trace, as it is one tensor eagerly;
+    - "assumption": a Python value that decided what was traced (`place`: how to read it again,
+      and its name), such as a module's ``training`` flag (``Dropout`` traces a random mask
+      only in training)."""
 
     slot: Slot | None
     what: str
@@ -36,6 +39,8 @@ class Guard:
     place: Any = None
 
     def observe(self, arguments: Any) -> Any:
+        if self.what == "assumption":
+            return self.place[0]()
         if self.what == "aliases":
             first: dict[Any, int] = {}  # a tensor -> its first position
             return tuple(first.setdefault(t, k)
@@ -64,6 +69,8 @@ class Guard:
             if self.what != "binding":
                 return gone.message
             now = False  # the tensor traced is gone: its name (if any) names another
+        if self.what == "assumption":
+            return f"{self.place[1]} was {self.expected!r} when traced, now {now!r}"
         if self.what == "aliases":
             return ("the arguments (and captured tensors) that are one and the same tensor are "
                     "not the ones that were when traced")

@@ -29,6 +29,7 @@ retraces).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -344,6 +345,11 @@ class GraphBuilder:
             return self.captured[tensor].data
         return next((state.slot for state in self.grads.values() if state.current is tensor),
                     None)  # ``return w.grad``: the .grad itself, after the write-back
+
+    def assume(self, read: Callable[[], Any], what: str) -> Any:
+        value = read()
+        self.guards.append(Guard(None, "assumption", value, (read, what)))
+        return value
 
     def mark(self, tensor: Tensor, requires_grad: bool) -> None:
         if tensor in self.arguments:

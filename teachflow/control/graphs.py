@@ -87,6 +87,9 @@ class SubgraphBuilder(GraphBuilder):
         raise self._refuse("writing .grad (backward() does)",
                            "compute gradients with tfl.grad inside, and return them")
 
+    def assume(self, read: Callable[[], Any], what: str) -> Any:
+        return self.parent.assume(read, what)  # (the trace around the branch or loop checks it)
+
     def mark(self, tensor: Tensor, requires_grad: bool) -> None:
         raise self._refuse("setting requires_grad",
                            "set requires_grad before the staged function is called")

@@ -1,0 +1,16 @@
+"""``tfl.nn``: modules, the PyTorch way: layers that hold parameters and compute in ``forward``.
+
+    model = tfl.nn.Sequential(tfl.nn.Linear(10, 32), tfl.nn.ReLU(), tfl.nn.Dropout(),
+                              tfl.nn.Linear(32, 1))
+    loss = tfl.nn.functional.mse_loss(model(x), y)
+
+The chapters: `module` (what a module is: parameters found by attribute, names, modes, state),
+`functional` (the computations, as functions), `layers` (the modules that call them).
+"""
+
+from teachflow.nn import functional
+from teachflow.nn.layers import Dropout, Flatten, Linear, ReLU, Sequential, Sigmoid, Tanh
+from teachflow.nn.module import Module, Parameter
+
+__all__ = ["Dropout", "Flatten", "Linear", "Module", "Parameter", "ReLU", "Sequential",
+           "Sigmoid", "Tanh", "functional"]
