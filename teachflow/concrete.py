@@ -203,7 +203,8 @@ def write_back(graph: Graph, arguments: list[Tensor] | tuple, outputs: list[Tens
         if update.slot.attr == "data":
             interpreter.assign(tensor, new)
         else:  # a gradient is a plain value, off the tape, as backward() leaves it
-            interpreter.write_grad(tensor, None if new is None else new.detach())
+            plain = new is None or new._node is None  # (what the generated code gives is)
+            interpreter.write_grad(tensor, new if plain else new.detach())
 
 
 def _refuse_backward(g: Any, i: int, *, function: str) -> Any:

@@ -371,16 +371,20 @@ class GraphBuilder:
         if aliasing or self.aliased or self.updates():
             guards.append(Guard(None, "aliases", Guard(None, "aliases", None, captured).observe(
                 self.examples), captured))
+        leaves = set()  # (a tensor assumed to be a leaf that requires grad requires grad)
         for slot, _ in self.updates():  # updating a leaf that requires grad is refused (eagerly
             if slot.attr == "data":  # too): whether it is one is assumed
                 tensor = slot.tensor(self.examples)
                 guards.append(Guard(slot, "leaf", tensor.requires_grad and tensor.is_leaf))
+                if tensor.requires_grad and tensor.is_leaf:
+                    leaves.add(tensor)
         if any(state.written for state in self.grads.values()):
             for position, example in enumerate(self.examples):
                 slot = Slot(position, "data", self.graph.inputs[position].name)
                 guards.append(Guard(slot, "requires_grad", example.requires_grad))
             for tensor, capture in self.captured.items():
-                guards.append(Guard(capture.data, "requires_grad", tensor.requires_grad))
+                if tensor not in leaves:
+                    guards.append(Guard(capture.data, "requires_grad", tensor.requires_grad))
         return guards
 
 

@@ -107,6 +107,7 @@ def traced(f: Callable, *args: tfl.Tensor) -> Callable[[], Graph]:
 
 
 F64 = TensorSpec((2, 3), np.float64)
+PRODUCT_T = "transpose(a @ b) -> b.T @ a.T (the product made in the layout it is read in)"
 
 FIRES = [
     Case("x*1 -> x", traced(lambda x: x * 1, t(X)), (t(X),), [], "return %x"),
@@ -135,6 +136,11 @@ FIRES = [
          note="a swap twice cancels"),
     Case("transpose(x) keeping every axis -> x", traced(lambda x: x.transpose((0, 1)), t(X)),
          (t(X),), [], "return %x"),
+    Case(PRODUCT_T, traced(lambda a, b: (a @ b).T, t(X), t(X.T)), (t(X), t(2 * X.T)),
+         ["matmul", "transpose", "transpose", "matmul"], note="the old product is left for dce"),
+    Case(PRODUCT_T, traced(lambda x, b: (x.T @ b).T, t(X), t(X)), (t(X), t(X)),
+         ["transpose", "matmul", "transpose", "matmul"],
+         note="a weight's gradient: b.T @ x, reading x itself"),
     Case("broadcast_to(x) to its own shape -> x",
          lambda: by_hand("broadcast_to", F64, shape=(2, 3)), (t(X),), [], "return %x"),
     Case("astype(x) to its own dtype -> x",
@@ -235,6 +241,10 @@ NOT_FIRES = [
     Case("broadcast_to(x) to its own shape -> x",
          traced(lambda x: tfl.broadcast_to(x, (2, 3)), t(X[0])), (t(X[0]),),
          note="a real broadcast"),
+    Case(PRODUCT_T, traced(lambda a, b: (lambda p: p.T + p.sum())(a @ b), t(X), t(X.T)),
+         (t(X), t(X.T)), note="the product is read untransposed too: one product, not two"),
+    Case(PRODUCT_T, traced(lambda a, b: (a @ b).transpose(0, 2, 1), t(np.ones((4, 2, 3))),
+                           t(np.ones((4, 3, 2)))), (), note="a batch of products (3-D)"),
     Case("astype(x) to its own dtype -> x", traced(lambda x: x.astype(np.float32), t(X)),
          (t(X),), note="a real cast"),
     Case("identity(x) -> x", traced(lambda x: x.abs(), t(X)), (t(X),),

@@ -248,7 +248,8 @@ def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
 reshape = Op("reshape", lambda xp: lambda x, *, shape: x.reshape(shape), _reshape_rule,
              grads=(lambda g, x_spec: reshape_to(g, x_spec),), view=True)
 transpose = Op("transpose", lambda xp: lambda x, *, axes: x.transpose(axes), _transpose_rule,
-               grads=(lambda g, *, axes: bind(transpose, g, axes=tuple(np.argsort(axes))),),
+               grads=(lambda g, *, axes: bind(transpose, g,
+                                              axes=tuple(map(int, np.argsort(axes)))),),
                view=True)
 broadcast_to = Op("broadcast_to", lambda xp: xp.broadcast_to, _broadcast_to_rule,
                   grads=(lambda g: g,), broadcasts=True, view=True)

@@ -73,9 +73,11 @@ class Rule:
 
 @dataclass
 class RewriteContext:
-    """What rules may consult: the value numbering (which values compute the same thing)."""
+    """What rules may consult: the value numbering (which values compute the same thing), and
+    how many times each value is read (by nodes, and as an output of the graph)."""
 
     numbering: ValueNumbering
+    uses: dict[Value, int] = field(default_factory=dict)
 
 
 def match(pattern: Any, operand: Any, m: Match) -> bool:
@@ -138,15 +140,18 @@ def apply_rules(graph: Graph, rules: list[Rule]) -> tuple[Graph, list[Change]]:
     changes: list[Change] = []
     for _ in range(MAX_SWEEPS):
         before = len(changes)
-        graph = rewrite(graph, lambda _g: _first_rule(rules, changes))
+        graph = rewrite(graph, lambda g: _first_rule(rules, changes, g))
         if len(changes) == before:
             break
     return graph, changes
 
 
-def _first_rule(rules: list[Rule], changes: list[Change]) -> Decide:
+def _first_rule(rules: list[Rule], changes: list[Change], graph: Graph) -> Decide:
     """The decision of one walk: the first rule that matches a node replaces it."""
-    context = RewriteContext(ValueNumbering())
+    uses = {value: len(nodes) for value, nodes in graph.users().items()}
+    for value in graph.outputs:
+        uses[value] = uses.get(value, 0) + 1
+    context = RewriteContext(ValueNumbering(), uses)
 
     def decide(node: Node, rewriter: Rewriter) -> Value | None:
         replacement, rule = _first_rewrite(node, rules, context, rewriter)
