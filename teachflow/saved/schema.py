@@ -1,0 +1,266 @@
+"""What each op may be given: the schema a saved graph is written by and checked against.
+
+An op's declaration says what it takes (`teachflow.ops.op`): its kernel and its shape rule take
+the operands by position and the parameters by keyword (``sum``'s ``axis`` and ``keepdims``).
+`signature` reads both from the declaration, so a new op is saved and loaded without touching
+this file, as long as its parameters are of a kind listed here. A NumPy ufunc kernel counts for
+its operands only: its keywords (``out=``, ``where=``) are NumPy's own, not the op's, and a file
+that passed ``tanh`` a second operand (NumPy's ``out``) would have it write into that array.
+
+What a parameter may *be* is its `Kind`, by name: ``axis`` is null, an int or a list of ints;
+``dtype`` one of the dtype names; ``true_fn`` a graph. A kind writes a value as JSON and reads
+it back, checking it on the way in. Whether the values make sense together (an axis the operand
+has) is the op's own shape rule's to say, when the loader checks the graph.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from teachflow.ops.op import Op
+from teachflow.ops.shape import Hole
+from teachflow.saved.format import (
+    DEVICES,
+    DTYPES,
+    INT64,
+    MAX_NDIM,
+    boolean,
+    fields,
+    integer,
+    items,
+    refuse,
+    shown,
+    text,
+)
+
+
+class CannotWrite(Exception):
+    """A parameter value the format has no way to write (`tfl.save` says which)."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """What one parameter may be: `write` (value, writer) gives its JSON; `read` (JSON, reader,
+    where) gives the value back, or refuses. The writer and reader hold the arrays and graphs
+    (``writer.array(a)``, ``reader.graph(data, where)``)."""
+
+    write: Callable[[Any, Any], Any]
+    read: Callable[[Any, Any, str], Any]
+
+
+def _write_int(value: Any, out: Any = None) -> int:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or \
+            not INT64[0] <= int(value) <= INT64[1]:
+        raise CannotWrite(f"{value!r:.60} is not an int64")
+    return int(value)
+
+
+def _write_ints(value: Any, out: Any) -> list[int]:
+    return [_write_int(v) for v in value]
+
+
+def _read_ints(data: Any, into: Any, where: str) -> tuple[int, ...]:
+    return tuple(integer(v, f"{where}[{k}]") for k, v in enumerate(items(data, where, MAX_NDIM)))
+
+
+def write_scalar(value: Any, out: Any = None) -> Any:
+    """bool and int as JSON has them; a float tagged, so that 2.0 stays a float in every
+    language, and spelled out where it is not finite (JSON has no inf)."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, float | np.floating):
+        number = float(value)
+        return {"float": number if math.isfinite(number) else str(number)}
+    return _write_int(value)
+
+
+def read_scalar(data: Any, into: Any, where: str) -> bool | int | float:
+    if isinstance(data, bool):
+        return data
+    if isinstance(data, dict):
+        number = fields(data, where, ("float",))["float"]
+        if isinstance(number, str) and number in ("inf", "-inf", "nan"):
+            return float(number)
+        if type(number) in (int, float):
+            return float(integer(number, where) if type(number) is int else number)
+        raise refuse(where, f"a float must be a number or \"inf\", \"-inf\", \"nan\", not "
+                            f"{shown(number)}")
+    return integer(data, where)
+
+
+def _write_index_item(item: Any, out: Any) -> Any:
+    if item is None:
+        return None
+    if item is Ellipsis:
+        return "..."
+    if isinstance(item, slice):
+        return {"slice": [None if p is None else _write_int(p)
+                          for p in (item.start, item.stop, item.step)]}
+    if isinstance(item, Hole):
+        return {"hole": _write_int(item.i)}
+    if isinstance(item, np.ndarray):
+        if item.dtype.kind not in "biu":
+            raise CannotWrite(f"an index array of {item.dtype}")
+        return out.array(item)
+    return _write_int(item)
+
+
+def _read_index_item(data: Any, into: Any, where: str) -> Any:
+    if data is None:
+        return None
+    if data == "...":
+        return Ellipsis
+    if isinstance(data, dict) and "slice" in data:
+        parts = items(fields(data, where, ("slice",))["slice"], f"{where}.slice")
+        if len(parts) != 3:
+            raise refuse(where, "a slice is [start, stop, step]")
+        return slice(*(None if p is None else integer(p, f"{where}.slice") for p in parts))
+    if isinstance(data, dict) and "hole" in data:
+        return Hole(integer(fields(data, where, ("hole",))["hole"], where, 0, MAX_NDIM))
+    if isinstance(data, dict):
+        return into.array(data, where, kinds="biu")
+    return integer(data, where)
+
+
+def _read_axis(data: Any, into: Any, where: str) -> Any:
+    if data is None or type(data) is int:
+        return None if data is None else integer(data, where)
+    return _read_ints(data, into, where)
+
+
+def _read_optional_scalar(data: Any, into: Any, where: str) -> Any:
+    return None if data is None else read_scalar(data, into, where)
+
+
+def _write_graph(value: Any, out: Any) -> Any:
+    if not (hasattr(value, "nodes") and hasattr(value, "outputs")):
+        raise CannotWrite(f"{type(value).__name__} is not a graph")
+    return out.graph(value)
+
+
+def _write_dtype(value: Any, out: Any) -> str:
+    name = np.dtype(value).name
+    if name not in DTYPES:
+        raise CannotWrite(f"dtype {name} is not one the format has")
+    return name
+
+
+def _write_device(value: Any, out: Any) -> str:
+    if value not in DEVICES:
+        raise CannotWrite(f"device {value!r:.40} is not one the format has")
+    return value
+
+
+INT = Kind(_write_int, lambda data, into, where: integer(data, where))
+INTS = Kind(_write_ints, _read_ints)
+AXIS = Kind(lambda v, out: v if v is None else _write_int(v) if not isinstance(v, tuple | list)
+            else _write_ints(v, out), _read_axis)
+BOOL = Kind(lambda v, out: bool(v) if isinstance(v, bool | np.bool_) else _write_int(v),
+            lambda data, into, where: boolean(data, where))
+SCALAR = Kind(write_scalar, read_scalar)
+OPTIONAL_SCALAR = Kind(lambda v, out: None if v is None else write_scalar(v),
+                       _read_optional_scalar)
+DTYPE = Kind(_write_dtype, lambda data, into, where: np.dtype(text(data, where, DTYPES)))
+DEVICE = Kind(_write_device, lambda data, into, where: text(data, where, DEVICES))
+INDEX = Kind(lambda v, out: [_write_index_item(i, out) for i in v],
+             lambda data, into, where: tuple(_read_index_item(d, into, f"{where}[{k}]")
+                                             for k, d in enumerate(items(data, where, 64))))
+GRAPH = Kind(_write_graph, lambda data, into, where: into.graph(data, where))
+
+#: Every parameter of teachflow's ops, by name. A test checks that each op's are here.
+KINDS: dict[str, Kind] = {
+    "axis": AXIS, "axes": INTS, "shape": INTS, "keepdims": BOOL, "history": BOOL,
+    "dtype": DTYPE, "device": DEVICE, "fill_value": SCALAR, "start": SCALAR, "stop": SCALAR,
+    "step": SCALAR, "initial": OPTIONAL_SCALAR, "n": INT, "m": INT, "index": INDEX,
+    "true_fn": GRAPH, "false_fn": GRAPH, "cond_fn": GRAPH, "body_fn": GRAPH,
+}
+
+
+# --- What an op takes, read from its declaration -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Signature:
+    """How many operands an op takes (`most` None: any number), its parameters and which of
+    them it must be given."""
+
+    least: int
+    most: int | None
+    params: frozenset[str]
+    required: frozenset[str]
+
+
+@cache
+def signature(op: Op) -> Signature:
+    """What `op` takes: the operands and parameters its shape rule takes (which names them
+    as a graph does), as far as its kernel takes them too."""
+    operands, most, params, required = _takes(op.shape_rule, (inspect.Parameter.KEYWORD_ONLY,))
+    kernel = op.kernel(np)
+    if isinstance(kernel, np.ufunc):
+        operands, most, params = [""] * kernel.nin, _fewer(most, kernel.nin), set()
+    else:  # (NumPy's functions take their parameters by position or by keyword)
+        k_operands, k_most, k_params, k_required = _takes(
+            kernel, (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+        most = _fewer(most, k_most)
+        params = k_params if params is None else params if k_params is None \
+            else params & k_params
+        k_operands = [name for name in k_operands if name not in (params or ())]
+        operands = max(operands, k_operands, key=len)
+        required |= k_required
+    params = params or set()
+    return Signature(len(operands), most, frozenset(params), frozenset(required & params))
+
+
+def _takes(fn: Callable, keyword_kinds: tuple) -> tuple[list[str], int | None,
+                                                        set[str] | None, set[str]]:
+    """(the operands `fn` must be given, the most it takes or None for any number, the keyword
+    names it takes or None for any, those without a default). A kernel's ``out`` is the fusion
+    pass's buffer, never the graph's."""
+    params = [p for p in inspect.signature(fn).parameters.values() if p.name != "out"]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    least = [p.name for p in positional if p.default is p.empty]
+    most = None if any(p.kind is p.VAR_POSITIONAL for p in params) else len(positional)
+    keywords = None if any(p.kind is p.VAR_KEYWORD for p in params) else \
+        {p.name for p in params if p.kind in keyword_kinds}
+    required = {p.name for p in params if p.kind in keyword_kinds and p.default is p.empty}
+    return least, most, keywords, required
+
+
+def _fewer(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def write_params(op: Op, params: dict, out: Any) -> dict:
+    """`params` of a node of `op` as JSON; CannotWrite names a parameter the format lacks."""
+    written = {}
+    for name, value in params.items():
+        kind = KINDS.get(name)
+        if kind is None or name not in signature(op).params:
+            raise CannotWrite(f"parameter {name!r} has no kind in the saved format")
+        try:
+            written[name] = kind.write(value, out)
+        except CannotWrite as err:
+            raise CannotWrite(f"parameter {name}: {err}") from None
+    return written
+
+
+def read_params(op: Op, data: Any, into: Any, where: str) -> dict:
+    """A node's parameters, each read by its kind, exactly those `op` takes."""
+    if not isinstance(data, dict):
+        raise refuse(where, f"must be an object, not {shown(data)}")
+    takes = signature(op)
+    unknown = [k for k in data if k not in takes.params or k not in KINDS]
+    if unknown:
+        raise refuse(where, f"{op.name} takes no parameter {shown(unknown[0])}",
+                     hint=f"{op.name} takes {', '.join(sorted(takes.params)) or 'none'}")
+    missing = sorted(takes.required - set(data))
+    if missing:
+        raise refuse(where, f"{op.name} needs the parameter {missing[0]!r}")
+    return {name: KINDS[name].read(value, into, f"{where}.{name}") for name, value in data.items()}
