@@ -109,6 +109,7 @@ from teachflow.library import (
     var,
     where,
 )
+from teachflow.saved import SavedGraphError, load, save
 from teachflow.script import script
 from teachflow.session import Session
 from teachflow.spec import TensorSpec
@@ -166,6 +167,7 @@ __all__ = [
     "GraphError",
     "IndexingError",
     "RetracingWarning",
+    "SavedGraphError",
     "Session",
     "ShapeError",
     "SideEffectWarning",
@@ -198,6 +200,7 @@ __all__ = [
     "function",
     "grad",
     "is_grad_enabled",
+    "load",
     "log",
     "log_softmax",
     "manual_seed",
@@ -218,6 +221,7 @@ __all__ = [
     "randn",
     "relu",
     "reshape",
+    "save",
     "script",
     "sigmoid",
     "softmax",
