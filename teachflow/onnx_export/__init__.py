@@ -1,0 +1,135 @@
+"""The same graph for other runtimes: ``tfl.export_onnx`` writes it as an ONNX model.
+
+ONNX (Open Neural Network Exchange) is a file format for computation graphs that most frameworks
+can write and many runtimes can run. A model is a protocol-buffer file holding one graph: named
+inputs and outputs with their types, *initializers* (the weights, stored in the file), and nodes
+in topological order, each one standard operator (``MatMul``, ``Tanh``, ``If``, ``Loop``) from a
+versioned *opset* that says exactly what every operator computes. It is the IR teachflow traces,
+written down with a published meaning for every op.
+
+That is why it demonstrates language independence. The file says everything the computation
+is, and nothing about the Python that traced it: onnxruntime, a C++ program that has never heard
+of teachflow, loads it and computes the same numbers (the tests check that it does, for every op
+that has an ONNX equivalent). TensorFlow's GraphDef was made for the same reason: "a
+language-irrelevant form that can be executed by other languages". teachflow's own saved graphs
+(`teachflow.saved`) are that too, in a format this course can read end to end; ONNX is the one
+the rest of the world reads.
+
+What is exported is the graph *before fusion*: a fused kernel is code teachflow generated for
+itself (NumPy or CUDA C), not an operator ONNX knows, and a runtime fuses for its own hardware
+anyway. So the exporter takes the last stage of the compilation whose ops are all primitives
+(after simplify, constant folding, CSE and DCE). The weights the graph reads (captured tensors)
+are written into the file as initializers, with their values at export time.
+
+The chapters: `ops` (each teachflow op in ONNX's words, and those that have none), `indexing`
+(slices, index arrays and writes), `control` (``cond`` and loops as ``If`` and ``Loop``), and
+`emitter`, which walks a graph and writes the model. Only `emitter` needs the ``onnx`` package
+(the optional ``onnx`` extra), and it is imported when a model is written, so ``import teachflow``
+does not need it.
+
+The versions are pinned low on purpose: ONNX IR version 8 and opset 17 (ONNX 1.12, 2022), which
+every current runtime reads. A newer opset would change some operators' signatures (in opset 18
+``ReduceMax`` takes its axes as an input), so the exporter writes one opset, and writes it
+exactly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from teachflow.compiler import Compilation
+from teachflow.concrete import ConcreteFunction
+from teachflow.errors import TeachflowError
+from teachflow.function import Function
+from teachflow.graph import Graph, subgraphs
+
+#: The ONNX IR version and opset the exporter writes.
+IR_VERSION, OPSET = 8, 17
+
+
+def export_onnx(fn: Any, path: str | Path) -> Path:
+    """Write the graph of `fn` to `path` as an ONNX model, checked by ONNX's checker; returns
+    the path. `fn` is a concrete function, a `Compilation` (``tfl.compile``), or a
+    ``tfl.function`` that has been traced once (for one input signature).
+
+        c = tfl.compile(model_fn, x)
+        tfl.export_onnx(c, "model.onnx")
+        onnxruntime.InferenceSession("model.onnx").run(None, {"x": x.numpy()})
+
+    The model's inputs are named as the function's arguments, its outputs ``output0``,
+    ``output1``, ... Needs the optional ``onnx`` extra (``pip install teachflow[onnx]``).
+    """
+    import onnx
+
+    model = to_onnx(fn)
+    path = Path(path)
+    onnx.save(model, str(path))
+    return path
+
+
+def to_onnx(fn: Any) -> Any:
+    """The ONNX model (an ``onnx.ModelProto``) that `export_onnx` writes."""
+    from onnx import helper
+
+    from teachflow import __version__
+    from teachflow.onnx_export.emitter import Emitter, check, value_info
+
+    graph = exported_graph(fn)
+    e = Emitter()
+    names, inputs = [], []
+    for k, v in enumerate(graph.inputs):
+        name = e.fresh(v.name if v.name and v.name.isidentifier() else f"input{k}")
+        dims = [f"{name}_{axis}" if d is None else d for axis, d in enumerate(v.shape)]
+        names.append(name)
+        inputs.append(value_info(name, v.spec, dims))
+    results, outputs = e.translate(graph, names), []
+    for k, (name, v) in enumerate(zip(results, graph.outputs, strict=True)):
+        outputs.append(value_info(e.fresh(f"output{k}"), v.spec))
+        e.nodes.append(helper.make_node("Identity", [name], [outputs[-1].name],
+                                        name=e.fresh(f"return {k}")))
+    proto = helper.make_graph(e.nodes, graph.name, inputs, outputs, initializer=e.initializers,
+                              value_info=e.value_info, doc_string=str(graph))
+    model = helper.make_model(proto, ir_version=IR_VERSION, producer_name="teachflow",
+                              producer_version=__version__,
+                              opset_imports=[helper.make_opsetid("", OPSET)])
+    check(model)
+    return model
+
+
+def exported_graph(fn: Any) -> Graph:
+    """The graph `export_onnx` writes: the last stage of `fn`'s compilation before fusion."""
+    if isinstance(fn, Function):
+        traces = fn.concrete_functions
+        if len(traces) != 1:
+            raise TeachflowError(
+                f"tfl.function {fn.__name__} has {len(traces)} concrete functions, and an ONNX "
+                "model is one graph", op="export_onnx",
+                hint="call it first, so that it traces" if not traces else
+                "export one of them: f.concrete_functions[k], or f.get_concrete_function(*args)")
+        fn = traces[0]
+    if isinstance(fn, ConcreteFunction):
+        fn = fn.compilation
+    if not isinstance(fn, Compilation):
+        raise TeachflowError(
+            f"export_onnx exports a staged function, not a {type(fn).__name__}",
+            op="export_onnx", hint="give it tfl.compile(f, *example_args), a tfl.function "
+                                   "that has been called, or one of its concrete_functions")
+    graph = next(s.graph for s in reversed(fn.snapshots) if _primitive(s.graph))
+    if graph.updates:
+        written = ", ".join(u.slot.name for u in graph.updates)
+        raise TeachflowError(
+            f"the function updates state ({written}) when it runs, and an ONNX model is a pure "
+            "function of its inputs", op="export_onnx",
+            hint="export a function that returns the new values instead (a forward pass, or a "
+                 "step that returns the new parameters)")
+    return graph
+
+
+def _primitive(graph: Graph) -> bool:
+    """Only primitive ops (no fused kernel), inside its control flow too."""
+    return all(node.op.primitive and all(_primitive(g) for g in subgraphs(node).values())
+               for node in graph.nodes)
+
+
+__all__ = ["IR_VERSION", "OPSET", "export_onnx", "exported_graph", "to_onnx"]
