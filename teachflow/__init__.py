@@ -109,6 +109,7 @@ from teachflow.library import (
     var,
     where,
 )
+from teachflow.onnx_export import export_onnx
 from teachflow.saved import SavedGraphError, load, save
 from teachflow.script import script
 from teachflow.session import Session
@@ -192,6 +193,7 @@ __all__ = [
     "devices",
     "enable_grad",
     "exp",
+    "export_onnx",
     "eye",
     "flatten",
     "fori_loop",
