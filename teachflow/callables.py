@@ -71,10 +71,12 @@ def own_attribute(obj: Any, name: str) -> Any:
 def signature_of(fn: Callable, follow_wrapped: bool = True) -> inspect.Signature | None:
     """`fn`'s signature (None where it has none). A callable object's is its class's
     ``__call__``'s, read from the class: asking the object could run a ``__getattr__`` of the
-    user's, which may do anything."""
+    user's, which may do anything. (A class may say otherwise with a ``__signature__``
+    property, as `teachflow.nn.Module` does: calling a module calls its ``forward``.)"""
     try:
         if isinstance(fn, types.FunctionType | types.MethodType | types.BuiltinFunctionType |
-                      functools.partial | np.ufunc) or own_attribute(fn, "__signature__"):
+                      functools.partial | np.ufunc) or own_attribute(fn, "__signature__") \
+                or isinstance(inspect.getattr_static(type(fn), "__signature__", None), property):
             return inspect.signature(fn, follow_wrapped=follow_wrapped)
         call = inspect.getattr_static(type(fn), "__call__", None)
         signature = inspect.signature(call, follow_wrapped=follow_wrapped)

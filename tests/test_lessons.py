@@ -40,6 +40,16 @@ print(_json.dumps({
     "gradient": (staged_grad(x64, w64).numpy() - numeric(lambda w: looped(x64, w), w64)).tolist(),
 }))
 """,
+    # Lesson 5 trains on the digits, staged, and compares eager and staged training.
+    "05_modules_and_training": """
+import json as _json
+print(_json.dumps({
+    "accuracy": accuracies[-1], "traces": staged_step.trace_count,
+    "difference": float(np.abs(eager - staged).max()), "steps": len(eager),
+    "updates": [u.slot.name for u in compiled.snapshots[-1].graph.updates],
+    "captures": [v.data.name for v in forward.concrete_functions[0].graph.captures],
+}))
+""",
 }
 
 
@@ -132,6 +142,18 @@ def test_lesson_4_scripts_f_dynamic_and_shows_it_beside_f_static() -> None:
     assert probe["row"] == ["HTML", "PassStepper", "HTML", "PassStepper"]
     assert probe["stages"] == [6, 6]
     assert max(abs(d) for d in probe["gradient"]) < 1e-6
+
+
+def test_lesson_5_trains_the_digits_staged_as_eagerly() -> None:
+    path = FOLDER / "05_modules_and_training.ipynb"
+    probe = json.loads(printed(executed(path).cells[-1]))
+    assert probe["accuracy"] >= 0.97 and probe["traces"] == 1
+    assert probe["steps"] == 2 * (1348 // 64) and probe["difference"] < 1e-5
+    # The staged step writes back every parameter, its momentum buffer and its gradient.
+    assert len(probe["updates"]) == 12 and "model.0.weight" in probe["updates"]
+    assert "opt.state[0]['momentum_buffer']" in probe["updates"]
+    assert probe["captures"] == ["self.hidden.weight", "self.hidden.bias", "self.out.weight",
+                                 "self.out.bias"]  # read at each call, never constants
 
 
 def test_the_lessons_readme_tells_what_each_lesson_holds() -> None:

@@ -17,9 +17,10 @@ through `Module.training_flag`, which a staged function checks before each call.
 
 from __future__ import annotations
 
+import inspect
 import weakref
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -59,6 +60,14 @@ class Parameter(Tensor):
         return Parameter, (self.numpy(), self.requires_grad)
 
 
+class IncompatibleKeys(NamedTuple):
+    """What `Module.load_state_dict` did not load (PyTorch's ``_IncompatibleKeys``): the
+    model's names the state dict lacks, and the state dict's names the model lacks."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
 class Module:
     """The base class of layers and models: subclass it, assign parameters and sub-modules in
     ``__init__``, and compute in ``forward``::
@@ -74,6 +83,10 @@ class Module:
     """
 
     training: bool = True  # (a class default: a subclass that skips super().__init__() works)
+    # A staged function looks inside a module for the tensors its code reaches (names in the
+    # graph, ``model.0.weight``; a layer replaced after a trace is seen), as inside the user's
+    # own objects, although the class is teachflow's (see `teachflow.surroundings`).
+    _user_state = True
 
     def __init__(self) -> None:
         self.training = True
@@ -85,6 +98,12 @@ class Module:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.forward(*args, **kwargs)
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        """Calling a module calls ``forward``, so its signature is forward's (a staged module's
+        graph names its inputs after forward's parameters)."""
+        return inspect.signature(self.forward)
 
     # --- What it holds ------------------------------------------------------------------------
 
@@ -98,13 +117,15 @@ class Module:
         for _, child in self.named_children():
             yield child
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
-        """This module (named `prefix`, "" at the top) and every module inside it, each once."""
+    def named_modules(self, prefix: str = "", remove_duplicate: bool = True
+                      ) -> Iterator[tuple[str, Module]]:
+        """This module (named `prefix`, "" at the top) and every module inside it, each once
+        (or, not `remove_duplicate`, under each of its names)."""
         seen: set[int] = set()
         stack = [(prefix, self)]
         while stack:
             name, module = stack.pop()
-            if id(module) in seen:
+            if remove_duplicate and id(module) in seen:
                 continue
             seen.add(id(module))
             yield name, module
@@ -115,15 +136,17 @@ class Module:
         for _, module in self.named_modules():
             yield module
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True
-                         ) -> Iterator[tuple[str, Parameter]]:
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         """``(dotted name, parameter)`` for each parameter, each once (a parameter shared by two
-        layers is listed under its first name), in PyTorch's order."""
+        layers is listed under its first name; under each, not `remove_duplicate`), in
+        PyTorch's order: a module's own parameters, then its children's."""
         seen: set[int] = set()
-        modules = self.named_modules(prefix) if recurse else iter([(prefix, self)])
+        modules = (self.named_modules(prefix, remove_duplicate) if recurse
+                   else iter([(prefix, self)]))
         for path, module in modules:
             for name, value in vars(module).items():
-                if isinstance(value, Parameter) and id(value) not in seen:
+                if isinstance(value, Parameter) and not (remove_duplicate and id(value) in seen):
                     seen.add(id(value))
                     yield (f"{path}.{name}" if path else name), value
 
@@ -170,24 +193,28 @@ class Module:
     # --- State --------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Tensor]:
-        """``{name: values}`` for every parameter: copies, so a saved state dict stays as it was
-        while training goes on (PyTorch's share memory with the parameters)."""
+        """``{name: values}`` for every parameter, under each of its names (a parameter shared by
+        two layers twice, as in PyTorch): copies, so a saved state dict stays as it was while
+        training goes on (PyTorch's share memory with the parameters)."""
         with no_grad():
-            return {name: p.detach().clone() for name, p in self.named_parameters()}
+            return {name: p.detach().clone()
+                    for name, p in self.named_parameters(remove_duplicate=False)}
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> None:
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True
+                        ) -> IncompatibleKeys:
         """Copy values into the parameters of the same names. Checks first, and changes nothing
-        when a check fails: every name known (and, if `strict`, none missing) and every shape
-        equal. Values may be tensors or NumPy arrays (``torch_model.state_dict()`` converted
-        with ``.numpy()``); each is cast to its parameter's dtype."""
+        when a check fails: if `strict`, the names are the model's (none unknown, none missing),
+        and every shape is equal. Values may be tensors or NumPy arrays
+        (``torch_model.state_dict()`` converted with ``.numpy()``); each is cast to its
+        parameter's dtype. Returns the names not loaded, as PyTorch does (with `strict`, none)."""
         if not isinstance(state_dict, Mapping):
             raise DTypeError(f"load_state_dict takes a dict of name: values, not "
                              f"{type(state_dict).__name__}", op="load_state_dict",
                              hint="model.load_state_dict(other.state_dict())")
-        own = dict(self.named_parameters())
+        own = dict(self.named_parameters(remove_duplicate=False))
         unexpected = [k for k in state_dict if k not in own]
-        missing = [k for k in own if k not in state_dict] if strict else []
-        if unexpected or missing:
+        missing = [k for k in own if k not in state_dict]
+        if strict and (unexpected or missing):
             raise TeachflowError(
                 f"the state dict does not fit {type(self).__name__}: "
                 + "; ".join(part for part in (
@@ -195,10 +222,12 @@ class Module:
                     f"missing {', '.join(map(repr, missing))}" if missing else "") if part)
                 + f". The model's parameters are {', '.join(own)}", op="load_state_dict",
                 hint="names follow the attributes (layer1.weight, 0.bias); strict=False loads "
-                     "the names that match and skips the missing ones")
+                     "the names that match and skips the others")
         values = {}
         for name, data in state_dict.items():
-            p = own[name]
+            p = own.get(name)
+            if p is None:
+                continue
             value = as_tensor(np.asarray(data.numpy() if isinstance(data, Tensor) else data))
             if value.shape != p.shape:
                 raise ShapeError(f"size mismatch for {name}: the state dict holds shape "
@@ -209,6 +238,7 @@ class Module:
         with no_grad():
             for name, value in values.items():
                 own[name][...] = value.astype(own[name].dtype).to(own[name].device)
+        return IncompatibleKeys(missing, unexpected)
 
     # --- Devices ------------------------------------------------------------------------------
 
@@ -228,11 +258,11 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        children = list(self.named_children())
-        if not children:
-            return f"{type(self).__name__}({self.extra_repr()})"
-        lines = [f"{type(self).__name__}(" + self.extra_repr()]
-        for name, child in children:
-            body = repr(child).replace("\n", "\n  ")
-            lines.append(f"  ({name}): {body}")
-        return "\n".join(lines) + "\n)"
+        """PyTorch's layout: settings inline when there is nothing else, else one line each."""
+        extra = self.extra_repr()
+        lines = extra.split("\n") if extra else []
+        children = [f"({name}): {child!r}".replace("\n", "\n  ")
+                    for name, child in self.named_children()]
+        if not children and len(lines) <= 1:
+            return f"{type(self).__name__}({extra})"
+        return f"{type(self).__name__}(\n  " + "\n  ".join(lines + children) + "\n)"
