@@ -32,7 +32,7 @@ def load_digits(test_fraction: float = 0.25, seed: int = 0) -> tuple:
                              hint="pip install 'teachflow[data]' (or scikit-learn)") from None
     if not 0.0 < test_fraction < 1.0:
         raise TeachflowError(f"test_fraction must be between 0 and 1, not {test_fraction!r}",
-                             op="load_digits")
+                             op="load_digits", hint="test_fraction=0.25 holds out a quarter")
     digits = sklearn_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.int64)
@@ -58,7 +58,7 @@ class DataLoader:
                                  hint="DataLoader(x, y, batch_size=64)")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise TeachflowError(f"batch_size must be a positive int, not {batch_size!r}",
-                                 op="DataLoader")
+                                 op="DataLoader", hint="DataLoader(x, y, batch_size=64)")
         tensors = [as_tensor(a) for a in arrays]
         lengths = {t.shape[0] if t.ndim else None for t in tensors}
         if len(lengths) != 1 or None in lengths:

@@ -19,6 +19,7 @@ added and how Adam corrects its bias), so the numbers agree step for step.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from numbers import Real
 from typing import Any
 
 from teachflow.autodiff import no_grad
@@ -29,6 +30,8 @@ from teachflow.tensor import Tensor
 
 class Optimizer:
     """What `SGD` and `Adam` share: the parameters, their state, `zero_grad`."""
+
+    _user_state = True  # (a staged step names its state by the code's path: opt.state[0]['step'])
 
     def __init__(self, params: Iterable[Tensor], defaults: dict[str, Any]) -> None:
         kind = type(self).__name__
@@ -47,8 +50,10 @@ class Optimizer:
                     f"({type(p).__name__} {getattr(p, 'dtype', '')})", op=kind,
                     hint="tfl.tensor(..., requires_grad=True), or a module's parameters()")
         for name, value in defaults.items():
-            if name != "betas" and (isinstance(value, bool) or value < 0):
-                raise TeachflowError(f"{name} must be a number >= 0, not {value!r}", op=kind)
+            if name != "betas" and (isinstance(value, bool) or not isinstance(value, Real)
+                                    or not value >= 0):
+                raise TeachflowError(f"{name} must be a number >= 0, not {value!r}", op=kind,
+                                     hint=f"e.g. {kind}(model.parameters(), lr=0.01)")
         self.defaults = defaults
         with no_grad():
             self.state: list[dict[str, Tensor]] = [self._new_state(p) for p in self.params]

@@ -196,7 +196,8 @@ def _cell_contents(cell: Any) -> Any:
 def tensor_places(roots: list[tuple[str, Any, surroundings.Place | None]]) -> dict[
         Tensor, list[surroundings.Place]]:
     """Where each tensor is reached from `roots` (``(name, value, the place holding it)``):
-    the roots themselves, then places inside them, shortest first."""
+    the roots themselves, then places inside them, paths of attributes first (the model's
+    ``model.0.weight`` before the optimizer's ``opt.params[0]``), then shortest first."""
     found: dict[Tensor, list[surroundings.Place]] = {}
     for _, value, place in roots:
         if isinstance(value, Tensor) and place is not None:
@@ -204,4 +205,15 @@ def tensor_places(roots: list[tuple[str, Any, surroundings.Place | None]]) -> di
     for place, value in surroundings.walk(roots, skip=(Tensor,)):
         if isinstance(value, Tensor):
             found.setdefault(value, []).append(place)
+    for places in found.values():
+        places.sort(key=_entries_on_the_way)
     return found
+
+
+def _entries_on_the_way(place: surroundings.Place) -> int:
+    """How many entries of lists and dicts the way to `place` goes through, below its root."""
+    count = 0
+    while place.parent is not None:
+        count += place.kind == "item"
+        place = place.parent
+    return count

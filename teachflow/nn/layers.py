@@ -9,7 +9,7 @@ its weight has PyTorch's shape (out_features, in_features).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from teachflow.errors import DTypeError, TeachflowError
@@ -84,21 +84,34 @@ class Flatten(Module):
     def forward(self, x: Any) -> Any:
         return x.reshape(x.shape[0], -1)
 
+    def extra_repr(self) -> str:
+        return "start_dim=1, end_dim=-1"
+
 
 class Sequential(Module):
     """Modules applied one after the other; they are named ``0``, ``1``, ... (so parameters
-    are ``0.weight``, ``2.bias``, as in PyTorch), and ``model[i]`` is the i-th."""
+    are ``0.weight``, ``2.bias``, as in PyTorch), or by the keys of one dict given instead
+    (``Sequential({"hidden": Linear(64, 32), "act": ReLU()})``), and ``model[i]`` is the i-th.
+    A slice keeps the names: ``model[2:]`` holds ``2.weight``, as PyTorch's does."""
 
-    def __init__(self, *modules: Module) -> None:
+    def __init__(self, *modules: Module | Mapping[str, Module]) -> None:
         super().__init__()
-        for i, module in enumerate(modules):
+        named = (list(modules[0].items()) if len(modules) == 1 and isinstance(modules[0], Mapping)
+                 else [(str(i), m) for i, m in enumerate(modules)])
+        for i, (name, module) in enumerate(named):
             if not isinstance(module, Module):
+                what = (f"the class {module.__name__} itself" if isinstance(module, type)
+                        else f"{type(module).__name__} {module!r:.60}")
                 raise TeachflowError(
-                    f"Sequential takes modules, and argument {i} is {type(module).__name__} "
-                    f"{module!r:.60}", op="Sequential",
+                    f"Sequential takes modules, and argument {i} is {what}", op="Sequential",
                     hint="pass layers, e.g. tfl.nn.ReLU() (with parentheses), or wrap a "
                          "function in a Module subclass")
-            setattr(self, str(i), module)
+            if not isinstance(name, str) or not name or "." in name or hasattr(Sequential, name):
+                raise TeachflowError(
+                    f"a module cannot be named {name!r}", op="Sequential",
+                    hint="a name is a non-empty string without dots that is not already an "
+                         "attribute of Sequential (forward, training, ...)")
+            setattr(self, name, module)
 
     def forward(self, x: Any) -> Any:
         for module in self.children():
@@ -114,9 +127,11 @@ class Sequential(Module):
     def __getitem__(self, index: int | slice) -> Any:
         modules = list(self.children())
         if isinstance(index, slice):
-            return Sequential(*modules[index])
+            return Sequential(dict(list(self.named_children())[index]))
         try:
             return modules[index]
         except (IndexError, TypeError):
             raise TeachflowError(f"this Sequential has {len(modules)} modules; there is no "
-                                 f"module {index!r}", op="Sequential") from None
+                                 f"module {index!r}", op="Sequential",
+                                 hint=f"an int from 0 to {len(modules) - 1} (or negative, from "
+                                      "the end), or a slice") from None

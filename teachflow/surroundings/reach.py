@@ -21,7 +21,7 @@ class Reach:
     there (by the function, the functions it calls, the methods of the user's classes and
     objects it meets, a few calls deep); and the closure cells of every function reached."""
 
-    globals: list[tuple[dict, set[str]]]
+    globals: list[tuple[dict, dict[str, None]]]  # (the names in the order the code uses them)
     cells: dict[str, types.CellType]
 
 
@@ -33,7 +33,7 @@ def reach(fn: types.FunctionType, owners: Any = (), depth: int = DEPTH) -> Reach
     """The globals and closure cells that `fn` (and the objects in `owners`, a method's
     instance) can reach through the code it runs: a traced function's world. Only the names
     the code uses are taken from a namespace (a notebook may hold thousands)."""
-    namespaces: dict[int, tuple[dict, set[str]]] = {}
+    namespaces: dict[int, tuple[dict, dict[str, None]]] = {}
     cells: dict[str, types.CellType] = {}
     seen: set[types.CodeType] = set()
     level: list[types.FunctionType] = [fn, *(m for o in owners for m in _methods(type(o)))]
@@ -47,9 +47,9 @@ def reach(fn: types.FunctionType, owners: Any = (), depth: int = DEPTH) -> Reach
             seen.add(function.__code__)
             namespace = function.__globals__
             names = _names_used(function.__code__)
-            entry = namespaces.setdefault(id(namespace), (namespace, set()))
-            used = {n for n in names if n in namespace}
-            entry[1].update(used)
+            entry = namespaces.setdefault(id(namespace), (namespace, {}))
+            used = [n for n in names if n in namespace]
+            entry[1].update(dict.fromkeys(used))
             for name, cell in zip(function.__code__.co_freevars, function.__closure__ or (),
                                   strict=True):
                 cells.setdefault(name, cell)
@@ -60,18 +60,20 @@ def reach(fn: types.FunctionType, owners: Any = (), depth: int = DEPTH) -> Reach
     return Reach(list(namespaces.values()), cells)
 
 
-def _names_used(code: types.CodeType) -> set[str]:
-    """The names (globals and attributes) `code` and the functions defined in it use."""
-    names: set[str] = set()
+def _names_used(code: types.CodeType) -> dict[str, None]:
+    """The names (globals and attributes) `code` and the functions defined in it use, in a
+    fixed order (a set's would change from run to run, and with it which name a tensor reached
+    two ways is given in the graph)."""
+    names: dict[str, None] = {}
     codes = [code]
     while codes:
         c = codes.pop()
-        names.update(c.co_names)
+        names.update(dict.fromkeys(c.co_names))
         codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
     return names
 
 
-def _functions_in(value: Any, names: set[str]) -> list[types.FunctionType]:
+def _functions_in(value: Any, names: dict[str, None]) -> list[types.FunctionType]:
     """The user's functions a value leads the code to: itself, the function a staged function
     or a method wraps, the methods of a user class or of its objects, the functions of a user
     module that the code names."""
@@ -101,7 +103,7 @@ def _methods(cls: type) -> list[types.FunctionType]:
     """The functions defined in a user class and its user base classes."""
     found = []
     for klass in cls.__mro__:
-        if opaque(klass, ()):
+        if not is_users(klass.__module__):  # (teachflow's Module holds user state: not its code)
             continue
         for value in vars(klass).values():
             value = value.__func__ if isinstance(value, staticmethod | classmethod) else value
