@@ -52,7 +52,8 @@ def load(path: str | Path) -> SavedFunction | dict[str, Tensor]:
         raise SavedGraphError(f"{folder} is not a directory (tfl.save writes one)", op="load")
     where = str(folder / MANIFEST)
     with _open_inside(folder, MANIFEST) as file:
-        raw = file.read(MAX_JSON_BYTES + 1)
+        size = os.fstat(file.fileno()).st_size  # (reading up to the limit would allocate it)
+        raw = file.read(min(size, MAX_JSON_BYTES) + 1)
     if len(raw) > MAX_JSON_BYTES:
         raise refuse(where, f"is larger than the {MAX_JSON_BYTES} bytes a manifest may be")
     document = parse_json(raw, where)

@@ -143,17 +143,21 @@ class GraphReader:
                               "newer teachflow may have this one")
         where = f"{where} ({name})"
         takes = signature(op)
-        operands = items(data["inputs"], f"{where}.inputs", takes.most)
-        if len(operands) < takes.least:
-            raise refuse(where, f"{name} takes at least {takes.least} operand(s), not "
-                                f"{len(operands)}")
+        operands = items(data["inputs"], f"{where}.inputs")
+        if len(operands) < takes.least or (takes.most is not None
+                                           and len(operands) > takes.most):
+            many = takes.least if takes.most == takes.least else \
+                f"{takes.least} or more" if takes.most is None else \
+                f"{takes.least} to {takes.most}"
+            # (An operand past a NumPy kernel's own would be its out=, the array it writes.)
+            raise refuse(where, f"{name} takes {many} operand(s), not {len(operands)}")
         inputs = tuple(self._operand(values, later, o, f"{where}.inputs[{k}]")
                        for k, o in enumerate(operands))
         params = read_params(op, data["params"], self, f"{where}.params")
         no_grad = boolean(data.get("no_grad", False), f"{where}.no_grad")
         results = items(data["outputs"], f"{where}.outputs")
         recorded = tuple(self.spec(r, f"{where}.outputs[{k}]")[0] for k, r in enumerate(results))
-        with refusing(where, f"{name} refuses its operands"):
+        with refusing(where, f"{name} refuses its operands or parameters"):
             expected = op.abstract_eval(*(o.spec if isinstance(o, Value) else o
                                           for o in inputs), **params)
         specs = expected if isinstance(expected, tuple) else (expected,)

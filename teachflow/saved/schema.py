@@ -84,7 +84,7 @@ def write_scalar(value: Any, out: Any = None) -> Any:
 def read_scalar(data: Any, into: Any, where: str) -> bool | int | float:
     if isinstance(data, bool):
         return data
-    if isinstance(data, dict):
+    if isinstance(data, dict) and "float" in data:
         number = fields(data, where, ("float",))["float"]
         if isinstance(number, str) and number in ("inf", "-inf", "nan"):
             return float(number)
@@ -92,6 +92,9 @@ def read_scalar(data: Any, into: Any, where: str) -> bool | int | float:
             return float(integer(number, where) if type(number) is int else number)
         raise refuse(where, f"a float must be a number or \"inf\", \"-inf\", \"nan\", not "
                             f"{shown(number)}")
+    if type(data) is not int:
+        raise refuse(where, f"must be a number (an integer, true or false, or "
+                            f"{{\"float\": ...}}), not {shown(data)}")
     return integer(data, where)
 
 
