@@ -16,6 +16,7 @@ The zip itself is checked when it is opened: members named as the writer names t
 from __future__ import annotations
 
 import math
+import os
 import re
 import zipfile
 from typing import BinaryIO
@@ -35,6 +36,9 @@ class ArrayFile:
 
     def __init__(self, file: BinaryIO, where: str) -> None:
         self.where = where
+        size = os.fstat(file.fileno()).st_size
+        if size > MAX_ARRAY_BYTES + (64 << 20):  # (the arrays, and room for the zip's own)
+            raise refuse(where, f"is {size} bytes, more than a saved graph's arrays may be")
         if file.read(4) not in (b"PK\x03\x04", b"PK\x05\x06"):  # (a zip, or an empty one)
             raise refuse(where, "is not an .npz file (a zip of .npy arrays)")
         file.seek(0)

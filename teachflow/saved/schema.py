@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from teachflow.graph import Graph
 from teachflow.ops.op import Op
 from teachflow.ops.shape import Hole
 from teachflow.saved.format import (
@@ -32,6 +33,7 @@ from teachflow.saved.format import (
     INT64,
     MAX_NDIM,
     boolean,
+    dtype,
     fields,
     integer,
     items,
@@ -88,8 +90,10 @@ def read_scalar(data: Any, into: Any, where: str) -> bool | int | float:
         number = fields(data, where, ("float",))["float"]
         if isinstance(number, str) and number in ("inf", "-inf", "nan"):
             return float(number)
-        if type(number) in (int, float):
-            return float(integer(number, where) if type(number) is int else number)
+        if type(number) is float:
+            return number
+        if type(number) is int:  # (another language may write 2.0 as 2)
+            return float(integer(number, where))
         raise refuse(where, f"a float must be a number or \"inf\", \"-inf\", \"nan\", not "
                             f"{shown(number)}")
     if type(data) is not int:
@@ -133,8 +137,10 @@ def _read_index_item(data: Any, into: Any, where: str) -> Any:
 
 
 def _read_axis(data: Any, into: Any, where: str) -> Any:
-    if data is None or type(data) is int:
-        return None if data is None else integer(data, where)
+    if data is None:
+        return None
+    if type(data) is int:
+        return integer(data, where)
     return _read_ints(data, into, where)
 
 
@@ -142,14 +148,29 @@ def _read_optional_scalar(data: Any, into: Any, where: str) -> Any:
     return None if data is None else read_scalar(data, into, where)
 
 
-def _write_graph(value: Any, out: Any) -> Any:
-    if not (hasattr(value, "nodes") and hasattr(value, "outputs")):
+def _write_axis(value: Any, out: Any) -> Any:
+    if value is None:
+        return None
+    return _write_ints(value, out) if isinstance(value, tuple | list) else _write_int(value)
+
+
+def _write_bool(value: Any, out: Any) -> bool:
+    if not isinstance(value, bool | np.bool_):
+        raise CannotWrite(f"{value!r:.60} is not a bool")
+    return bool(value)
+
+
+def _write_graph(value: Any, out: Any) -> dict:
+    if not isinstance(value, Graph):
         raise CannotWrite(f"{type(value).__name__} is not a graph")
     return out.graph(value)
 
 
 def _write_dtype(value: Any, out: Any) -> str:
-    name = np.dtype(value).name
+    try:
+        name = np.dtype(value).name
+    except TypeError:
+        raise CannotWrite(f"{value!r:.60} is not a dtype") from None
     if name not in DTYPES:
         raise CannotWrite(f"dtype {name} is not one the format has")
     return name
@@ -163,14 +184,12 @@ def _write_device(value: Any, out: Any) -> str:
 
 INT = Kind(_write_int, lambda data, into, where: integer(data, where))
 INTS = Kind(_write_ints, _read_ints)
-AXIS = Kind(lambda v, out: v if v is None else _write_int(v) if not isinstance(v, tuple | list)
-            else _write_ints(v, out), _read_axis)
-BOOL = Kind(lambda v, out: bool(v) if isinstance(v, bool | np.bool_) else _write_int(v),
-            lambda data, into, where: boolean(data, where))
+AXIS = Kind(_write_axis, _read_axis)
+BOOL = Kind(_write_bool, lambda data, into, where: boolean(data, where))
 SCALAR = Kind(write_scalar, read_scalar)
 OPTIONAL_SCALAR = Kind(lambda v, out: None if v is None else write_scalar(v),
                        _read_optional_scalar)
-DTYPE = Kind(_write_dtype, lambda data, into, where: np.dtype(text(data, where, DTYPES)))
+DTYPE = Kind(_write_dtype, lambda data, into, where: dtype(data, where))
 DEVICE = Kind(_write_device, lambda data, into, where: text(data, where, DEVICES))
 INDEX = Kind(lambda v, out: [_write_index_item(i, out) for i in v],
              lambda data, into, where: tuple(_read_index_item(d, into, f"{where}[{k}]")
@@ -246,7 +265,7 @@ def write_params(op: Op, params: dict, out: Any) -> dict:
     for name, value in params.items():
         kind = KINDS.get(name)
         if kind is None or name not in signature(op).params:
-            raise CannotWrite(f"parameter {name!r} has no kind in the saved format")
+            raise CannotWrite(f"parameter {name!r} is not one the saved format knows for {op.name}")
         try:
             written[name] = kind.write(value, out)
         except CannotWrite as err:
