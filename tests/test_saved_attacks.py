@@ -386,3 +386,20 @@ def test_a_state_dict_with_a_name_twice_or_a_wrong_shape_is_refused(tmp_path: Pa
     edit(folder, _set("tensors.1.name", "b"))
     edit(folder, _set("tensors.1.shape", [4]))
     refused(folder, "array a1 has shape (3,), but the graph says (4,)")
+
+
+def test_names_that_read_as_code_stay_names(saved: Path) -> None:
+    """Names reach the generated executor and the stepper's page; there they are only names."""
+    code = "__import__('pathlib').Path('pwned').touch() or x"
+
+    def rename(document: dict) -> None:
+        document["graph"]["name"] = code
+        document["graph"]["inputs"][0]["name"] = f"x): {code} #"
+        document["graph"]["captures"][0]["name"] = "</script><script>alert(1)</script>"
+
+    loaded = tfl.load(edit(saved, rename))
+    assert np.allclose(loaded(X)[0].numpy(), control_flow(X)[0].numpy())
+    assert "__import__(" not in loaded.source and "(x):" not in loaded.source
+    page = loaded.to_html(saved / "page.html").read_text()
+    assert "<script>alert" not in page
+    assert not Path("pwned").exists() and not (saved / "pwned").exists()
