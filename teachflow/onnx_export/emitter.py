@@ -172,15 +172,15 @@ class Emitter:
             self.node = outer
         results = [results] if isinstance(results, str) else list(results)
         for value, name in zip(node.outputs, results, strict=True):
-            self.names[value] = self._renamed(name, str(value), start)
-            self.value_info.append(value_info(self.names[value], value.spec))
+            made = any(name in proto.output for proto in self.nodes[start:])
+            # Called as the text form calls it (``%4``), where this conversion made it (not a
+            # constant, or an operand passed through).
+            self.names[value] = self._renamed(name, str(value), start) if made else name
+            if made:
+                self.value_info.append(value_info(self.names[value], value.spec))
 
     def _renamed(self, name: str, wanted: str, start: int) -> str:
-        """The result of a node is called as the text form calls it (``%4``) where the node's
-        own conversion made it (not where the result is an operand passed through)."""
-        made = [proto for proto in self.nodes[start:] if name in proto.output]
-        if not made:
-            return name
+        """`name` as `wanted` in the nodes from `start` on (those one conversion made)."""
         new = self.fresh(wanted)
         for proto in self.nodes[start:]:
             for names in (proto.input, proto.output):

@@ -6,8 +6,8 @@ node's result, and returns that result's name. Most are one ONNX operator: ``tan
 broadcasts as NumPy does (its *multidirectional* broadcasting), so elementwise ops need nothing
 for that. What does need care is where the two disagree:
 
-- *Types.* Each operand is asked for in the dtype NumPy computes in (`computed_in`): the result's
-  for arithmetic, the operands' common dtype for a comparison. ``int32 / int32`` is float64 in
+- *Types.* Each operand is asked for in the dtype NumPy computes in: the result's for arithmetic,
+  the operands' common dtype for a comparison (`computed_in`). ``int32 / int32`` is float64 in
   NumPy, so both operands are cast to float64 before ``Div``; ``x * 2.0`` gets a 2.0 of x's dtype.
 - *Integer division.* ONNX's ``Div`` of integers truncates toward zero (C's rule), Python's
   ``//`` rounds down and its ``%`` takes the divisor's sign: ``-7 // 2`` is -4, ``-7 % 2`` is 1.
@@ -39,15 +39,13 @@ Convert = Callable[["Emitter", Node], Any]
 #: Converters by op name (`teachflow.onnx_export.emitter.CONVERTERS` has them all).
 CONVERTERS: dict[str, Convert] = {}
 
+_RANDOM = ("ONNX's {} draws from onnxruntime's own generator, so the model could never compute "
+           "the numbers teachflow computes, whatever the seed; put a module in eval() mode (no "
+           "dropout), or pass the random numbers in as an argument")
+
 #: The ops that cannot be exported, and why.
-REFUSED: dict[str, str] = {
-    "normal": "ONNX's RandomNormal draws from onnxruntime's own generator, so the model could "
-              "never compute the numbers teachflow computes, whatever the seed; put a module "
-              "in eval() mode (no dropout), or pass the random numbers in as an argument",
-    "uniform": "ONNX's RandomUniform draws from onnxruntime's own generator, so the model could "
-               "never compute the numbers teachflow computes, whatever the seed; put a module "
-               "in eval() mode (no dropout), or pass the random numbers in as an argument",
-}
+REFUSED: dict[str, str] = {"normal": _RANDOM.format("RandomNormal"),
+                           "uniform": _RANDOM.format("RandomUniform")}
 
 BOOL, INT64, FLOAT32 = np.dtype(bool), np.dtype(np.int64), np.dtype(np.float32)
 
@@ -62,8 +60,13 @@ def converts(*names: str) -> Callable[[Convert], Convert]:
 
 def computed_in(node: Node) -> np.dtype:
     """The dtype NumPy compares `node`'s operands in: their common dtype, a Python number
-    taking the other operand's kind (NumPy 2's weak scalars, as teachflow's shape rules)."""
-    return np.result_type(*(x.dtype if isinstance(x, Value) else x for x in node.inputs))
+    taking the other operand's kind (NumPy 2's weak scalars, as teachflow's shape rules). A
+    Python int that kind cannot hold (``uint8_tensor > -1``) is compared exactly, in int64."""
+    dtype = np.result_type(*(x.dtype if isinstance(x, Value) else x for x in node.inputs))
+    if dtype.kind in "iu" and any(isinstance(x, int) and not np.iinfo(dtype).min <= x <=
+                                  np.iinfo(dtype).max for x in node.inputs):
+        return np.result_type(dtype, INT64)
+    return dtype
 
 
 # --- Elementwise --------------------------------------------------------------------------------
