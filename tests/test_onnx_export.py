@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import test_devices
 
 import teachflow as tfl
 from teachflow.dispatch import bind
@@ -26,6 +27,7 @@ from teachflow.onnx_export import IR_VERSION, OPSET, exported_graph, to_onnx  # 
 from teachflow.onnx_export.emitter import CONVERTERS  # noqa: E402
 from teachflow.onnx_export.ops import REFUSED  # noqa: E402
 
+gpu = test_devices.gpu  # a fixture: the device "gpu", simulated by NumPy, and (marked) CuPy's
 S = tfl.TensorSpec
 RNG = np.random.default_rng(0)
 
@@ -405,6 +407,20 @@ def test_a_sequential_mlp_in_eval_mode(tmp_path: Path) -> None:
     x = tfl.tensor(arr((6, 10)))
     want = staged(x)
     assert_same(run_onnx(staged, tmp_path / "model.onnx", [x.numpy()]), want)
+
+
+def test_a_graph_traced_on_the_gpu_runs_in_onnxruntime_on_the_cpu(tmp_path: Path,
+                                                                    gpu: str) -> None:
+    """ONNX has no devices: the weights are copied into the file, the runtime picks its own."""
+    w = tfl.randn(3, 4).to("gpu")
+
+    def f(x: tfl.Tensor) -> tfl.Tensor:
+        return tfl.cond(x.sum() > 0, lambda x: (x @ w).tanh(), lambda x: x @ w, x).sum(axis=1)
+
+    x = tfl.randn(2, 3).to("gpu")
+    compiled = tfl.compile(f, x)
+    assert test_devices.on_device(compiled(x), gpu)
+    assert_same(run_onnx(compiled, tmp_path / "gpu.onnx", [x.numpy()]), compiled(x))
 
 
 def test_each_onnx_node_says_which_node_and_line_it_computes() -> None:

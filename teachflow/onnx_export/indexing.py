@@ -16,7 +16,8 @@ Writing (``x[index] = v``, and the gradients of indexing, which add a cotangent 
 on *positions*: number the elements of x 0, 1, 2, ... and index that table of numbers with the
 same index. The numbers it gives are where each element written goes, for ``ScatterND`` into the
 flattened x (adding, for a gradient). When the index holds arrays the graph computes, the table
-is indexed in the model, as the values are.
+is indexed in the model, as the values are; when a size is known only when the model runs, the
+table is made there too (``Range``, reshaped to the shape read with ``Shape``).
 """
 
 from __future__ import annotations
