@@ -303,3 +303,22 @@ def compile(f: Any, *example_args: Any, passes: Any = "default", backend: str | 
     concrete = staged.get_concrete_function(*example_args, **example_kwargs)
     return Compilation(concrete.compilation.snapshots, concrete,
                        concrete.inputs_of(*example_args, **example_kwargs))
+
+
+def one_compilation(obj: Any, op: str, what: str, hint: str) -> Compilation | None:
+    """The compilation `obj` stands for, where one graph is wanted (`tfl.save`,
+    `tfl.export_onnx`): a `Compilation` itself, a concrete function's, or that of a
+    `tfl.function` traced exactly once (several traces are several graphs: which one is meant
+    must be said). None for anything else. `what` names the one graph in the error."""
+    if isinstance(obj, Function):
+        traces = obj.concrete_functions
+        if len(traces) != 1:
+            raise TeachflowError(
+                f"tfl.function {obj.__name__} has {len(traces)} concrete functions, and {what} "
+                "is one graph", op=op,
+                hint=hint if traces else "call it once first, so that it traces, or give "
+                                         "f.get_concrete_function(*example_args)")
+        obj = traces[0]
+    if isinstance(obj, ConcreteFunction):
+        obj = obj.compilation
+    return obj if isinstance(obj, Compilation) else None

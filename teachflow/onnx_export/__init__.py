@@ -38,10 +38,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from teachflow.compiler import Compilation
-from teachflow.concrete import ConcreteFunction
 from teachflow.errors import TeachflowError
-from teachflow.function import Function
+from teachflow.function import one_compilation
 from teachflow.graph import Graph, subgraphs
 
 #: The ONNX IR version and opset the exporter writes.
@@ -99,23 +97,15 @@ def to_onnx(fn: Any) -> Any:
 
 def exported_graph(fn: Any) -> Graph:
     """The graph `export_onnx` writes: the last stage of `fn`'s compilation before fusion."""
-    if isinstance(fn, Function):
-        traces = fn.concrete_functions
-        if len(traces) != 1:
-            raise TeachflowError(
-                f"tfl.function {fn.__name__} has {len(traces)} concrete functions, and an ONNX "
-                "model is one graph", op="export_onnx",
-                hint="call it first, so that it traces" if not traces else
-                "export one of them: f.concrete_functions[k], or f.get_concrete_function(*args)")
-        fn = traces[0]
-    if isinstance(fn, ConcreteFunction):
-        fn = fn.compilation
-    if not isinstance(fn, Compilation):
+    compilation = one_compilation(fn, "export_onnx", "an ONNX model",
+                                  "export one of them: f.concrete_functions[k], or "
+                                  "f.get_concrete_function(*args)")
+    if compilation is None:
         raise TeachflowError(
             f"export_onnx exports a staged function, not a {type(fn).__name__}",
             op="export_onnx", hint="give it tfl.compile(f, *example_args), a tfl.function "
                                    "that has been called, or one of its concrete_functions")
-    graph = next(s.graph for s in reversed(fn.snapshots) if _primitive(s.graph))
+    graph = next(s.graph for s in reversed(compilation.snapshots) if _primitive(s.graph))
     if graph.updates:
         written = ", ".join(u.slot.name for u in graph.updates)
         raise TeachflowError(

@@ -24,7 +24,7 @@ import numpy as np
 
 from teachflow.compiler import Compilation
 from teachflow.errors import TeachflowError
-from teachflow.function import ConcreteFunction, Function
+from teachflow.function import ConcreteFunction, Function, one_compilation
 from teachflow.graph import Graph, Node, Value
 from teachflow.ops.op import OPS
 from teachflow.saved.format import ARRAYS, DTYPES, FORMAT, MANIFEST, MAX_NAME, VERSION
@@ -57,19 +57,11 @@ def save(obj: Any, path: str | Path) -> Path:
 
 def graph_to_save(obj: Any) -> Graph:
     """The traced graph of what `tfl.save` was given."""
-    if isinstance(obj, Function):
-        found = obj.concrete_functions
-        if len(found) != 1:
-            raise TeachflowError(
-                f"tfl.function {obj.__name__} has {len(found)} concrete functions; a saved "
-                "graph is one of them", op="save",
-                hint="save the one you mean: tfl.save(f.get_concrete_function(x), path)"
-                if found else "call it once first, or save f.get_concrete_function(x)")
-        obj = found[0]
-    if isinstance(obj, ConcreteFunction):
-        obj = obj.compilation
-    if isinstance(obj, Compilation):
-        return obj.snapshots[0].graph
+    compilation = one_compilation(obj, "save", "a saved graph",
+                                  "save the one you mean: tfl.save(f.get_concrete_function(x), "
+                                  "path)")
+    if compilation is not None:
+        return compilation.snapshots[0].graph
     raise TeachflowError(
         f"tfl.save takes a staged function or a state dict, not {type(obj).__name__}",
         op="save", hint="tfl.save(tfl.compile(f, x), path), tfl.save(model, path) for a "
