@@ -159,15 +159,17 @@ def _fori_vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> li
     def step_back(j: Any, *state: Any) -> list:
         i = (upper - 1) - j
         row = i - lower if lower else i
-        at = [bind(shape_ops.gather, h, row, index=(shape_ops.Hole(0),)) for h in history]
+
+        def at_row(h: Any) -> Any:  # h[row], row a traced index
+            return bind(shape_ops.gather, h, row, index=(shape_ops.Hole(0),))
+        at = [at_row(h) for h in history]
         cts: list = [None] * m
         for k, ct in zip(floats, state, strict=False):
             cts[k] = ct
         wrt = [1 + k for k in floats] + [1 + m + q for q in wanted]
         grads = graph_vjp(body, [i, *at, *free], cts, wrt)
         back = [grads[1 + k] for k in floats]
-        back = [g + bind(shape_ops.gather, h, row, index=(shape_ops.Hole(0),))
-                for g, h in zip(back, kept, strict=True)] if kept else back
+        back = [g + at_row(h) for g, h in zip(back, kept, strict=True)] if kept else back
         sums = state[len(floats):]
         return back + [s + grads[1 + m + q] for s, q in zip(sums, wanted, strict=True)]
 

@@ -185,10 +185,7 @@ class Module:
         """Forget every parameter's gradient (``.grad = None``, PyTorch's default), or set it to
         zeros."""
         for p in self.parameters():
-            if set_to_none or p.grad is None:
-                p.grad = None
-            else:
-                p.grad = p.grad * 0
+            p.grad = None if set_to_none or p.grad is None else p.grad * 0
 
     # --- State --------------------------------------------------------------------------------
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from teachflow.errors import TeachflowError
+
 
 def side_by_side(compilations: Mapping[str, Any]) -> Any:
     """Steppers for ``title: compilation`` pairs in one row (`teachflow.viz.stepper`)."""
@@ -24,8 +26,6 @@ def side_by_side_html(compilations: Mapping[str, Any], path: Any) -> Any:
 
 
 def _checked(compilations: Any, op: str) -> dict[str, Any]:
-    from teachflow.errors import TeachflowError
-
     example = f'{op}({{"unrolled": tfl.compile(f_static, x), "scripted": ' \
               'tfl.compile(tfl.script(f_dynamic), x)})'
     if not isinstance(compilations, Mapping) or not compilations:
