@@ -20,6 +20,7 @@ from teachflow.compiler import Compilation, run_pipeline
 from teachflow.errors import AutodiffError, DeviceError, SignatureMismatch, TeachflowError
 from teachflow.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
+from teachflow.guards import compile_guards, guard_source
 from teachflow.ops.op import Op
 from teachflow.signature import (
     Signature,
@@ -50,6 +51,7 @@ class ConcreteFunction:
         self.signature = signature
         self.input_signature = input_signature
         self.guards = traced.guards
+        self._guards_hold = compile_guards(self.guards, [v.data for v in traced.graph.captures])
         self._traced = traced
         self._call_signature = call_signature  # the Python function's, to read calls alike
         self.compilation = Compilation(run_pipeline(traced.graph, passes, verify, examples),
@@ -61,6 +63,8 @@ class ConcreteFunction:
         self._out_backends = [get_backend(v.spec.device) for v in self.graph.outputs]
         self._results = len(traced.graph.results)
         self._updates = bool(self.graph.updates)
+        self._update_plan = [(u.slot, u.output, None if u.output is None else
+                              self._out_backends[u.output]) for u in self.graph.updates]
         # A trace that ran backward() has its gradients inside: it is not differentiated again.
         self._differentiable = all(u.slot.attr != "grad" for u in traced.graph.updates)
         self._returns_state = any(r is not None for r in traced.returned)
@@ -95,11 +99,15 @@ class ConcreteFunction:
         leaves, _ = as_inputs(tree_flatten((args, kwargs))[0])
         return leaf_keys(leaves)[1]
 
+    @property
+    def guard_source(self) -> str:
+        """The generated Python that checks the trace's guards before each call."""
+        return guard_source(self.guards, [v.data for v in self._traced.graph.captures])[0]
+
     def guards_hold(self, tensors: list[Tensor] | tuple) -> bool:
         """Does the state outside the graph still look as the trace assumed (and does every
         tensor it reads still exist)?"""
-        return (all(v.data.alive for v in self._traced.graph.captures)
-                and all(guard.holds(tensors) for guard in self.guards))
+        return self._guards_hold(tensors)
 
     def _checked_inputs(self, args: tuple, kwargs: dict) -> tuple[list[Tensor], list]:
         """The call's tensors (and its NumPy arrays, see `as_inputs`), once it is sure that
@@ -161,24 +169,43 @@ class ConcreteFunction:
             outputs = self._executor.fn(*arrays)
         except Exception as exc:
             raise explain_failure(self._traced.graph, tensors) from exc
-        results = []  # (a loop: in the hot path, a comprehension's own frame costs)
-        for array, out_backend in zip(outputs, self._out_backends, strict=True):
+        n = self._results
+        results = []  # (loops: in the hot path, a comprehension's own frame costs)
+        for array, out_backend in zip(outputs[:n], self._out_backends, strict=False):
             if type(array) is not out_backend.array_type:  # a NumPy scalar, from a 0-d result
                 array = out_backend.xp.asarray(array)
             results.append(Tensor._make(array, out_backend, None))
         if taped:
             # A trace that ran backward(): its gradients are inside already. Its results say so
             # if backward() reaches them again (the state it updated stays plain, as eagerly).
-            n = self._results
-            results[:n] = [_not_differentiable_again(r, tracked, self.graph.name)
-                           for r in results[:n]]
-        return self._finish(tensors, results)
+            results = [_not_differentiable_again(r, tracked, self.graph.name) for r in results]
+        if self._updates:
+            self._write_back_arrays(tensors, outputs)
+        return self._structured(tensors, results)
+
+    def _write_back_arrays(self, tensors: list[Tensor] | tuple, outputs: Any) -> None:
+        """`write_back` for a run of the executor, which runs only eagerly: the state takes the
+        new arrays at once, as `EagerInterpreter.assign` and `write_grad` would give them to it
+        (no Tensor is made for a new value; a .grad is a plain tensor)."""
+        for slot, output, out_backend in self._update_plan:
+            tensor = slot.tensor(tensors)
+            array = None if output is None else outputs[output]
+            if array is not None and type(array) is not out_backend.array_type:
+                array = out_backend.xp.asarray(array)  # (a NumPy scalar, from a 0-d result)
+            if slot.attr == "data":
+                tensor._take_array(array)
+            else:
+                tensor._grad = None if array is None else Tensor._make(array, out_backend, None)
 
     def _finish(self, tensors: list[Tensor] | tuple, results: list[Tensor]) -> Any:
         """Write back the state the call updated; the results in the function's structure."""
         if self._updates:
             write_back(self.graph, tensors, results)
             results = results[:self._results]
+        return self._structured(tensors, results)
+
+    def _structured(self, tensors: list[Tensor] | tuple, results: list[Tensor]) -> Any:
+        """The results in the function's structure."""
         if self._returns_state:  # `return w`: w itself
             results = [r if outside is None else outside.read(tensors)
                        for r, outside in zip(results, self._traced.returned, strict=True)]

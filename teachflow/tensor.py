@@ -350,6 +350,12 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, autodiff.Tracked):
         if not isinstance(self._node, autodiff.Leaf):
             self._node = value._node
 
+    def _take_array(self, array: Any) -> None:
+        """`_take` of a plain value (off the tape) given as its array: a staged call's update."""
+        self._data = array
+        if not isinstance(self._node, autodiff.Leaf):
+            self._node = None
+
 
 def _rebuild(values: np.ndarray, device: str, requires_grad: bool) -> Tensor:
     return Tensor(values, device=device, requires_grad=requires_grad)

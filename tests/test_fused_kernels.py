@@ -636,6 +636,24 @@ def test_a_result_nobody_holds_is_reused_and_one_still_held_is_not() -> None:
     assert fourth is not third and np.shares_memory(view, third)
 
 
+def test_a_loop_that_holds_its_last_result_takes_turns_between_two_arrays() -> None:
+    """``y = kernel(x)`` holds the last result while the next is made (and a staged training
+    step holds the old weights until the new ones are written back): two arrays take turns."""
+    rng = np.random.default_rng(8)
+    group, inputs = traced_group(_chain, rng.normal(size=1000), rng.normal(size=1000))
+    kernel = numpy_kernel(group, np)
+    y = kernel(*inputs)
+    addresses = []
+    for _ in range(6):
+        previous = y.copy()
+        y_new = kernel(*inputs)
+        assert not np.shares_memory(y_new, y)  # the result still held is never overwritten
+        np.testing.assert_array_equal(y, previous)
+        y = y_new
+        addresses.append(y.__array_interface__["data"][0])
+    assert len(set(addresses)) == 2 and addresses[0::2] == [addresses[0]] * 3
+
+
 def test_a_compiled_function_holds_no_intermediate_between_calls() -> None:
     """Only a result the graph returns is kept for reuse; intermediates die with the call."""
     def two_kernels(x):

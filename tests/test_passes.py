@@ -108,6 +108,7 @@ def traced(f: Callable, *args: tfl.Tensor) -> Callable[[], Graph]:
 
 F64 = TensorSpec((2, 3), np.float64)
 PRODUCT_T = "transpose(a @ b) -> b.T @ a.T (the product made in the layout it is read in)"
+BROADCAST_READ = "op(x, broadcast_to(y)) -> op(x, y) (an elementwise op broadcasts by itself)"
 
 FIRES = [
     Case("x*1 -> x", traced(lambda x: x * 1, t(X)), (t(X),), [], "return %x"),
@@ -143,6 +144,17 @@ FIRES = [
          note="a weight's gradient: b.T @ x, reading x itself"),
     Case("broadcast_to(x) to its own shape -> x",
          lambda: by_hand("broadcast_to", F64, shape=(2, 3)), (t(X),), [], "return %x"),
+    Case(BROADCAST_READ, traced(lambda x, y: x * tfl.broadcast_to(y, (2, 3)), t(X), t(X[0])),
+         (t(X), t(X[1])), ["broadcast_to", "mul"],
+         note="mul broadcasts y itself; the broadcast is left for dce"),
+    Case(BROADCAST_READ, traced(lambda x, y: tfl.broadcast_to(y, (2, 3)) - x, t(X), t(X[:, :1])),
+         (t(X), t(X[:, 1:2])), ["broadcast_to", "sub"],
+         note="on the left of an op that does not commute"),
+    Case(BROADCAST_READ,
+         traced(lambda x: tfl.grad(lambda x: (x.sum(axis=1, keepdims=True) * x).sum())(x), t(X)),
+         (t(X),), ["sum", "mul", "sum", "full", "reshape", "broadcast_to", "mul", "sum", "mul",
+                   "broadcast_to", "add"],
+         note="gradients of sums: two of three reads drop the broadcast (mul(%6, %1) needs it)"),
     Case("astype(x) to its own dtype -> x",
          lambda: by_hand("astype", F64, dtype=np.dtype(np.float64)), (t(X),), [], "return %x"),
     Case("identity(x) -> x", lambda: by_hand("identity", F64), (t(X),), [], "return %x"),
@@ -241,6 +253,10 @@ NOT_FIRES = [
     Case("broadcast_to(x) to its own shape -> x",
          traced(lambda x: tfl.broadcast_to(x, (2, 3)), t(X[0])), (t(X[0]),),
          note="a real broadcast"),
+    Case(BROADCAST_READ, traced(lambda x, y: tfl.broadcast_to(y, (4, 2, 3)) + x, t(X), t(X)),
+         (t(X), t(X)), note="the broadcast makes the result bigger than the op alone would"),
+    Case(BROADCAST_READ, traced(lambda y: tfl.broadcast_to(y, (2, 3)).exp(), t(X[0])),
+         (t(X[0]),), note="near miss: exp has one operand, and nothing to broadcast it against"),
     Case(PRODUCT_T, traced(lambda a, b: (lambda p: p.T + p.sum())(a @ b), t(X), t(X.T)),
          (t(X), t(X.T)), note="the product is read untransposed too: one product, not two"),
     Case(PRODUCT_T, traced(lambda a, b: (a @ b).transpose(0, 2, 1), t(np.ones((4, 2, 3))),

@@ -21,29 +21,35 @@ import numpy as np
 
 
 class Recycler:
-    """Hands out result arrays, reusing the previous one when nothing else refers to it.
+    """Hands out result arrays, reusing an earlier one when nothing else refers to it.
 
     A fresh 40 MB array costs milliseconds of page faults before its first use, often more
-    than the kernel itself. A kernel called in a loop usually finds its last result already
+    than the kernel itself. A kernel called in a loop usually finds an earlier result already
     dropped by the caller: then that memory is reused. While anything still holds the array (a
-    Tensor, a view of it), ``sys.getrefcount`` sees it and a new array is made instead.
+    Tensor, a view of it), ``sys.getrefcount`` sees it and another array is used instead.
 
-    The price is that one result's memory stays held between calls. Only kernels whose result
-    the graph returns use a recycler; an intermediate result is freed when the call ends (see
-    `FusedGroup.returned`), so a compiled function never holds memory no caller can see.
+    Two arrays are kept, not one, because the usual loop holds one result while the next is
+    computed: ``y = f(x)`` keeps the last result in ``y`` until the new one is made, and a
+    staged training step's new weights replace the old ones only after the call. The two then
+    take turns, and neither loop ever allocates.
+
+    The price is that up to two results' memory stays held between calls. Only kernels whose
+    result the graph returns use a recycler; an intermediate result is freed when the call ends
+    (see `FusedGroup.returned`), so a compiled function never holds memory no caller can see.
     """
 
     def __init__(self, xp: ModuleType) -> None:
         self.xp = xp
-        self.last: Any = None
+        self.kept: list[Any] = []  # the newest last
 
     def empty(self, shape: tuple, dtype: Any) -> Any:
-        # Two references mean nobody else's: `self.last` itself, and getrefcount's argument.
-        if (self.last is not None and self.last.shape == shape and self.last.dtype == dtype
-                and sys.getrefcount(self.last) == 2):
-            return self.last
-        self.last = self.xp.empty(shape, dtype=dtype)
-        return self.last
+        for array in self.kept:
+            # Three references mean nobody else's: the list, `array`, getrefcount's argument.
+            if array.shape == shape and array.dtype == dtype and sys.getrefcount(array) == 3:
+                return array
+        array = self.xp.empty(shape, dtype=dtype)
+        self.kept = [*self.kept[-1:], array]
+        return array
 
 
 _pool: ThreadPoolExecutor | None = None

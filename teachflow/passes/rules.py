@@ -4,8 +4,9 @@ A rule is a name in plain words, a pattern, and what to put in the pattern's pla
 
     Rule("x*1 -> x", Pattern(ew.mul, X, 1), lambda m, emit: m.x)
 
-Patterns are small trees: ``Pattern(op, *operands)`` matches a node of that op, ``Var("x")``
-matches any operand and binds it, and a number matches that literal. The engine walks the graph
+Patterns are small trees: ``Pattern(op, *operands)`` matches a node of that op (or of any op of
+a tuple of them), ``Var("x")`` matches any operand and binds it, and a number matches that
+literal. The engine walks the graph
 once, in order; for each node it tries the rules and, when one matches, puts the replacement in
 place of the node's value and records a `Change` that names the rule. It repeats until nothing
 matches.
@@ -39,14 +40,16 @@ class Var:
 
 
 class Pattern:
-    """Matches a value computed by op `op` from operands matching `operands`.
+    """Matches a value computed by op `op` (or by one of a tuple of ops) from operands matching
+    `operands`.
 
     ``Pattern(ew.mul, X, 1, bind="m")`` also binds the matched node to ``m``. The op is its
     declaration itself (`teachflow.ops`), never a name to look up: a rule cannot misspell one.
     """
 
-    def __init__(self, op: Op, *operands: Any, bind: str | None = None) -> None:
-        self.op = op
+    def __init__(self, op: Op | tuple[Op, ...], *operands: Any, bind: str | None = None
+                 ) -> None:
+        self.ops = op if isinstance(op, tuple) else (op,)
         self.operands = operands
         self.bind = bind
 
@@ -89,7 +92,8 @@ def match(pattern: Any, operand: Any, m: Match) -> bool:
         return True
     if isinstance(pattern, Pattern):
         node = operand.producer if isinstance(operand, Value) else None
-        if node is None or node.op is not pattern.op or len(node.inputs) != len(pattern.operands):
+        if (node is None or node.op not in pattern.ops
+                or len(node.inputs) != len(pattern.operands)):
             return False
         return _match_node(pattern, node, m)
     return _is_literal(operand, pattern)
@@ -175,7 +179,7 @@ def _first_rule(rules: list[Rule], changes: list[Change], graph: Graph) -> Decid
 def _first_rewrite(node: Node, rules: list[Rule], context: RewriteContext,
                    rewriter: Rewriter) -> tuple[Value | None, Rule | None]:
     for rule in rules:
-        if rule.pattern.op is not node.op:
+        if node.op not in rule.pattern.ops:
             continue
         m = Match()
         if not _match_node(rule.pattern, node, m):

@@ -69,6 +69,18 @@ def _compose_transposes(m: dict, emit) -> Value:
     return emit(shape_ops.transpose, m["x"], axes=axes)
 
 
+#: The elementwise ops of two operands, which broadcast them to one shape as NumPy does.
+_BROADCASTING = (ew.add, ew.sub, ew.mul, ew.div, ew.pow, ew.maximum, ew.minimum, ew.floor_divide,
+                 ew.remainder, ew.lt, ew.le, ew.gt, ew.ge, ew.eq, ew.ne)
+BROADCAST_READ = "op(x, broadcast_to(y)) -> op(x, y) (an elementwise op broadcasts by itself)"
+
+
+def _unbroadcast(m: dict, emit) -> Value:
+    node, broadcast = m["op"], m["b"]
+    operands = [m["y"] if v is broadcast.output else v for v in node.inputs]
+    return emit(node.op, *operands, **node.params)
+
+
 RULES = [
     # Identities of arithmetic.
     Rule("x*1 -> x", Pattern(ew.mul, X, 1), lambda m, emit: m.x),
@@ -102,6 +114,12 @@ RULES = [
     Rule("transpose(a @ b) -> b.T @ a.T (the product made in the layout it is read in)",
          Pattern(shape_ops.transpose, Pattern(linalg.matmul, X, Y, bind="product"), bind="t"),
          _transposed_product, where=_product_read_transposed),
+    # An elementwise op broadcasts its operands itself: a broadcast_to feeding it only makes a
+    # view, and ends a fusion group (the gradient of a sum makes one). The free check keeps the
+    # broadcast where the op alone would make a smaller result.
+    *[Rule(BROADCAST_READ, Pattern(_BROADCASTING, *operands, bind="op"), _unbroadcast)
+      for operands in ((X, Pattern(shape_ops.broadcast_to, Y, bind="b")),
+                       (Pattern(shape_ops.broadcast_to, Y, bind="b"), X))],
     Rule("broadcast_to(x) to its own shape -> x", Pattern(shape_ops.broadcast_to, X),
          lambda m, emit: m.x),
     Rule("astype(x) to its own dtype -> x", Pattern(ew.astype, X), lambda m, emit: m.x),
