@@ -18,7 +18,8 @@ The package reads in the order of the course, each module importing only those b
    inherits: operators and everyday methods (`operators`), PyTorch's and NumPy's names
    (`methods`), NumPy's protocols (`interop`); then tensors
    (`tensor`), the eager interpreter (`eager`), making tensors (`factories`), the library of
-   functions (`library`), gradients as functions (`gradients`).
+   functions (`library`), gradients as functions (`gradients`), and checked against finite
+   differences (`testing`).
 5. Tracing: the Python objects around traced code (`surroundings`), reading a callable
    (`callables`), what a trace assumes (`guards`), the Python state it changes (`world`), the
    graph builder behind `bind` (`staging`), tracing a function (`tracing`).
@@ -40,7 +41,7 @@ README.md has the table.
 
 import numpy as _np
 
-from teachflow import data, nn, optim
+from teachflow import data, nn, optim, testing
 from teachflow import eager as _eager  # installs the eager interpreter behind `bind`
 from teachflow.autodiff import enable_grad, is_grad_enabled, no_grad
 from teachflow.backends import devices
@@ -235,6 +236,7 @@ __all__ = [
     "swapaxes",
     "tanh",
     "tensor",
+    "testing",
     "trace",
     "transpose",
     "unsqueeze",

@@ -33,12 +33,12 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pytest
-from helpers import finite_differences
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import teachflow as tfl
 from teachflow.graph import Graph, Node, subgraphs
+from teachflow.testing import finite_differences
 
 HERE = Path(__file__).name
 CONTROL = {"cond", "while", "fori_loop"}
