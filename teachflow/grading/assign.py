@@ -1,0 +1,88 @@
+"""``teachflow assign MASTER.ipynb --out DIR``: one master in, two folders out.
+
+- ``DIR/release/MASTER.ipynb``: the learner's notebook (`authoring.released_notebook`);
+- ``DIR/grading/``: the grading bundle, which never leaves the instructor (`bundle`).
+
+Nothing is written until the whole master is checked (`authoring.read_master`), against
+the notebook format's JSON schema too (with ``nbformat``, the reference implementation of the
+format: ``pip install 'teachflow[grading]'``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teachflow.errors import GradingError
+from teachflow.grading.authoring import read_master, released_notebook
+from teachflow.grading.bundle import MANIFEST, is_bundle, load_bundle, manifest, write_bundle
+from teachflow.grading.notebook import NotebookError, read_notebook
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """What `assign` wrote: the learner's notebook and the grading bundle's folder."""
+
+    release: Path
+    grading: Path
+    total_points: float
+    test_cells: int
+
+
+def assign(master: str | os.PathLike[str], out: str | os.PathLike[str]) -> Assignment:
+    """Check the master notebook `master` and write ``out/release/`` and ``out/grading/``."""
+    master, out = Path(master), Path(out)
+    notebook = read_notebook(master)
+    _validate(notebook, master.name)
+    cells = read_master(notebook)
+    release, grading = out / "release" / master.name, out / "grading"
+    if release.resolve() == master.resolve():
+        raise GradingError(f"assign would write the release over the master {master}",
+                           op="assign", hint="choose another --out folder")
+    _check_grading_folder(grading, master.name)
+    data = manifest(master.name, cells)
+    release.parent.mkdir(parents=True, exist_ok=True)
+    nbformat = _nbformat()
+    release.write_text(nbformat.writes(nbformat.from_dict(released_notebook(notebook, cells))),
+                       encoding="utf-8")
+    write_bundle(grading, data)
+    tests = sum(1 for entry in data["cells"] if entry["role"] == "tests")
+    return Assignment(release, grading, data["total_points"], tests)
+
+
+def _check_grading_folder(grading: Path, notebook: str) -> None:
+    """Write into `grading` only when it is empty or holds this notebook's bundle."""
+    if not grading.exists() or not any(grading.iterdir()):
+        return
+    if not is_bundle(grading):
+        raise GradingError(f"{grading} exists and is not a grading bundle: assign will not "
+                           f"write into it", op="assign", hint="choose another --out folder")
+    try:
+        other = load_bundle(grading).notebook
+    except GradingError:  # an older version's bundle: this master's replaces it
+        return
+    if other != notebook:
+        raise GradingError(f"{grading / MANIFEST} is the bundle of {other}", op="assign",
+                           hint="give each master notebook its own --out folder")
+
+
+def _nbformat() -> Any:
+    try:
+        import nbformat
+    except ImportError as error:
+        raise GradingError("teachflow assign needs nbformat", op="assign",
+                           hint="pip install 'teachflow[grading]'") from error
+    return nbformat
+
+
+def _validate(notebook: dict[str, Any], name: str) -> None:
+    """Refuse a notebook that breaks the notebook format's schema, as Jupyter would."""
+    nbformat = _nbformat()
+    try:
+        nbformat.validate(nbformat.from_dict(notebook))
+    except nbformat.ValidationError as error:
+        raise NotebookError(f"{name} is not a valid notebook: {error.message}",
+                            op="read notebook", hint="open and save it in Jupyter, which "
+                            "repairs what it can, or fix the part named") from None

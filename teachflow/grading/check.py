@@ -1,0 +1,197 @@
+"""The learner's check: ``teachflow check NOTEBOOK.ipynb``, and ``tfl.grading.check()``.
+
+Both run the *visible* tests of an exercise notebook against the learner's current solutions
+and print, per test cell, whether it passed, failed or is not done yet, with each failing
+assertion in words (`teachflow.grading.failures`)::
+
+    FAILED        test_softmax (2 points)
+      test_shape
+        line 3:  assert my_softmax(x).shape == (3,)
+        got:      my_softmax(x).shape = (3, 1)
+        expected: (3,)
+
+From a terminal, ``teachflow check`` runs the saved notebook from the top, in this process,
+as a fresh kernel would (`teachflow.grading.runner`), in the notebook's folder; its exit status
+is 0 only when every visible test passes. In a notebook, ``tfl.grading.check()`` tests the
+functions as the learner last *ran* them in this kernel, and reads the test cells from the
+notebook's file: it finds that file from VS Code's ``__vsc_ipynb_file__``, from Jupyter
+Server's ``JPY_SESSION_NAME``, or as the only notebook in the kernel's folder; ``path=`` says
+which file where none of those does. Test cells are locked, so the saved ones are the ones
+shown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teachflow.errors import GradingError
+from teachflow.grading.failures import NOT_DONE, PASSED
+from teachflow.grading.notebook import cells_of, read_notebook
+from teachflow.grading.runner import Runner, TestCellResult, fresh_namespace
+
+
+def _cells(count: int) -> str:
+    return f"{count} test cell{'s' * (count != 1)}"
+
+
+@dataclass
+class Report:
+    """What a check found: one result per test cell, in the notebook's order."""
+
+    notebook: Path
+    results: list[TestCellResult]
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        """Did every visible test pass?"""
+        return all(result.status == PASSED for result in self.results)
+
+    def count(self, status: str) -> int:
+        return sum(1 for result in self.results if result.status == status)
+
+    def summary(self) -> str:
+        total, passed, undone = len(self.results), self.count(PASSED), self.count(NOT_DONE)
+        if self.passed:
+            return (f"{'All ' * (total > 1)}{_cells(total)} pass{'es' * (total == 1)} "
+                    f"{'its' if total == 1 else 'their'} visible tests. Grading also runs tests "
+                    f"you cannot see.")
+        parts = [f"{passed} of {_cells(total)} pass{'es' * (total == 1)}"]
+        if total - passed - undone:
+            parts.append(f"{total - passed - undone} fail")
+        if undone:
+            parts.append(f"{undone} {'is' if undone == 1 else 'are'} not done yet")
+        return ", ".join(parts) + "."
+
+    def text(self) -> str:
+        """The report as printed."""
+        count = len(self.results)
+        lines = [f"Checking {self.notebook.name}: the visible tests of {_cells(count)}", ""]
+        for result in self.results:
+            points = result.cell.points
+            head = f"{result.status.upper():<13} {result.cell.grade_id} " \
+                   f"({points:g} point{'s' * (points != 1)})"
+            if result.status == PASSED:
+                count = len(result.tests)
+                head += (f": {count} test{'s' * (count != 1)}" if count
+                         else ": no visible tests (grading runs hidden ones)")
+            lines.append(head)
+            lines += [f"    {line}" for line in result.lines]
+            lines += _failed_tests(result)
+        lines += ["", self.summary(), f"({self.seconds:.1f} s)"]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<check of {self.notebook.name}: {self.summary()}>"
+
+
+def _failed_tests(result: TestCellResult) -> list[str]:
+    """The tests of a cell that did not pass, those failing for the same reason together."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for test in result.tests:
+        if test.status != PASSED:
+            groups.setdefault((*test.lines, test.output), []).append(test.name)
+    lines = []
+    for (*why, output), names in groups.items():
+        lines.append(f"  {', '.join(names)}")
+        lines += [f"    {line}" for line in why]
+        if output.strip():
+            lines.append("    it printed:")
+            lines += [f"      {line}" for line in output.rstrip().splitlines()]
+    return lines
+
+
+def _test_cells_of(path: Path) -> tuple[list[Any], list[Any]]:
+    cells = cells_of(read_notebook(path))
+    tests = [cell for cell in cells if cell.role == "tests" and cell.cell_type == "code"]
+    if not tests:
+        raise GradingError(f"{path.name} has no test cells", op="check",
+                           hint="check an exercise notebook: one whose test cells carry "
+                                "nbgrader's marks (metadata.nbgrader.grade = true)")
+    return cells, tests
+
+
+@contextlib.contextmanager
+def _in_folder_of(path: Path) -> Iterator[None]:
+    """Run as Jupyter runs a notebook: in its folder, which is also where imports look first."""
+    cwd, sys_path = os.getcwd(), list(sys.path)
+    os.chdir(path.parent)
+    sys.path.insert(0, str(path.parent))
+    os.environ.setdefault("MPLBACKEND", "Agg")  # plots are drawn into nothing, not a window
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        sys.path[:] = sys_path
+
+
+def check_notebook(path: str | os.PathLike[str]) -> Report:
+    """Run the notebook at `path` from the top, fresh, and its visible tests at their places."""
+    start, path = time.perf_counter(), Path(path).resolve()
+    cells, _ = _test_cells_of(path)
+    results = []
+    with _in_folder_of(path):
+        runner = Runner(cells, fresh_namespace(cells))
+        for cell in cells:
+            if cell.cell_type != "code":
+                continue
+            if cell.role == "tests":
+                results.append(runner.run_tests(cell))
+            else:
+                runner.run_cell(cell)
+    return Report(path, results, time.perf_counter() - start)
+
+
+def check_namespace(path: str | os.PathLike[str], namespace: dict[str, Any]) -> Report:
+    """Run the visible tests of the notebook at `path` against `namespace`, where a kernel
+    ran the learner's cells (a syntax error in the saved file still fails what needs it)."""
+    start, path = time.perf_counter(), Path(path).resolve()
+    cells, tests = _test_cells_of(path)
+    runner = Runner(cells, namespace, ran_by_kernel=True)
+    for cell in cells:
+        if cell.cell_type == "code" and cell.role != "tests":
+            runner.compile_cell(cell)
+    return Report(path, [runner.run_tests(cell) for cell in tests], time.perf_counter() - start)
+
+
+def notebook_path(namespace: dict[str, Any]) -> Path:
+    """The file of the notebook this kernel runs (see the module's docstring for how)."""
+    vscode = namespace.get("__vsc_ipynb_file__")
+    if isinstance(vscode, str) and os.path.isfile(vscode):
+        return Path(vscode)
+    session, cwd = os.environ.get("JPY_SESSION_NAME", ""), Path.cwd()
+    if session.endswith(".ipynb"):  # relative to the server's root, a folder above the kernel's
+        for folder in (cwd, *cwd.parents):
+            if (folder / session).is_file():
+                return folder / session
+    notebooks = sorted(cwd.glob("*.ipynb"))
+    if len(notebooks) == 1:
+        return notebooks[0]
+    raise GradingError("cannot tell which notebook this kernel runs", op="check",
+                       hint="name it: tfl.grading.check('my_exercise.ipynb')")
+
+
+def check(path: str | os.PathLike[str] | None = None) -> Report:
+    """Run the visible tests of this notebook and print what passed, failed or is not done.
+
+    In a notebook, the tests run against the functions as you last ran them; elsewhere (a
+    script), the notebook at `path` runs from the top first, as ``teachflow check`` runs it."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        if path is None:
+            raise GradingError("check() outside a notebook needs the notebook's path",
+                               op="check", hint="tfl.grading.check('my_exercise.ipynb'), or "
+                                                "teachflow check my_exercise.ipynb")
+        report = check_notebook(path)
+    else:
+        report = check_namespace(path or notebook_path(shell.user_ns), shell.user_ns)
+    print(report.text())
+    return report

@@ -1,0 +1,80 @@
+"""The ``teachflow`` command: one subcommand per step of an exercise's life.
+
+    teachflow assign MASTER.ipynb --out DIR     the instructor: release/ and grading/
+    teachflow check NOTEBOOK.ipynb              the learner: run the visible tests
+
+(``python -m teachflow ...`` is the same command.) Each subcommand is a function that takes
+the parsed arguments and returns the exit status, registered in `SUBCOMMANDS` with its
+arguments: adding one (``grade``, ``gradescope``) is one function and one entry.
+
+Exit status: 0 when the command did what it was asked (``check``: every visible test passed),
+1 when ``check`` ran and some test did not pass, 2 when the command could not do its work (a
+file that is not a notebook, a master that breaks a rule): the message says why on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from teachflow.errors import TeachflowError
+
+OK, TESTS_FAILED, CANNOT = 0, 1, 2
+
+
+def assign_command(args: argparse.Namespace) -> int:
+    from teachflow.grading.assign import assign
+
+    done = assign(args.master, args.out)
+    print(f"released {done.release}\ngrading bundle {done.grading} ({done.test_cells} test "
+          f"cells, {done.total_points:g} points): never hand it out")
+    return OK
+
+
+def check_command(args: argparse.Namespace) -> int:
+    from teachflow.grading.check import check_notebook
+
+    report = check_notebook(args.notebook)
+    print(report.text())
+    return OK if report.passed else TESTS_FAILED
+
+
+#: name -> (function, help, [(argument names, keyword arguments for add_argument)])
+SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
+                             list[tuple[tuple[str, ...], dict[str, object]]]]] = {
+    "assign": (assign_command, "write the learner's notebook and the grading bundle", [
+        (("master",), {"help": "the master notebook, with solutions and all tests"}),
+        (("--out",), {"required": True, "metavar": "DIR",
+                      "help": "writes DIR/release/MASTER.ipynb and DIR/grading/"}),
+    ]),
+    "check": (check_command, "run a notebook's visible tests (exit status 0: all pass)", [
+        (("notebook",), {"help": "the exercise notebook"}),
+    ]),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    main_parser = argparse.ArgumentParser(
+        prog="teachflow", description="Exercises in notebooks: author, check and grade them.")
+    commands = main_parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (function, help_text, arguments) in SUBCOMMANDS.items():
+        command = commands.add_parser(name, help=help_text, description=help_text)
+        for names, options in arguments:
+            command.add_argument(*names, **options)  # type: ignore[arg-type]
+        command.set_defaults(run=function)
+    return main_parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``teachflow`` with `argv` (the command line's arguments when None)."""
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except TeachflowError as error:
+        print(f"teachflow {args.command}: {error}", file=sys.stderr)
+        return CANNOT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
