@@ -35,6 +35,8 @@ The package reads in the order of the course, each module importing only those b
 10. Saved graphs: a language-neutral file and a loader that trusts nothing (`saved`), and the
     same graph as an ONNX model for other runtimes (`onnx_export`).
 11. The notebook: the ``%%compile`` cell magic (`magic`).
+12. Exercises: authoring them, checking them, grading them (`grading`), and the ``teachflow``
+    command that does it (`__main__`); ``tfl.grading`` is imported on first use.
 
 README.md has the table.
 """
@@ -143,7 +145,12 @@ _FOREIGN = {
 
 
 def __getattr__(name: str) -> object:
-    """``tfl.clamp`` and other PyTorch names: say what teachflow calls them."""
+    """``tfl.grading``, imported on first use; ``tfl.clamp`` and other PyTorch names: say what
+    teachflow calls them."""
+    if name == "grading":
+        import teachflow.grading  # (which sets the attribute, so this runs once)
+
+        return teachflow.grading
     spelling = _FOREIGN.get(name)
     if spelling is None:
         raise AttributeError(f"module 'teachflow' has no attribute {name!r}")
