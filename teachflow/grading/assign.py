@@ -3,9 +3,9 @@
 - ``DIR/release/MASTER.ipynb``: the learner's notebook (`authoring.released_notebook`);
 - ``DIR/grading/``: the grading bundle, which never leaves the instructor (`bundle`).
 
-Nothing is written until the whole master is checked (`authoring.read_master`), against
-the notebook format's JSON schema too (with ``nbformat``, the reference implementation of the
-format: ``pip install 'teachflow[grading]'``).
+Nothing is written until the whole master is checked (`authoring.read_master`), then
+against the notebook format's JSON schema too (with ``nbformat``, the format's reference
+implementation: ``pip install 'teachflow[grading]'``).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def assign(master: str | os.PathLike[str], out: str | os.PathLike[str]) -> Assig
     """Check the master notebook `master` and write ``out/release/`` and ``out/grading/``."""
     master, out = Path(master), Path(out)
     notebook = read_notebook(master)
-    _validate(notebook, master.name)
     cells = read_master(notebook)
+    _validate(notebook, master.name)
     release, grading = out / "release" / master.name, out / "grading"
     if release.resolve() == master.resolve():
         raise GradingError(f"assign would write the release over the master {master}",
@@ -80,6 +80,11 @@ def _nbformat() -> Any:
 def _validate(notebook: dict[str, Any], name: str) -> None:
     """Refuse a notebook that breaks the notebook format's schema, as Jupyter would."""
     nbformat = _nbformat()
+    if notebook.get("nbformat_minor", 0) >= 5:  # cells have ids since 4.5: give those without
+        taken = {cell.get("id") for cell in notebook["cells"]}
+        for index, cell in enumerate(notebook["cells"]):
+            if "id" not in cell and f"cell-{index}" not in taken:
+                cell["id"] = f"cell-{index}"
     try:
         nbformat.validate(nbformat.from_dict(notebook))
     except nbformat.ValidationError as error:

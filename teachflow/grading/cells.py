@@ -29,7 +29,8 @@ TEST_PREFIX = "test"  # pytest's default for test functions (its `python_functio
 
 def python_source(source: str) -> str:
     """The cell as Python: IPython's syntax (magics, ``!shell``) rewritten as IPython does, and
-    `source` unchanged when it is plain Python already (or IPython is not installed)."""
+    `source` unchanged when it is plain Python already, or does not parse either way (or
+    IPython is not installed)."""
     try:
         ast.parse(source)
         return source
@@ -40,9 +41,11 @@ def python_source(source: str) -> str:
     except ImportError:
         return source
     try:
-        return TransformerManager().transform_cell(source)
-    except SyntaxError:
+        python = TransformerManager().transform_cell(source)
+        ast.parse(python)
+    except SyntaxError:  # not IPython's syntax either: Python's own error is the one to show
         return source
+    return python
 
 
 def parse(source: str, filename: str = "<cell>") -> ast.Module:

@@ -157,7 +157,7 @@ def check_namespace(path: str | os.PathLike[str], namespace: dict[str, Any]) -> 
     runner = Runner(cells, namespace, ran_by_kernel=True)
     for cell in cells:
         if cell.cell_type == "code" and cell.role != "tests":
-            runner.compile_cell(cell)
+            runner.read_cell(cell)
     return Report(path, [runner.run_tests(cell) for cell in tests], time.perf_counter() - start)
 
 

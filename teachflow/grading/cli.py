@@ -27,8 +27,9 @@ def assign_command(args: argparse.Namespace) -> int:
     from teachflow.grading.assign import assign
 
     done = assign(args.master, args.out)
-    print(f"released {done.release}\ngrading bundle {done.grading} ({done.test_cells} test "
-          f"cells, {done.total_points:g} points): never hand it out")
+    cells = f"{done.test_cells} test cell{'s' * (done.test_cells != 1)}"
+    print(f"released {done.release}\ngrading bundle {done.grading} ({cells}, "
+          f"{done.total_points:g} points): never hand it out")
     return OK
 
 

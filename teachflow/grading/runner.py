@@ -13,13 +13,15 @@ the kernel's namespace (a test's own names never leak into the notebook).
 A cell that does not run (a syntax error, an exception, a stub that raises
 ``NotImplementedError`` at its top level) does not stop the others. Each test cell says which
 names it needs (`teachflow.grading.cells`); a test cell that needs a name only failed cells
-define is reported with that cell's problem, and every other test cell runs as usual. This is
+define is reported with that cell's problem (a name no cell defines, with the closest stub
+before it: a stub defines nothing), and every other test cell runs as usual. This is
 the learner's own code on their own machine, so nothing is sandboxed here; grading, which runs
 code from a whole class, is another matter.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
 import inspect
@@ -125,6 +127,14 @@ class Runner:
             self._fail(cell, FAILED, error_lines(error, self.places))
             return None
 
+    def read_cell(self, cell: Cell) -> None:
+        """Note, without running it, whether a cell the kernel ran fails: a syntax error, or a
+        stub that raises ``NotImplementedError`` at its top level."""
+        if self.compile_cell(cell) is not None and cell.role == "solution" and any(
+                isinstance(stmt, ast.Raise) and "NotImplementedError" in ast.unparse(stmt)
+                for stmt in parse(cell.source).body):
+            self._fail(cell, NOT_DONE, ["it raises NotImplementedError"])
+
     def run_cell(self, cell: Cell) -> None:
         """Run a solution, given or free cell into the namespace, as the kernel would."""
         code = self.compile_cell(cell)
@@ -148,11 +158,15 @@ class Runner:
         """The failed cells a test cell needs, with the names it needs from each: names that
         only failed cells define."""
         needed: dict[int, list[str]] = {}
+        stubs = [i for i, f in self.failures.items() if f.status == NOT_DONE and i < before]
         for name in sorted(uses):
-            providers = self._providers(name, before)
-            if providers and all(c.index in self.failures for c in providers):
-                for cell in providers:
-                    needed.setdefault(cell.index, []).append(name)
+            providers = [c.index for c in self._providers(name, before)]
+            if providers and all(i in self.failures for i in providers):
+                for index in providers:
+                    needed.setdefault(index, []).append(name)
+            elif not providers and name not in self.namespace and stubs:
+                # A stub defines nothing: the name is likely the answer of the closest one.
+                needed.setdefault(max(stubs), []).append(name)
         return needed
 
     def run_tests(self, cell: Cell) -> TestCellResult:

@@ -1,0 +1,254 @@
+"""teachflow check and tfl.grading.check(): a learner's visible tests, explained.
+
+Each test starts from a real master, assigns it, and edits the released notebook the way a
+learner would: leaving the stub, answering right, answering wrong, breaking a cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from grading_notebooks import checks, five_exercises, given, master, solution, write
+from nbformat.v4 import new_code_cell
+
+import teachflow as tfl
+from teachflow.grading import assign, check, check_notebook
+from teachflow.grading.check import check_namespace, notebook_path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def answered(release: Path, out: Path, **answers: str) -> Path:
+    """The released notebook with the solution cells named by grade_id answered."""
+    notebook = json.loads(release.read_text())
+    for cell in notebook["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell["source"] = textwrap.dedent(answers[grade_id]).strip()
+    out.write_text(json.dumps(notebook))
+    return out
+
+
+@pytest.fixture
+def release(tmp_path: Path) -> Path:
+    return assign(master(tmp_path), tmp_path / "build").release
+
+
+def teachflow_command(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "teachflow", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=60)
+
+
+def test_the_released_stub_is_not_done_yet(release: Path) -> None:
+    report = check_notebook(release)
+    (result,) = report.results
+    assert not report.passed and result.status == "not done yet"
+    assert [t.name for t in result.tests] == ["test_shape", "test_sums_to_one"]  # not hidden
+    text = report.text()
+    assert "NOT DONE YET  test_softmax (3 points)" in text
+    assert "my_softmax still raises NotImplementedError" in text
+    assert "cell 3 (grade_id 'softmax'), line 4:  raise NotImplementedError()" in text
+    assert "1 is not done yet" in text
+
+
+def test_a_right_answer_passes_and_so_does_the_master(release: Path, tmp_path: Path) -> None:
+    learner = answered(release, tmp_path / "learner.ipynb", softmax="""
+        def my_softmax(x):
+            return np.exp(x) / np.exp(x).sum()
+        """)
+    report = check_notebook(learner)
+    assert report.passed and report.results[0].status == "passed"
+    assert "PASSED        test_softmax (3 points): 2 tests" in report.text()
+    assert check_notebook(tmp_path / "softmax.ipynb").passed  # the master, with its answer
+
+
+def test_a_failing_assert_says_what_was_expected_and_what_was_got(release: Path,
+                                                                  tmp_path: Path) -> None:
+    learner = answered(release, tmp_path / "learner.ipynb", softmax="""
+        def my_softmax(x):
+            print("computing", len(x))
+            return np.exp(x).reshape(-1, 1)
+        """)
+    report = check_notebook(learner)
+    assert report.results[0].status == "failed"
+    shape, total = report.results[0].tests
+    assert shape.lines == ["line 2:  assert my_softmax(np.array([1.0, 2.0, 3.0])).shape == (3,)",
+                           "got:      my_softmax(np.array([1.0, 2.0, 3.0])).shape = (3, 1)",
+                           "expected: (3,)",
+                           "got 2 items where 1 was expected"]
+    assert shape.output == "computing 3\n"
+    # np.testing's own message, its two sides named for what they are
+    assert total.lines[0].startswith("at cell 4 (grade_id 'test_softmax'), line 5:  "
+                                     "np.testing.assert_allclose(")
+    joined = "\n".join(total.lines)
+    assert "got:      array(30.19" in joined and "expected: array(1.)" in joined
+    text = report.text()
+    assert "it printed:\n      computing 3" in text and "0 of 1 test cell passes" in text
+
+
+def test_a_broken_cell_fails_only_the_tests_that_need_it(tmp_path: Path) -> None:
+    cells = [given("setup", "import numpy as np"),
+             solution("double", "def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n"
+                                "    ### END SOLUTION"),
+             checks("test_double", "def test_double():\n    assert double(2) == 4"),
+             solution("square", "def square(x):\n    ### BEGIN SOLUTION\n    return x * x\n"
+                                "    ### END SOLUTION"),
+             checks("test_square", "def test_square():\n    assert square(3) == 9"),
+             solution("table", "### BEGIN SOLUTION\nTABLE = {1: 1}\n### END SOLUTION"),
+             checks("test_table", "def test_table():\n    assert TABLE[1] == 1")]
+    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out").release
+    learner = answered(release, tmp_path / "learner.ipynb",
+                       double="def double(x):\n    return 2 * x +",  # a syntax error
+                       square="def square(x):\n    return x * x",
+                       table="TABLE = {}\nTABLE[0] = 1 / 0")
+    report = check_notebook(learner)
+    status = {r.cell.grade_id: r for r in report.results}
+    assert status["test_square"].status == "passed"
+    assert status["test_double"].status == "failed"
+    assert status["test_double"].lines[0] == (
+        "needs double: cell 2 (grade_id 'double') did not run: SyntaxError: invalid syntax "
+        "(line 2)")
+    assert status["test_double"].lines[1].strip() == "return 2 * x +"
+    assert status["test_table"].status == "failed"
+    assert "ZeroDivisionError: division by zero" in status["test_table"].lines[0]
+    assert "cell 6 (grade_id 'table'), line 2:  TABLE[0] = 1 / 0" in status["test_table"].lines[1]
+    # the released stub of a top-level answer raises at once: that cell's tests are not done
+    stub = check_notebook(release)
+    assert {r.cell.grade_id: r.status for r in stub.results}["test_table"] == "not done yet"
+
+
+def test_an_exit_unrun_names_and_fixtures_are_reported_not_raised(tmp_path: Path) -> None:
+    cells = [given("setup", "import numpy as np"),
+             new_code_cell("import sys\nsys.exit(0)"),  # a learner's scratch cell
+             solution("f", "def f(x):\n    ### BEGIN SOLUTION\n    return x\n"
+                           "    ### END SOLUTION"),
+             checks("test_f", "def test_f():\n    assert f(np.ones(3)).sum() == 3\n\n"
+                              "def test_g():\n    assert g(1) == 1\n\n"
+                              "def test_fixture(tmp_path):\n    assert tmp_path"),
+             solution("g", "def g(x):\n    ### BEGIN SOLUTION\n    return x\n"
+                           "    ### END SOLUTION")]
+    path = write(tmp_path / "m.ipynb", cells)
+    (result,) = check_notebook(path).results
+    f, g, fixture = result.tests
+    assert f.status == "passed" and g.status == "failed" and fixture.status == "failed"
+    assert g.lines == ["NameError: name 'g' is not defined",
+                       "raised at cell 4 (grade_id 'test_f'), line 5:  assert g(1) == 1",
+                       "g is defined only after this test cell, in cell 5 (grade_id 'g')"]
+    assert "pytest's fixtures are not available" in fixture.lines[0]
+
+
+def test_a_learner_error_names_the_learners_line_and_the_tests(tmp_path: Path) -> None:
+    cells = [given("setup", "import teachflow as tfl"),
+             solution("f", "def f(x):\n    ### BEGIN SOLUTION\n    return x\n"
+                           "    ### END SOLUTION"),
+             checks("test_f", "def test_f():\n    x = tfl.ones((3,))\n    assert f(x).shape == "
+                              "(3,)")]
+    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out").release
+    learner = answered(release, tmp_path / "learner.ipynb",
+                       f="def f(x):\n    return x @ tfl.ones((2, 2))")
+    (test,) = check_notebook(learner).results[0].tests
+    assert test.lines[0].startswith("ShapeError: ")
+    assert "raised at cell 2 (grade_id 'f'), line 2:  return x @ tfl.ones((2, 2))" in test.lines
+    assert "called from the test at cell 3 (grade_id 'test_f'), line 3:  assert f(x).shape == " \
+           "(3,)" in test.lines
+
+
+def test_in_a_kernel_the_tests_run_against_the_functions_as_last_run(release: Path) -> None:
+    namespace = {"np": np, "__name__": "__main__"}
+    undone = check_namespace(release, namespace)
+    assert undone.results[0].status == "failed"
+    assert "run cell 3 (grade_id 'softmax') first: it defines my_softmax" in \
+        undone.results[0].tests[0].lines
+    namespace["my_softmax"] = lambda x: np.exp(x) / np.exp(x).sum()
+    assert check_namespace(release, namespace).passed
+    assert "test_shape" not in namespace  # the tests ran in a copy
+
+
+def test_check_outside_a_notebook_needs_a_path(release: Path, capsys) -> None:
+    with pytest.raises(tfl.GradingError, match="needs the notebook's path"):
+        check()
+    report = check(release)
+    assert not report.passed and "NOT DONE YET" in capsys.readouterr().out
+    assert repr(report) == "<check of softmax.ipynb: 0 of 1 test cell passes, 1 is not done " \
+                           "yet.>"
+
+
+def test_the_notebooks_file_is_found_from_the_kernels_surroundings(tmp_path: Path,
+                                                                   monkeypatch) -> None:
+    folder = tmp_path / "course" / "week1"
+    folder.mkdir(parents=True)
+    one, two = master(folder, "one.ipynb"), master(folder, "two.ipynb")
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    assert notebook_path({"__vsc_ipynb_file__": str(two)}) == two
+    monkeypatch.setenv("JPY_SESSION_NAME", "course/week1/one.ipynb")  # from the server's root
+    assert notebook_path({}) == tmp_path / "course/week1/one.ipynb"
+    monkeypatch.delenv("JPY_SESSION_NAME")
+    with pytest.raises(tfl.GradingError, match="cannot tell which notebook") as unknown:
+        notebook_path({})
+    assert "tfl.grading.check('my_exercise.ipynb')" in unknown.value.hint
+    two.unlink()
+    assert notebook_path({}) == one
+
+
+def test_check_in_a_real_ipython_shell(release: Path, tmp_path: Path) -> None:
+    script = textwrap.dedent("""
+        from IPython.core.interactiveshell import InteractiveShell
+        shell = InteractiveShell.instance()
+        shell.run_cell("import numpy as np\\nimport teachflow as tfl")
+        shell.run_cell("def my_softmax(x):\\n    return np.exp(x) / np.exp(x).sum()")
+        result = shell.run_cell("report = tfl.grading.check()")
+        result.raise_error()
+        print("passed:", shell.user_ns["report"].passed)
+    """)
+    env = {**os.environ, "JPY_SESSION_NAME": release.name}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=release.parent, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "PASSED        test_softmax" in run.stdout and "passed: True" in run.stdout
+
+
+def test_the_command_exits_0_only_when_every_visible_test_passes(release: Path,
+                                                                 tmp_path: Path) -> None:
+    master_run = teachflow_command("check", str(tmp_path / "softmax.ipynb"))
+    assert master_run.returncode == 0, master_run.stdout + master_run.stderr
+    stub_run = teachflow_command("check", str(release))
+    assert stub_run.returncode == 1 and "NOT DONE YET" in stub_run.stdout
+    (tmp_path / "not.ipynb").write_text("{")
+    broken = teachflow_command("check", str(tmp_path / "not.ipynb"))
+    assert broken.returncode == 2 and "not.ipynb is not valid JSON" in broken.stderr
+    assert teachflow_command("check").returncode == 2  # argparse: a notebook is needed
+    script = Path(sys.executable).with_name("teachflow")
+    if script.exists():  # the console script, where the package is installed with it
+        run = subprocess.run([str(script), "check", str(release)], capture_output=True,
+                             text=True, timeout=60)
+        assert run.returncode == 1 and "NOT DONE YET" in run.stdout
+
+
+def test_a_notebook_with_magics_is_checked_as_a_kernel_runs_it(tmp_path: Path) -> None:
+    cells = [given("setup", "%load_ext teachflow\nimport teachflow as tfl\n"
+                            "x = tfl.tensor([1.0, -2.0])"),
+             solution("relu", "%%compile --no-show\n### BEGIN SOLUTION\nh = x.relu()\n"
+                              "### END SOLUTION"),
+             checks("test_relu", "def test_relu():\n    assert h.numpy().tolist() == [1.0, 0.0]")]
+    path = write(tmp_path / "magic.ipynb", cells)
+    run = teachflow_command("check", str(path))
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_five_exercises_are_checked_in_under_three_seconds(tmp_path: Path) -> None:
+    notebook = five_exercises(tmp_path)
+    start = time.perf_counter()
+    run = teachflow_command("check", str(notebook))
+    seconds = time.perf_counter() - start
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "All 5 test cells pass their visible tests" in run.stdout
+    assert seconds < 3.0, f"teachflow check took {seconds:.2f} s"
