@@ -42,6 +42,12 @@ def release(tmp_path: Path) -> Path:
     return assign(master(tmp_path), tmp_path / "build").release
 
 
+@pytest.fixture(autouse=True)
+def private_ipython(tmp_path: Path, monkeypatch) -> None:
+    """IPython, where a test starts it, keeps its profile in the test's folder, not in ~."""
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+
+
 def teachflow_command(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "teachflow", *args], capture_output=True,
                           text=True, cwd=cwd, timeout=60)
@@ -172,7 +178,36 @@ def test_in_a_kernel_the_tests_run_against_the_functions_as_last_run(release: Pa
     assert "test_shape" not in namespace  # the tests ran in a copy
 
 
-def test_check_outside_a_notebook_needs_a_path(release: Path, capsys) -> None:
+def test_in_a_kernel_a_stub_or_a_syntax_error_in_the_saved_file_is_reported(
+        tmp_path: Path) -> None:
+    cells = [solution("answer", "### BEGIN SOLUTION\nANSWER = 42\n### END SOLUTION"),
+             checks("test_answer", "def test_answer():\n    assert ANSWER == 42"),
+             solution("f", "def f():\n    ### BEGIN SOLUTION\n    return 1\n"
+                           "    ### END SOLUTION"),
+             checks("test_f", "def test_f():\n    assert f() == 1")]
+    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out").release
+    learner = answered(release, tmp_path / "learner.ipynb", f="def f(:\n    return 1")
+    report = check_namespace(learner, {"f": lambda: 1})  # an older f, run before the typo
+    answer, f = report.results
+    assert answer.status == "not done yet" and answer.lines == [
+        "needs ANSWER: cell 1 (grade_id 'answer') is not done yet (it raises "
+        "NotImplementedError)"]
+    assert f.status == "failed" and f.lines[0].startswith(
+        "needs f: cell 3 (grade_id 'f') is broken in the saved file: SyntaxError:")
+
+
+def test_a_helper_of_one_test_cell_serves_the_next_as_in_a_kernel(tmp_path: Path) -> None:
+    cells = [given("setup", "import numpy as np\nimport teachflow as tfl"),
+             checks("test_one", "def close(a, b):\n    return abs(a - b) < 1e-9\n\n"
+                                "def test_one():\n    assert close(np.float64(1), 1)"),
+             checks("test_two", "def test_two():\n    assert close(2, 2.0)"),
+             new_code_cell("inner = tfl.grading.check()"),  # the notebook's own check cell ...
+             checks("test_three", "def test_three():\n    assert inner is None")]  # ... skipped
+    assert check_notebook(write(tmp_path / "m.ipynb", cells)).passed
+
+
+def test_check_outside_a_notebook_needs_a_path(release: Path, capsys, monkeypatch) -> None:
+    monkeypatch.delitem(sys.modules, "IPython", raising=False)  # no shell, whatever ran before
     with pytest.raises(tfl.GradingError, match="needs the notebook's path"):
         check()
     report = check(release)
@@ -209,7 +244,7 @@ def test_check_in_a_real_ipython_shell(release: Path, tmp_path: Path) -> None:
         result.raise_error()
         print("passed:", shell.user_ns["report"].passed)
     """)
-    env = {**os.environ, "JPY_SESSION_NAME": release.name}
+    env = {**os.environ, "JPY_SESSION_NAME": release.name}  # (IPYTHONDIR: the fixture's)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          cwd=release.parent, env=env, timeout=60)
     assert run.returncode == 0, run.stderr

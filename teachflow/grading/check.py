@@ -118,16 +118,22 @@ def _test_cells_of(path: Path) -> tuple[list[Any], list[Any]]:
     return cells, tests
 
 
+_running = False  # a check is running a notebook now (whose cells may call check() too)
+
+
 @contextlib.contextmanager
-def _in_folder_of(path: Path) -> Iterator[None]:
+def _running_notebook(path: Path) -> Iterator[None]:
     """Run as Jupyter runs a notebook: in its folder, which is also where imports look first."""
+    global _running
     cwd, sys_path = os.getcwd(), list(sys.path)
     os.chdir(path.parent)
     sys.path.insert(0, str(path.parent))
     os.environ.setdefault("MPLBACKEND", "Agg")  # plots are drawn into nothing, not a window
+    _running = True
     try:
         yield
     finally:
+        _running = False
         os.chdir(cwd)
         sys.path[:] = sys_path
 
@@ -137,7 +143,7 @@ def check_notebook(path: str | os.PathLike[str]) -> Report:
     start, path = time.perf_counter(), Path(path).resolve()
     cells, _ = _test_cells_of(path)
     results = []
-    with _in_folder_of(path):
+    with _running_notebook(path):
         runner = Runner(cells, fresh_namespace(cells))
         for cell in cells:
             if cell.cell_type != "code":
@@ -178,11 +184,14 @@ def notebook_path(namespace: dict[str, Any]) -> Path:
                        hint="name it: tfl.grading.check('my_exercise.ipynb')")
 
 
-def check(path: str | os.PathLike[str] | None = None) -> Report:
+def check(path: str | os.PathLike[str] | None = None) -> Report | None:
     """Run the visible tests of this notebook and print what passed, failed or is not done.
 
     In a notebook, the tests run against the functions as you last ran them; elsewhere (a
-    script), the notebook at `path` runs from the top first, as ``teachflow check`` runs it."""
+    script), the notebook at `path` runs from the top first, as ``teachflow check`` runs it.
+    A notebook's own ``check()`` cell, run by ``teachflow check``, does nothing (None)."""
+    if _running:
+        return None
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None
     if shell is None:

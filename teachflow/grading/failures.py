@@ -121,9 +121,10 @@ class CellFailure:
     status: str
     lines: list[str]
     defines: frozenset[str]
+    failed: str = "did not run"  # or, of a cell the kernel ran: "is broken in the saved file"
 
     def sentence(self) -> str:
         first = self.lines[0] if self.lines else ""
         if self.status == NOT_DONE:
             return f"{self.cell.describe()} is not done yet ({first})"
-        return f"{self.cell.describe()} did not run: {first}"
+        return f"{self.cell.describe()} {self.failed}: {first}"

@@ -115,7 +115,9 @@ class Runner:
         self.cells = {c.index: c for c in cells}
 
     def _fail(self, cell: Cell, status: str, lines: list[str]) -> None:
-        self.failures[cell.index] = CellFailure(cell, status, lines, self.defines[cell.index])
+        failed = "is broken in the saved file" if self.ran_by_kernel else "did not run"
+        self.failures[cell.index] = CellFailure(cell, status, lines, self.defines[cell.index],
+                                                failed)
 
     def compile_cell(self, cell: Cell) -> Any:
         """`cell`'s code, compiled (None, and the cell noted as failed, when it does not
@@ -186,7 +188,10 @@ class Runner:
                 f"needs {', '.join(needed[f.cell.index])}: {f.sentence()}" for f in failures
             ] + [line for f in failures for line in f.lines[1:]])
         filename = self.places.register(cell, source)
-        scope = {**self.namespace, HELPER: assertion_failed}
+        # Fresh, a test cell runs in the notebook's namespace, as in a kernel (a helper it
+        # defines serves later cells); in the learner's kernel, in a copy that leaves no trace.
+        scope = dict(self.namespace) if self.ran_by_kernel else self.namespace
+        scope[HELPER] = assertion_failed
         try:
             with _captured():
                 exec(compile(rewrite_asserts(tree, source), filename, "exec"), scope)
