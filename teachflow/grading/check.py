@@ -33,7 +33,7 @@ from typing import Any
 
 from teachflow.errors import GradingError
 from teachflow.grading.failures import NOT_DONE, PASSED
-from teachflow.grading.notebook import cells_of, read_notebook
+from teachflow.grading.notebook import Cell, cells_of, read_notebook
 from teachflow.grading.runner import Runner, TestCellResult, fresh_namespace
 
 
@@ -108,7 +108,7 @@ def _failed_tests(result: TestCellResult) -> list[str]:
     return lines
 
 
-def _test_cells_of(path: Path) -> tuple[list[Any], list[Any]]:
+def _test_cells_of(path: Path) -> tuple[list[Cell], list[Cell]]:
     cells = cells_of(read_notebook(path))
     tests = [cell for cell in cells if cell.role == "tests" and cell.cell_type == "code"]
     if not tests:
@@ -125,10 +125,10 @@ _running = False  # a check is running a notebook now (whose cells may call chec
 def _running_notebook(path: Path) -> Iterator[None]:
     """Run as Jupyter runs a notebook: in its folder, which is also where imports look first."""
     global _running
-    cwd, sys_path = os.getcwd(), list(sys.path)
+    cwd, sys_path, backend = os.getcwd(), list(sys.path), os.environ.get("MPLBACKEND")
     os.chdir(path.parent)
     sys.path.insert(0, str(path.parent))
-    os.environ.setdefault("MPLBACKEND", "Agg")  # plots are drawn into nothing, not a window
+    os.environ["MPLBACKEND"] = backend or "Agg"  # plots are drawn into nothing, not a window
     _running = True
     try:
         yield
@@ -136,6 +136,8 @@ def _running_notebook(path: Path) -> Iterator[None]:
         _running = False
         os.chdir(cwd)
         sys.path[:] = sys_path
+        if backend is None:
+            os.environ.pop("MPLBACKEND", None)
 
 
 def check_notebook(path: str | os.PathLike[str]) -> Report:

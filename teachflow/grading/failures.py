@@ -5,7 +5,8 @@ A test fails in one of a few ways, and each gets the sentence a teaching assista
 - an ``assert`` of the test is false: the assert, its line, and the values it compared
   (`teachflow.grading.rewrite` kept them);
 - ``np.testing.assert_allclose`` (or another helper) raised ``AssertionError``: its message,
-  NumPy's ``x`` and ``y`` named for what they are (the value got, the value expected);
+  NumPy's two sides (``x`` and ``y``, or ``ACTUAL`` and ``DESIRED``) named for what they are,
+  the value got and the value expected;
 - the learner's function still raises ``NotImplementedError``: the exercise is *not done yet*,
   which is not the same as wrong;
 - anything else raised an error: its type and message, the learner's line it came from, and
