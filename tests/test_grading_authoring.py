@@ -226,6 +226,7 @@ def test_the_command_line_assigns_and_refuses_with_exit_status_2(tmp_path: Path)
     assert "teachflow assign: assign: cell 2 (grade_id 'setup') has the same grade_id as cell 1"\
         in run.stderr
     assert "hint:" in run.stderr and not (tmp_path / "out").exists()
+    assert "  at " not in run.stderr  # (the command line has no source line of the user's)
     cells = [*master_cells(), new_code_cell("print('scratch')")]
     run = subprocess.run([sys.executable, "-m", "teachflow", "assign",
                           str(write(tmp_path / "ok.ipynb", cells)), "--out",

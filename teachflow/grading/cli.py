@@ -73,7 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.run(args)
     except TeachflowError as error:
-        print(f"teachflow {args.command}: {error}", file=sys.stderr)
+        # (no "at <line>": on the command line that would be this script's own line)
+        what = f"{error.op}: {error.message}" if error.op else error.message
+        hint = f"\n  hint: {error.hint}" if error.hint else ""
+        print(f"teachflow {args.command}: {what}{hint}", file=sys.stderr)
         return CANNOT
 
 
