@@ -129,7 +129,7 @@ class _GuardWriter:
     def __init__(self) -> None:
         self.namespace: dict[str, Any] = {"_attr": object.__getattribute__,
                                           "__name__": "teachflow.guards.generated"}
-        self.tensors: dict[int, str] = {}  # id of a slot's owner (or argument number) -> name
+        self.tensors: dict[int, str] = {}  # id of a captured tensor -> its local name
 
     def constant(self, prefix: str, value: Any) -> str:
         name = f"{prefix}{len(self.namespace)}"
@@ -137,11 +137,9 @@ class _GuardWriter:
         return name
 
     def find(self, slot: Slot) -> list[str]:
-        """Lines that bind the slot's tensor to a local name (or return False if it is gone)."""
-        if isinstance(slot.owner, int):
-            self.tensors.setdefault(("argument", slot.owner), f"arguments[{slot.owner}]")
-            return []
-        if slot.key in self.tensors:
+        """Lines that bind the slot's tensor to a local name, once (or return False if it is
+        gone); an argument's tensor needs none: it is ``arguments[k]``."""
+        if isinstance(slot.owner, int) or slot.key in self.tensors:
             return []
         name = self.tensors[slot.key] = f"t{len(self.tensors)}"
         owner = self.constant("owner", slot.owner)
@@ -149,9 +147,11 @@ class _GuardWriter:
                 f"if {name} is None:  # gone", "    return False"]
 
     def tensor(self, slot: Slot) -> tuple[list[str], str]:
+        """Lines that find the slot's tensor (if not found yet), and its name in the source."""
         lines = self.find(slot)
-        key = ("argument", slot.owner) if isinstance(slot.owner, int) else slot.key
-        return lines, self.tensors[key]
+        if isinstance(slot.owner, int):
+            return lines, f"arguments[{slot.owner}]"
+        return lines, self.tensors[slot.key]
 
     def check(self, guard: Guard) -> list[str]:
         fails = ["    return False"]
