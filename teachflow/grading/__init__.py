@@ -9,8 +9,11 @@ tests between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``) and locke
     teachflow assign softmax.ipynb --out build   # build/release/softmax.ipynb for learners,
                                                  # build/grading/ for the instructor only
     teachflow check softmax.ipynb                # a learner runs the visible tests
+    teachflow grade submissions/ --bundle build/grading --out results --jobs 2
+    teachflow gradescope build/grading --out autograder.zip
 
-and, in the notebook, ``tfl.grading.check()``.
+and, in the notebook, ``tfl.grading.check()``. Grading runs the learner's code in a sandboxed
+worker and the instructor's tests in a trusted process; between them, only plain data.
 
 The chapters, in reading order:
 
@@ -25,12 +28,21 @@ The chapters, in reading order:
 - `failures`: why a test did not pass, in a sentence, with the line it came from;
 - `runner`: the learner's cells run as a fresh kernel would, then each test cell's tests;
 - `check`: ``teachflow check`` and ``tfl.grading.check()``, and the report they print;
+- `wire`: plain data across the sandbox's wall, and the messages that carry it;
+- `sandbox`: how a worker is walled in (bubblewrap, a user id of its own, limits);
+- `worker`: the learner's code in the sandbox, answering the grader's calls;
+- `remote`: the worker seen from the trusted side, and proxies for the learner's names;
+- `judge`: one submission graded: the worker's program, the tests, the score;
+- `grade`: ``teachflow grade``: a class in parallel, results.json and grades.csv;
+- `gradescope`: ``teachflow gradescope``: the same grading as a Gradescope autograder;
 - `cli`: the ``teachflow`` command and its subcommands.
 """
 
 from teachflow.grading.assign import Assignment, assign
 from teachflow.grading.bundle import Bundle, BundleCell, load_bundle
 from teachflow.grading.check import Report, check, check_notebook
+from teachflow.grading.grade import Graded, grade
+from teachflow.grading.gradescope import autograder
 from teachflow.grading.notebook import AuthoringError, NotebookError
 
 __all__ = [
@@ -38,10 +50,13 @@ __all__ = [
     "AuthoringError",
     "Bundle",
     "BundleCell",
+    "Graded",
     "NotebookError",
     "Report",
     "assign",
+    "autograder",
     "check",
     "check_notebook",
+    "grade",
     "load_bundle",
 ]

@@ -2,12 +2,17 @@
 
     teachflow assign MASTER.ipynb --out DIR     the instructor: release/ and grading/
     teachflow check NOTEBOOK.ipynb              the learner: run the visible tests
+    teachflow grade SUBMISSION... --bundle DIR/grading --out RESULTS
+                                                the instructor: grade a class, sandboxed
+    teachflow gradescope DIR/grading --out autograder.zip
+                                                the same grading on Gradescope's machines
 
 (``python -m teachflow ...`` is the same command.) Each subcommand is a function that takes
 the parsed arguments and returns the exit status, registered in `SUBCOMMANDS` with its
-arguments: adding one (``grade``, ``gradescope``) is one function and one entry.
+arguments: adding one is one function and one entry.
 
-Exit status: 0 when the command did what it was asked (``check``: every visible test passed),
+Exit status: 0 when the command did what it was asked (``check``: every visible test passed;
+``grade``: every submission was graded, whatever the scores),
 1 when ``check`` ran and some test did not pass, 2 when the command could not do its work (a
 file that is not a notebook, a master that breaks a rule): the message says why on stderr.
 """
@@ -41,6 +46,24 @@ def check_command(args: argparse.Namespace) -> int:
     return OK if report.passed else TESTS_FAILED
 
 
+def grade_command(args: argparse.Namespace) -> int:
+    from teachflow.grading.grade import grade
+
+    done = grade(args.submissions, args.bundle, args.out, jobs=args.jobs, timeout=args.timeout,
+                 memory_mb=args.memory, isolation="none" if args.no_isolation else None)
+    print(done.summary())
+    return OK
+
+
+def gradescope_command(args: argparse.Namespace) -> int:
+    from teachflow.grading.gradescope import autograder
+
+    path = autograder(args.bundle, args.out)
+    print(f"wrote {path}: upload it as the assignment's autograder (a Gradescope "
+          f"\"Programming Assignment\", Ubuntu image)")
+    return OK
+
+
 #: name -> (function, help, [(argument names, keyword arguments for add_argument)])
 SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
                              list[tuple[tuple[str, ...], dict[str, object]]]]] = {
@@ -51,6 +74,28 @@ SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
     ]),
     "check": (check_command, "run a notebook's visible tests (exit status 0: all pass)", [
         (("notebook",), {"help": "the exercise notebook"}),
+    ]),
+    "grade": (grade_command, "grade submissions, learners' code sandboxed", [
+        (("submissions",), {"nargs": "+", "metavar": "SUBMISSION",
+                            "help": "learners' notebooks (a folder: every notebook in it)"}),
+        (("--bundle",), {"required": True, "metavar": "DIR/grading",
+                         "help": "the grading bundle teachflow assign wrote"}),
+        (("--out",), {"required": True, "metavar": "RESULTS",
+                      "help": "writes RESULTS/<submission>/results.json and grades.csv"}),
+        (("--jobs",), {"type": int, "default": 2, "metavar": "N",
+                       "help": "submissions graded at once (default 2)"}),
+        (("--timeout",), {"type": float, "default": 30.0, "metavar": "S",
+                          "help": "seconds each cell and each test may take (default 30)"}),
+        (("--memory",), {"type": int, "default": 2048, "metavar": "MB",
+                         "help": "memory of a learner's process (default 2048)"}),
+        (("--no-isolation",), {"action": "store_true",
+                               "help": "run learners' code without a sandbox (trusted code "
+                                       "only: it can read your files)"}),
+    ]),
+    "gradescope": (gradescope_command, "write a Gradescope autograder for a bundle", [
+        (("bundle",), {"metavar": "DIR/grading", "help": "the grading bundle"}),
+        (("--out",), {"required": True, "metavar": "autograder.zip",
+                      "help": "the autograder to upload"}),
     ]),
 }
 

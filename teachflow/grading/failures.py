@@ -70,10 +70,23 @@ _NUMPY_SIDES = ((re.compile(r"^ (x|ACTUAL): ", re.M), " got:      "),
                 (re.compile(r"^ (y|DESIRED): ", re.M), " expected: "))
 
 
+class SubmissionFailure(Exception):
+    """Raised on the grader's side for what a submission's code did in its sandbox: the lines
+    that explain it were written there (`teachflow.grading.remote`)."""
+
+    def __init__(self, lines: list[str], status: str = FAILED) -> None:
+        super().__init__(lines[0] if lines else "")
+        self.lines, self.status = lines, status
+
+
 def explain_failure(error: BaseException, places: Places, test_file: str) -> tuple[str, list[str]]:
     """The status (`FAILED` or `NOT_DONE`) and the lines that explain why a test failed."""
     frames = places.user_frames(error.__traceback__)
     in_test = [f for f in frames if f.filename == test_file]
+    if isinstance(error, SubmissionFailure):
+        called = [f"called from the test at {places.line(test_file, in_test[-1].lineno or 0)}"
+                  ] if in_test else []
+        return error.status, [*error.lines, *called]
     if isinstance(error, AssertionFailure):
         return FAILED, [f"line {error.lineno}:  {error.statement}", *error.details]
     if isinstance(error, NotImplementedError):

@@ -171,10 +171,13 @@ class Runner:
                 needed.setdefault(max(stubs), []).append(name)
         return needed
 
-    def run_tests(self, cell: Cell) -> TestCellResult:
-        """Run the visible tests of test cell `cell` against the namespace."""
+    def run_tests(self, cell: Cell, hidden: bool = False) -> TestCellResult:
+        """Run the visible tests of test cell `cell` against the namespace (and its hidden
+        ones too when `hidden`: grading runs them)."""
         try:
-            source = python_source(without_hidden_tests(cell.source, cell.describe()))
+            visible = cell.source if hidden else without_hidden_tests(cell.source,
+                                                                       cell.describe())
+            source = python_source(visible)
             tree = parse(source)
         except (GradingError, SyntaxError) as error:
             return TestCellResult(cell, FAILED, lines=[f"the test cell does not parse: {error}",

@@ -1,0 +1,240 @@
+"""``teachflow grade``: a class of submissions, graded in parallel, written as Gradescope reads.
+
+::
+
+    teachflow grade submissions/*.ipynb --bundle build/grading --out results --jobs 2
+
+grades each notebook (`teachflow.grading.judge`: the learner's code in a sandboxed worker, the
+tests on the trusted side) in ``--jobs`` processes at once, shows a progress bar over the
+class, and writes
+
+- ``RESULTS/<submission>/results.json`` in Gradescope's format: ``score``,
+  ``execution_time``, ``output`` (the notes on the submission, in words) and one entry per
+  test function (``name`` "grade_id: test", ``score``, ``max_score``, ``status``,
+  ``output``: why it failed, ``visibility``: "visible", or "after_published" for a hidden
+  test, so learners see it once grades are out);
+- ``RESULTS/grades.csv``: one row per submission (``submission``, ``score``, ``max_score``,
+  then one column per test cell's ``grade_id``), the file to paste into a grade book.
+
+``<submission>`` is the file's stem; when two submissions share a stem (``alice/hw.ipynb``,
+``bob/hw.ipynb``) their folders' names are joined in front (``alice-hw``, ``bob-hw``). A folder
+given as a submission stands for every notebook inside it. Scores are computed and written by
+this process alone, after the worker that ran the learner's code is gone.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from teachflow.errors import GradingError
+from teachflow.grading import sandbox
+from teachflow.grading.bundle import Bundle, load_bundle
+from teachflow.grading.failures import PASSED
+from teachflow.grading.judge import Judged, grade_submission
+
+WARNING = """\
+**********************************************************************************
+WARNING: grading WITHOUT isolation (--no-isolation). Learners' code runs as you, can
+read and write your files (the hidden tests included) and reach the network. Only
+CPU time, memory, processes and file size are limited. Grade code you trust only.
+**********************************************************************************"""
+
+ISOLATION_SAYS = {
+    "bubblewrap": "each submission runs in bubblewrap: its own filesystem view (no bundle, "
+                  "no other submissions), no network, its own processes{uid}",
+    "user": "each submission runs as a user id of its own, with no network, in a scratch "
+            "folder (bubblewrap is not available: {why})",
+    "none": "submissions run WITHOUT isolation",
+}
+
+
+@dataclass
+class Graded:
+    """What ``teachflow grade`` did: where the results are, and how long it took."""
+
+    out: Path
+    names: dict[Path, str]
+    scores: dict[str, float]
+    max_score: float
+    seconds: float
+    isolation: str
+
+    def summary(self) -> str:
+        count = len(self.names)
+        mean = sum(self.scores.values()) / count if count else 0.0
+        each = self.seconds / count if count else 0.0
+        return (f"graded {count} submission{'s' * (count != 1)} in {self.seconds:.1f} s "
+                f"({each:.2f} s each); mean score {mean:.2f} of {self.max_score:g}; "
+                f"results in {self.out} (grades.csv, and results.json per submission)")
+
+
+def notebooks(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """The notebooks named: files as given, folders as every .ipynb inside them."""
+    found = []
+    for item in paths:
+        path = Path(item)
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*.ipynb")
+                            if ".ipynb_checkpoints" not in p.parts)
+        elif path.exists():
+            found.append(path)
+        else:
+            raise GradingError(f"no such submission: {path}", op="grade",
+                               hint="give notebooks (or folders of them) that exist")
+    if not found:
+        raise GradingError("no notebooks to grade", op="grade",
+                           hint="teachflow grade SUBMISSION.ipynb... --bundle DIR/grading")
+    return found
+
+
+def submission_names(paths: Sequence[Path]) -> dict[Path, str]:
+    """Each submission's name: its stem, its folder's name joined in front where stems meet."""
+    stems: dict[str, int] = {}
+    for path in paths:
+        stems[path.stem] = stems.get(path.stem, 0) + 1
+    names: dict[Path, str] = {}
+    taken: set[str] = set()
+    for path in paths:
+        name = path.stem if stems[path.stem] == 1 else \
+            f"{path.resolve().parent.name}-{path.stem}"
+        base, count = name, 1
+        while name in taken or not name.strip(".") or os.sep in name:
+            count += 1
+            name = f"{base}-{count}"
+        taken.add(name)
+        names[path] = name
+    return names
+
+
+def results_json(judged: Judged) -> dict[str, Any]:
+    """A submission's result in Gradescope's autograder format."""
+    tests = [{"name": f"{t.cell}: {t.name}", "score": round(t.score, 6),
+              "max_score": round(t.max_score, 6),
+              "status": "passed" if t.status == PASSED else "failed",
+              "output": "\n".join(t.lines),
+              "visibility": "after_published" if t.hidden else "visible"}
+             for t in judged.tests]
+    passed = sum(t.status == PASSED for t in judged.tests)
+    output = [f"{passed} of {len(judged.tests)} tests passed.", *judged.notes]
+    return {"score": round(sum(t.score for t in judged.tests), 6),
+            "execution_time": round(judged.seconds, 3), "output": "\n".join(output),
+            "tests": tests}
+
+
+def write_results(folder: Path, judged: Judged) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps(results_json(judged), indent=1) + "\n",
+                                         encoding="utf-8")
+
+
+def _check_placement(bundle: Bundle, submissions: list[Path], out: Path,
+                     isolation: str) -> None:
+    """Refuse a layout in which a worker could read what it must not."""
+    if isolation == "bubblewrap":
+        for path in (bundle.path, out, *submissions):
+            for shown in sandbox.visible_paths():
+                if path.resolve().is_relative_to(shown):
+                    raise GradingError(
+                        f"{path} is inside {shown}, which the sandbox shows learners' code",
+                        op="grade", hint="keep bundles, submissions and results elsewhere")
+    if isolation == "user":
+        for path in (bundle.path / "manifest.json", *submissions):
+            if sandbox.readable_by_others(path):
+                raise GradingError(
+                    f"{path} can be read by every user, so learners' code could read it",
+                    op="grade", hint=f"chmod o-rwx {path.parent} (or install bubblewrap)")
+
+
+def grade(submissions: Iterable[str | os.PathLike[str]], bundle: str | os.PathLike[str],
+          out: str | os.PathLike[str], jobs: int = 2, timeout: float = 30.0,
+          memory_mb: int = 2048, isolation: str | None = None,
+          progress: bool = True) -> Graded:
+    """Grade `submissions` against the bundle at `bundle` into `out` (see the module's
+    docstring). `isolation`: one of `sandbox.ISOLATIONS`, or None for the strongest that
+    works here (a `GradingError` when none does)."""
+    start = time.perf_counter()
+    loaded = load_bundle(bundle)
+    paths = notebooks(submissions)
+    if jobs < 1 or timeout <= 0 or memory_mb < 256:
+        raise GradingError(f"--jobs {jobs}, --timeout {timeout:g}, --memory {memory_mb}: "
+                           f"jobs and timeout must be positive, memory at least 256 MB",
+                           op="grade")
+    reasons: list[str] = []
+    if isolation is None:
+        isolation, reasons = sandbox.find_isolation(allow_none=False)
+    _say(isolation, reasons)
+    results = Path(out)
+    _check_placement(loaded, paths, results, isolation)
+    results.mkdir(parents=True, exist_ok=True)
+    limits = sandbox.Limits(timeout=timeout, memory_mb=memory_mb)
+    names = submission_names(paths)
+    scores: dict[str, dict[str, float]] = {}
+    for path, judged in _progress(_graded(paths, loaded, isolation, limits, jobs), len(paths),
+                                  progress):
+        write_results(results / names[path], judged)
+        scores[names[path]] = judged.cell_scores(loaded)
+    _write_csv(results / "grades.csv", [names[p] for p in paths], scores, loaded)
+    totals = {name: sum(cells.values()) for name, cells in scores.items()}
+    return Graded(results, names, totals, loaded.total_points, time.perf_counter() - start,
+                  isolation)
+
+
+def _say(isolation: str, reasons: list[str]) -> None:
+    if isolation == "none":
+        print(WARNING, file=sys.stderr)
+        return
+    uid = (", as a user id of its own" if os.geteuid() == 0 else "")
+    print("teachflow grade: " + ISOLATION_SAYS[isolation].format(
+        uid=uid, why="; ".join(reasons)), file=sys.stderr)
+
+
+def _graded(paths: list[Path], bundle: Bundle, isolation: str, limits: sandbox.Limits,
+            jobs: int) -> Iterator[tuple[Path, Judged]]:
+    """(path, judged) as each submission finishes, `jobs` at a time."""
+    context = multiprocessing.get_context("fork")  # the judges start with teachflow loaded
+    with ProcessPoolExecutor(max_workers=min(jobs, len(paths)), mp_context=context) as pool:
+        futures: dict[Future[Judged], Path] = {
+            pool.submit(grade_submission, path, bundle, isolation, limits): path
+            for path in paths}
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def _progress(items: Iterator[Any], total: int, show: bool) -> Iterator[Any]:
+    if not show:
+        yield from items
+        return
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # the grading extra brings tqdm; without it, a line per submission
+        for done, item in enumerate(items, 1):
+            print(f"graded {done}/{total}", file=sys.stderr)
+            yield item
+        return
+    yield from tqdm(items, total=total, unit="submission", desc="grading", file=sys.stderr)
+
+
+def _write_csv(path: Path, names: list[str], scores: dict[str, dict[str, float]],
+               bundle: Bundle) -> None:
+    cells = list(bundle.points)
+    with path.open("w", newline="", encoding="utf-8") as file:
+        writer = csv.writer(file)
+        writer.writerow(["submission", "score", "max_score", *cells])
+        for name in names:
+            row = scores[name]
+            writer.writerow([name, _number(sum(row.values())), _number(bundle.total_points),
+                             *(_number(row[c]) for c in cells)])
+
+
+def _number(value: float) -> str:
+    return f"{value:.6g}"

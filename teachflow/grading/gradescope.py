@@ -1,0 +1,161 @@
+"""``teachflow gradescope DIR/grading --out autograder.zip``: the same grading on Gradescope.
+
+Gradescope runs an autograder in a fresh Ubuntu container: it unpacks the uploaded zip into
+``/autograder/source``, runs ``setup.sh`` once when the image is built, and for every
+submission puts the learner's files in ``/autograder/submission``, runs
+``/autograder/run_autograder``, and reads ``/autograder/results/results.json``. The zip
+written here holds:
+
+- ``setup.sh``: installs Python, bubblewrap, and teachflow from the wheel beside it (built
+  here from the teachflow that writes the zip, so both grade alike) into ``/opt/teachflow``;
+- ``run_autograder``: makes the bundle readable by root only, finds the submitted notebook
+  (the one named as the exercise, else the only one), grades it with ``teachflow grade``
+  (the strongest isolation the container allows: bubblewrap, else a user id of its own) and
+  copies its ``results.json`` where Gradescope reads it; a submission with no notebook gets a
+  results.json that says so;
+- ``grading/``: the bundle;
+- the wheel.
+
+``run_autograder`` reads ``AUTOGRADER_ROOT`` (default ``/autograder``) and
+``TEACHFLOW_PYTHON`` (default ``/opt/teachflow/bin/python``), so it also runs in a folder laid
+out as Gradescope lays it out, which is how the tests run it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import importlib.metadata
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import teachflow
+from teachflow.errors import GradingError
+from teachflow.grading.bundle import MANIFEST, load_bundle
+
+SETUP = """\
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder's image.
+set -euo pipefail
+apt-get update
+apt-get install -y --no-install-recommends python3 python3-venv python3-pip bubblewrap
+python3 -m venv /opt/teachflow
+/opt/teachflow/bin/pip install --no-cache-dir "/autograder/source/{wheel}[grading]"
+"""
+
+RUN = """\
+#!/usr/bin/env bash
+# Gradescope runs this for each submission; it writes $ROOT/results/results.json.
+set -uo pipefail
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+PYTHON="${{TEACHFLOW_PYTHON:-/opt/teachflow/bin/python}}"
+chmod -R go-rwx "$ROOT/source" "$ROOT/submission"   # the hidden tests: root's alone
+mkdir -p "$ROOT/results"
+exec "$PYTHON" -m teachflow.grading.gradescope "$ROOT" {notebook}
+"""
+
+
+def autograder(bundle: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """Write the autograder zip for the bundle at `bundle` to `out` (see the docstring)."""
+    loaded = load_bundle(bundle)
+    wheel_name, wheel = build_wheel()
+    path = Path(out)
+    if path.suffix != ".zip":
+        raise GradingError(f"{path} does not end in .zip", op="gradescope",
+                           hint="teachflow gradescope DIR/grading --out autograder.zip")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        _add(archive, "setup.sh", SETUP.format(wheel=wheel_name).encode(), executable=True)
+        _add(archive, "run_autograder", RUN.format(notebook=_quoted(loaded.notebook)).encode(),
+             executable=True)
+        for name in (MANIFEST, "README.md"):
+            source = loaded.path / name
+            if source.exists():
+                _add(archive, f"grading/{name}", source.read_bytes())
+        _add(archive, wheel_name, wheel)
+    return path
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+    info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+    info.external_attr = (0o100755 if executable else 0o100644) << 16
+    info.compress_type = zipfile.ZIP_DEFLATED
+    archive.writestr(info, data)
+
+
+def build_wheel() -> tuple[str, bytes]:
+    """A wheel of this teachflow: its package's files and its installed metadata.
+
+    A wheel is a zip of the package and a ``.dist-info`` folder (METADATA, WHEEL,
+    entry_points.txt, and RECORD: each file's sha256). Built from what is installed, it
+    needs no build backend and no network."""
+    distribution = importlib.metadata.distribution("teachflow")
+    version = distribution.version
+    package = Path(teachflow.__file__).resolve().parent
+    info = f"teachflow-{version}.dist-info"
+    files: dict[str, bytes] = {}
+    for file in sorted(package.rglob("*")):
+        if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
+            files[f"teachflow/{file.relative_to(package).as_posix()}"] = file.read_bytes()
+    for installed in distribution.files or ():  # data installed beside it (the widgets)
+        name = installed.as_posix()
+        if name.startswith("teachflow/") and name not in files and "__pycache__" not in name:
+            located = Path(str(installed.locate()))
+            if located.is_file():
+                files[name] = located.read_bytes()
+    files[f"{info}/METADATA"] = (distribution.read_text("METADATA") or "").encode()
+    files[f"{info}/entry_points.txt"] = (distribution.read_text("entry_points.txt")
+                                         or "").encode()
+    files[f"{info}/WHEEL"] = (b"Wheel-Version: 1.0\nGenerator: teachflow gradescope\n"
+                              b"Root-Is-Purelib: true\nTag: py3-none-any\n")
+    record = [f"{name},sha256={_digest(data)},{len(data)}" for name, data in files.items()]
+    files[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as wheel:
+        for name, data in files.items():
+            _add(wheel, name, data)
+    return f"teachflow-{version}-py3-none-any.whl", buffer.getvalue()
+
+
+def _digest(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def run(root: Path, notebook: str) -> int:
+    """``run_autograder``'s work: grade the one submitted notebook under `root`."""
+    import json
+    import shutil
+    import tempfile
+
+    from teachflow.grading.grade import grade
+
+    results = root / "results" / "results.json"
+    submitted = sorted(p for p in (root / "submission").rglob("*.ipynb")
+                       if ".ipynb_checkpoints" not in p.parts)
+    named = [p for p in submitted if p.name == notebook]
+    chosen = named[:1] or (submitted if len(submitted) == 1 else [])
+    if not chosen:
+        found = ", ".join(p.name for p in submitted) or "no notebook"
+        results.write_text(json.dumps({
+            "score": 0.0, "output": f"Submit the notebook {notebook} (found: {found}).",
+            "tests": []}, indent=1) + "\n", encoding="utf-8")
+        return 0
+    private = Path(tempfile.mkdtemp(prefix="teachflow-results-"))
+    try:
+        done = grade(chosen, root / "source" / "grading", private, jobs=1, progress=False)
+        shutil.copyfile(private / done.names[chosen[0]] / "results.json", results)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(run(Path(sys.argv[1]), sys.argv[2]))
