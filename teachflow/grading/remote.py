@@ -67,14 +67,17 @@ def remote_error(info: Any, what: str) -> BaseException:
             break
     key = (name, base.__name__)
     if key not in _ERROR_CLASSES:
-        try:
-            made = type(name, (RemoteError, base), {"__module__": "submission"})
-        except TypeError:  # a base whose layout cannot be mixed in (OSError's, say)
+        bases = (base, RemoteError) if base is not Exception else (RemoteError,)
+        try:  # (the built-in first: its own __new__ makes the exception)
+            made = type(name, bases, {"__module__": "submission"})
+        except TypeError:  # a base whose layout cannot be mixed in
             made = type(name, (RemoteError,), {"__module__": "submission"})
         _ERROR_CLASSES[key] = made
-    error = _ERROR_CLASSES[key].__new__(_ERROR_CLASSES[key])
-    SubmissionFailure.__init__(error, lines or [name],
-                               NOT_DONE if info.get("status") == NOT_DONE else FAILED)
+    if name == "MemoryError":
+        lines.append(f"({what} ran out of the memory a submission may use)")
+    error = _ERROR_CLASSES[key](lines[0] if lines else name)
+    error.lines = lines or [name]
+    error.status = NOT_DONE if info.get("status") == NOT_DONE else FAILED
     return error
 
 
@@ -143,8 +146,7 @@ class Submission:
                 raise WorkerStopped(f"the worker did not start: {stopped.reason}") from None
             for cell in runnable:
                 try:
-                    answer, _ = self._ask({"op": "run", "index": cell.index}, {},
-                                          cell.describe())
+                    answer, _ = self._ask({"op": "run", "index": cell.index}, {}, "it")
                 except WorkerStopped as stopped:
                     self.failures[cell.index] = (FAILED, [stopped.reason])
                     break
@@ -234,9 +236,10 @@ class Submission:
         if "value" in answer:
             return self._decode(answer["value"], arrays)
         if "unsendable" in answer:
-            raise NotPlainData(f"{name}(...) returned {str(answer['unsendable'])[:300]}: only "
-                               f"tensors, arrays, numbers, strings, lists, tuples and dicts "
-                               f"of them, and staged functions, cross to the grader")
+            raise NotPlainData([f"{name}(...) returned {str(answer['unsendable'])[:300]}, "
+                                f"which cannot cross to the grader: only tensors, arrays, "
+                                f"numbers, strings, lists, tuples and dicts of them, and "
+                                f"staged functions do"])
         if answer.get("missing"):
             raise NameError(f"name {path[0]!r} is not defined", name=path[0])
         raise remote_error(answer.get("error"), f"{name}(...)")
@@ -256,7 +259,7 @@ class Submission:
             raise WorkerStopped(f"the worker answered with a malformed value ({bad})") from None
 
 
-class NotPlainData(TypeError):
+class NotPlainData(SubmissionFailure):
     """A learner's function returned something that may not cross to the grader."""
 
 

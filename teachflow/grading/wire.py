@@ -78,8 +78,8 @@ class Encoder:
     def value(self, value: Any, depth: int = 0) -> Any:
         self.items += 1
         if depth > self.limits.depth or self.items > self.limits.items:
-            raise CannotCross(f"nested deeper than {self.limits.depth} levels or holds more "
-                              f"than {self.limits.items} items")
+            raise CannotCross(f"a value nested deeper than {self.limits.depth} levels or "
+                              f"holding more than {self.limits.items} items")
         if value is None or isinstance(value, bool | str):
             return value
         if isinstance(value, int | float) and type(value) in (int, float):
@@ -104,13 +104,13 @@ class Encoder:
         path = self.ref(value) if self.ref is not None else None
         if path is not None:
             return {"ref": path}
-        raise CannotCross(f"a {kind(value)} is not plain data")
+        raise CannotCross(kind(value))
 
     def _array(self, array: np.ndarray) -> str:
         if array.dtype.hasobject or array.dtype.kind not in "biufcUS":
-            raise CannotCross(f"an array of dtype {array.dtype} is not plain data")
+            raise CannotCross(f"an array of dtype {array.dtype}")
         name = f"a{len(self.arrays)}"
-        self.arrays[name] = np.ascontiguousarray(array)
+        self.arrays[name] = array
         return name
 
     def _graph(self, value: Any) -> str:
@@ -138,14 +138,15 @@ def _is_graph(value: Any) -> bool:
 
 
 def kind(value: Any) -> str:
-    """What `value` is, in words: 'function (my_softmax)', 'Always object'."""
+    """What `value` is, in words: 'a function (my_softmax)', 'an A object'."""
     cls = type(value)
     if isinstance(value, type):
-        return "class"
-    if callable(value) and cls.__module__ == "builtins":
-        return f"function ({getattr(value, '__name__', cls.__name__)})"
-    return f"{cls.__name__} object" if cls.__module__ in ("builtins", "__main__") else \
-        f"{cls.__module__}.{cls.__name__} object"
+        return f"a class ({value.__name__})"
+    if callable(value) and hasattr(value, "__code__"):
+        return f"a function ({getattr(value, '__name__', cls.__name__)})"
+    name = cls.__name__ if cls.__module__ in ("builtins", "__main__") else \
+        f"{cls.__module__}.{cls.__name__}"
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name} object"
 
 
 class Decoder:
