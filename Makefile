@@ -1,7 +1,8 @@
 # teachflow: two commands do all their own set-up.
 #   make lab    creates .venv, installs teachflow with JupyterLab, opens the lessons
 #   make test   creates .venv, installs teachflow with its test extras and (where it can)
-#               Debian's Chromium for the browser tests, runs the whole suite
+#               Debian's Chromium for the browser tests and bubblewrap for the grading
+#               sandbox, runs the whole suite
 
 PYTHON ?= python3
 VENV   := .venv
@@ -15,7 +16,7 @@ LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 # and opens on the lessons' folder.
 LAB_ARGS := --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons
 
-.PHONY: lab test chromium lint bench clean
+.PHONY: lab test chromium bubblewrap lint bench clean
 
 $(PY):
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -32,7 +33,7 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 lab: $(VENV)/.installed-lab
 	$(VENV)/bin/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
 
-test: $(VENV)/.installed-test chromium
+test: $(VENV)/.installed-test chromium bubblewrap
 	$(PY) -m ruff check teachflow tests bench
 	$(PY) -m pytest -rfEXs
 
@@ -50,6 +51,22 @@ chromium:
 	  { $(SUDO_N) apt-get update -qq && \
 	    $(SUDO_N) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	    echo "Installing chromium failed: the browser tests will be skipped"; \
+	fi
+
+# teachflow grade runs learners' code in bubblewrap (Debian's bubblewrap). Installed where we
+# can, as Chromium is; without it, grading falls back to a user id of its own (as root) and
+# the tests that need a sandbox skip, saying why.
+bubblewrap:
+	@if command -v bwrap >/dev/null 2>&1; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "bubblewrap is missing and this is not Debian (no apt-get): grading tests that need a sandbox will be skipped"; \
+	elif [ "$$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then \
+	  echo "bubblewrap is missing and installing it needs root: grading tests that need a sandbox will be skipped; run 'sudo apt-get install bubblewrap' to have them"; \
+	else \
+	  echo "Installing Debian's bubblewrap for the grading sandbox (apt-get install bubblewrap)"; \
+	  { $(SUDO_N) apt-get update -qq && \
+	    $(SUDO_N) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
+	    echo "Installing bubblewrap failed: grading tests that need a sandbox will be skipped"; \
 	fi
 
 bench: $(VENV)/.installed-test
