@@ -10,6 +10,7 @@ import csv
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import zipfile
@@ -402,20 +403,28 @@ def test_what_crosses_between_the_tests_and_the_submission(proxies: Path, tmp_pa
 def test_the_worker_sees_neither_the_bundle_nor_the_submissions(softmax: Path,
                                                                 tmp_path: Path) -> None:
     release = softmax / "build" / "release" / "softmax.ipynb"
+    listening = socket.create_server(("127.0.0.1", 0))  # the grader's machine, listening
     looks = f"""
-import os
+import os, socket
 def my_softmax(x):
     seen = [p for p in {[str(softmax), str(softmax / 'build' / 'grading' / 'manifest.json'),
                          str(ROOT / 'tests'), str(ROOT / 'exercises')]!r} if os.path.exists(p)]
     assert not seen, seen
+    try:
+        socket.create_connection(("127.0.0.1", {listening.getsockname()[1]}), timeout=2)
+        raise AssertionError("reached the grader's machine")
+    except OSError:
+        pass
     e = np.exp(x - x.max())
     return e / e.sum()
 """
     submission = _submission(release, tmp_path / "looks.ipynb",
                              lambda c: _answer(c, "softmax", looks))
-    grade([submission], softmax / "build" / "grading", tmp_path / "results", jobs=1,
-          isolation=ISOLATION, progress=False)
-    assert _results(tmp_path / "results", "looks")["score"] == 3
+    with listening:
+        grade([submission], softmax / "build" / "grading", tmp_path / "results", jobs=1,
+              isolation=ISOLATION, progress=False)
+    result = _results(tmp_path / "results", "looks")
+    assert result["score"] == 3, result["tests"][0]["output"]
 
 
 def test_without_a_sandbox_grade_refuses_unless_told(softmax: Path, tmp_path: Path,
