@@ -71,7 +71,6 @@ class Judged:
     tests: list[TestOutcome]
     notes: list[str]
     seconds: float
-    printed: str = ""
 
     def cell_scores(self, bundle: Bundle) -> dict[str, float]:
         scores = dict.fromkeys(bundle.points, 0.0)
@@ -195,8 +194,7 @@ def grade_submission(path: Path, bundle: Bundle, isolation: str,
     finally:
         submission.close()
         shutil.rmtree(scratch, ignore_errors=True)
-    printed = "".join(submission.printed)
-    return Judged(tests, notes, time.perf_counter() - start, printed)
+    return Judged(tests, notes, time.perf_counter() - start)
 
 
 def _run_tests(bundle: Bundle, program: list[Cell], submission: Submission,

@@ -20,6 +20,7 @@ import builtins
 import os
 import selectors
 import signal
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -125,7 +126,6 @@ class Submission:
         self.failures: dict[int, tuple[str, list[str]]] = {}
         self.worker: sandbox.Worker | None = None
         self.starts = 0
-        self.printed: list[str] = []
 
     # -- the worker's life -----------------------------------------------------------------
 
@@ -181,9 +181,6 @@ class Submission:
         except wire.BadMessage as bad:
             reason = f"{what}: the worker answered with a malformed message ({bad})"
         else:
-            printed = answer.get("printed")
-            if isinstance(printed, str) and printed:
-                self.printed.append(printed[-PRINTED:])
             return answer, payload
         worker.kill()
         self.worker = None
@@ -248,9 +245,13 @@ class Submission:
                  what: str) -> tuple[dict[str, Any], dict[str, Any]]:
         self.start()
         try:
-            return self._ask(request, arrays, what)
+            answer, payload = self._ask(request, arrays, what)
         except WorkerStopped as stopped:
             raise WorkerStopped(stopped.reason) from None
+        printed = answer.get("printed")
+        if isinstance(printed, str) and printed:  # shown with the test, if it fails, under
+            sys.stdout.write(printed[-PRINTED:])  # "it printed:"
+        return answer, payload
 
     def _decode(self, tree: Any, arrays: dict[str, Any]) -> Any:
         try:
