@@ -17,13 +17,10 @@ the call that returns it fails, saying so.
 from __future__ import annotations
 
 import builtins
-import os
-import selectors
 import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +169,7 @@ class Submission:
         try:
             wire.write_message(worker.process.stdin, request, arrays)
             answer, payload = wire.read_message(
-                _reader(worker.process.stdout.fileno(), deadline), self._wire_limits())
+                wire.reader_of(worker.process.stdout.fileno(), deadline), self._wire_limits())
         except TimeoutError:
             reason = (f"{what} did not finish within {self.limits.timeout:g} s "
                       f"(a loop that never ends?)")
@@ -264,22 +261,3 @@ class NotPlainData(SubmissionFailure):
     """A learner's function returned something that may not cross to the grader."""
 
 
-def _reader(fd: int, deadline: float) -> Callable[[int], bytes]:
-    """`read(n)` on `fd` that raises TimeoutError at `deadline`, EOFError when it closes."""
-    selector = selectors.DefaultSelector()
-    selector.register(fd, selectors.EVENT_READ)
-
-    def read(size: int) -> bytes:
-        chunks, left = [], size
-        while left:
-            wait = deadline - time.monotonic()
-            if wait <= 0 or not selector.select(wait):
-                raise TimeoutError
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                raise EOFError
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-
-    return read

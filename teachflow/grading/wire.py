@@ -33,8 +33,10 @@ from __future__ import annotations
 import io
 import json
 import os
+import selectors
 import struct
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -277,12 +279,19 @@ def _arrays(data: bytes, limits: Limits) -> dict[str, np.ndarray]:
         raise BadMessage(f"a payload that is not an .npz of plain arrays ({error})") from None
 
 
-def reader_of(fd: int) -> Callable[[int], bytes]:
-    """`read(n)` on a file descriptor: exactly n bytes, or EOFError when the pipe closes."""
+def reader_of(fd: int, deadline: float | None = None) -> Callable[[int], bytes]:
+    """`read(n)` on a file descriptor: exactly n bytes, EOFError when the pipe closes, and
+    TimeoutError once `deadline` (a `time.monotonic()` time) passes, where there is one."""
+    selector = selectors.DefaultSelector()
+    selector.register(fd, selectors.EVENT_READ)
 
     def read(size: int) -> bytes:
         chunks, left = [], size
         while left:
+            if deadline is not None:
+                wait = deadline - time.monotonic()
+                if wait <= 0 or not selector.select(wait):
+                    raise TimeoutError
             chunk = os.read(fd, min(left, 1 << 20))
             if not chunk:
                 raise EOFError
