@@ -28,6 +28,7 @@ reported in the result's notes, and the score is the trusted side's alone.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import shutil
 import tempfile
@@ -199,13 +200,17 @@ def grade_submission(path: Path, bundle: Bundle, isolation: str,
 
 def _run_tests(bundle: Bundle, program: list[Cell], submission: Submission,
                tests: list[TestOutcome]) -> None:
-    learner = {name for cell in program if cell.role == "solution" or cell.index >= 1_000_000
-               for name in defined_names(cell.source)}
-    dependent = _learner_dependent(bundle, learner)
-    remote_names = learner | {name for entry in bundle.cells if entry.index in dependent
-                              for name in defined_names(entry.source)}
+    # The learner's names are those the *master's* answers define (whatever a submission
+    # binds besides, np or pytest say, stays in the worker), and those of given cells that
+    # use them; a name a trusted given cell binds is always the trusted one.
+    answers = {name for entry in bundle.cells if entry.role == "solution"
+               for name in entry.defines}
+    dependent = _learner_dependent(bundle, answers)
     trusted = [_cell(e) for e in bundle.cells if e.cell_type == "code"
                and e.role in ("locked", "free") and e.index not in dependent]
+    trusted_names = {name for cell in trusted for name in defined_names(cell.source)}
+    remote_names = (answers | {name for entry in bundle.cells if entry.index in dependent
+                               for name in defined_names(entry.source)}) - trusted_names
     cells = [*program, *(_cell(e) for e in bundle.test_cells)]
     runner = Runner(cells, fresh_namespace(trusted))
     for entry in bundle.cells:  # a solution cell defines what the master's does, whatever
@@ -229,17 +234,18 @@ def _run_tests(bundle: Bundle, program: list[Cell], submission: Submission,
         if stopped is not None:
             result = TestCellResult(cell, FAILED, lines=[stopped])
         else:
-            _bind(runner.namespace, used_names(entry.source) - defined_names(entry.source),
-                  remote_names, submission)
+            uses = used_names(entry.source) - defined_names(entry.source) - trusted_names
+            _bind(runner.namespace, uses, remote_names, submission)
             result = runner.run_tests(cell, hidden=True)
         _record(entry, result, by_name)
 
 
 def _bind(namespace: dict[str, Any], uses: set[str], remote_names: set[str],
           submission: Submission) -> None:
-    """Bind the learner's names a test cell uses: plain values, or proxies."""
+    """Bind the learner's names a test cell uses: plain values, or proxies. A built-in name
+    (``abs``) is the grader's own unless the master's answer defines it."""
     for name in sorted(uses):
-        if name in remote_names or name not in namespace:
+        if name in remote_names or (name not in namespace and not hasattr(builtins, name)):
             namespace.pop(name, None)
             # (a name the worker lacks: the test's NameError, or the failed cell, explains it)
             with contextlib.suppress(NameError, WorkerStopped):

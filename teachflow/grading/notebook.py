@@ -87,7 +87,11 @@ def read_notebook(path: str | os.PathLike[str]) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as file:
             text = file.read()
-    except (OSError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        raise NotebookError(f"{name} is not a notebook: it is not text (byte {error.start} is "
+                            f"not UTF-8), where a notebook is JSON", op="read notebook",
+                            hint="give an .ipynb file saved by Jupyter") from error
+    except OSError as error:
         raise NotebookError(f"cannot read {name}: {error}", op="read notebook",
                             hint="give the path of an .ipynb file") from error
     try:

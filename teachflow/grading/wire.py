@@ -37,6 +37,7 @@ import selectors
 import struct
 import tempfile
 import time
+import types
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -144,7 +145,7 @@ def kind(value: Any) -> str:
     cls = type(value)
     if isinstance(value, type):
         return f"a class ({value.__name__})"
-    if callable(value) and hasattr(value, "__code__"):
+    if isinstance(value, types.FunctionType | types.BuiltinFunctionType | types.MethodType):
         return f"a function ({getattr(value, '__name__', cls.__name__)})"
     name = cls.__name__ if cls.__module__ in ("builtins", "__main__") else \
         f"{cls.__module__}.{cls.__name__}"
