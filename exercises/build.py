@@ -1,0 +1,1186 @@
+"""The exercises' master notebooks, built from this file: ``python exercises/build.py``.
+
+Each exercise is a *master* notebook: the answers in it, its cells marked as nbgrader marks them
+(solution cells, locked given cells, test cells worth points, hidden tests between
+``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``). ``teachflow assign`` turns a master
+into the learners' copy; ``teachflow check`` runs its visible tests; grading runs them all.
+
+Grading runs the tests in a trusted process and the learner's code in a sandboxed worker, so
+the tests are written for that wall. A name the learner defines (and a given cell's name that
+uses one) is a proxy in the tests: calling it runs it in the worker, and only plain data crosses
+(tensors, arrays, numbers, strings, lists and dicts of them). So a test calls the learner's
+functions with arrays and tensors and checks what comes back against values it computes itself;
+a learner's gradient rule is plugged into an op the *test* declares; a learner's rule or pass is
+run by a given helper beside it, which reports what the pass stepper shows as plain data (stage
+names, the rules that fired, the ops left, the result on some inputs). Given cells that do not
+use the learner's names run on both sides. The same notebooks pass ``teachflow check``, which
+runs everything in one process.
+
+The notebooks are committed without outputs, and this file is their source: edit it, then run
+it. ``python exercises/build.py --check`` says whether the committed notebooks are up to date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent
+
+# --- Cells, marked as nbgrader marks them --------------------------------------------------------
+
+
+def _marks(grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
+           points: float = 0) -> dict:
+    return {"nbgrader": {"grade_id": grade_id, "solution": solution, "grade": grade,
+                         "locked": locked, "points": points, "schema_version": 3}}
+
+
+def _text(source: str) -> str:
+    return textwrap.dedent(source).strip("\n")
+
+
+def md(source: str) -> nbformat.NotebookNode:
+    """Words for the learner."""
+    return new_markdown_cell(_text(source))
+
+
+def given(grade_id: str, source: str) -> nbformat.NotebookNode:
+    """Code the learner runs but does not change (locked)."""
+    return new_code_cell(_text(source), metadata=_marks(grade_id, locked=True))
+
+
+def solution(grade_id: str, source: str) -> nbformat.NotebookNode:
+    """The learner's answer: the part between the markers becomes a stub when handed out."""
+    return new_code_cell(_text(source), metadata=_marks(grade_id, solution=True))
+
+
+def tests(grade_id: str, points: float, source: str) -> nbformat.NotebookNode:
+    """pytest functions, worth `points` together (locked)."""
+    return new_code_cell(_text(source), metadata=_marks(grade_id, grade=True, locked=True,
+                                                        points=points))
+
+
+def free(source: str) -> nbformat.NotebookNode:
+    """A cell to play in: nobody grades it."""
+    return new_code_cell(_text(source))
+
+
+def setup(more: str = "") -> nbformat.NotebookNode:
+    """The first code cell, locked: NumPy and teachflow, then `more` (teachflow's parts)."""
+    return given("setup", "import numpy as np\n\nimport teachflow as tfl\n" + _text(more))
+
+
+CHECKING = """
+Run the visible tests whenever you like: `tfl.grading.check()` in a cell, or
+`teachflow check {name}.ipynb` in a terminal. Grading runs some more that you cannot see.
+"""
+
+# --- 1. A gradient rule --------------------------------------------------------------------------
+
+
+def gradient_rule() -> list:
+    return [
+        md("""
+        # Exercise 1 — Write a gradient rule
+
+        Backpropagation sounds grand, but in teachflow it is a row of small, humble functions.
+        Every op carries a **gradient rule** that answers one question: *if the op's output were
+        nudged by `g`, how does that nudge reach each input?* `mul`'s rule for `x` is
+        `lambda g, y: g * y`; `tanh`'s is `lambda g, out: g * (1 - out * out)`. Backward does
+        nothing but apply these rules, from the loss back to the leaves (lesson 1, and
+        `teachflow/ops/elementwise.py`, where every op is declared with its rules).
+
+        Here you write the rules of two ops that teachflow does not have. You need not trust
+        yourself: a **gradient check** (`tfl.testing.gradcheck`) nudges every input element by a
+        tiny amount, watches how the output moves, and compares that with what your rule says.
+        When they agree to many digits, your rule is right.
+        """),
+        md(CHECKING.format(name="01_gradient_rule")),
+        setup(),
+        md("""
+        ## 1. SiLU
+
+        `silu(x) = x * sigmoid(x)` (also called *swish*) is a smooth cousin of ReLU that many
+        modern networks use. Write its rule, `silu_grad(g, x)`: given the cotangent `g` (one
+        number per element of the output) and the input `x`, return `g` times the derivative of
+        `silu` at `x`.
+
+        Two hints: the product rule, and `sigmoid'(x) = sigmoid(x) * (1 - sigmoid(x))`. Write
+        it with teachflow ops (`tfl.sigmoid`, `*`, `+`, `-`), as teachflow's own rules are
+        written: `g` and `x` are tensors.
+        """),
+        solution("silu_grad", """
+        def silu_grad(g, x):
+            \"\"\"g times the derivative of x * sigmoid(x).\"\"\"
+            ### BEGIN SOLUTION
+            s = tfl.sigmoid(x)
+            return g * s * (1 + x * (1 - s))
+            ### END SOLUTION
+        """),
+        md("""
+        The cell below declares `silu` and `hypot` as ops of their own, the way teachflow
+        declares every op: a kernel written against the array module `xp` (NumPy, or CuPy on a
+        GPU), the expression that fusion compiles, and one gradient rule per input. The rules
+        are *yours*. Nothing to change here, but do read it: this is all it takes to add an op.
+        (`primitive=False` keeps these two out of teachflow's own vocabulary of ops.)
+        """),
+        given("ops_with_your_rules", """
+        from teachflow.dispatch import bind
+        from teachflow.ops.elementwise import elementwise
+
+
+        def silu_with(rule):
+            \"\"\"silu(x) = x * sigmoid(x), an op whose gradient rule is `rule`(g, x).\"\"\"
+            op = elementwise(
+                "silu", lambda xp: lambda x, out=None: xp.multiply(
+                    x, xp.exp(-xp.logaddexp(0, -x)), out=out),  # (a sigmoid that never overflows)
+                "({0} / (1 + exp(-{0})))",
+                grads=(lambda g, x: tfl.as_tensor(rule(g, x)),), arg_names=("x",),
+                primitive=False)
+            return lambda x: bind(op, tfl.as_tensor(x))
+
+
+        def hypot_with(rule_x, rule_y):
+            \"\"\"hypot(x, y) = sqrt(x**2 + y**2), an op whose gradient rules are `rule_x` and
+            `rule_y`, each called (g, x, y, out).\"\"\"
+            op = elementwise(
+                "hypot", lambda xp: xp.hypot, "hypot({0}, {1})",
+                grads=(lambda g, x, y, out: tfl.as_tensor(rule_x(g, x, y, out)),
+                       lambda g, x, y, out: tfl.as_tensor(rule_y(g, x, y, out))),
+                primitive=False)
+            return lambda x, y: bind(op, tfl.as_tensor(x), tfl.as_tensor(y))
+        """),
+        md("""
+        Try your rule. `gradcheck` returns `True`, or raises an error that names the element
+        where your rule and the nudges disagree, and by how much.
+        """),
+        free("""
+        silu = silu_with(silu_grad)
+        x = tfl.tensor(np.linspace(-3.0, 3.0, 7))
+        print(silu(x))
+        tfl.testing.gradcheck(silu, x)
+        """),
+        tests("test_silu_grad", 3, """
+        def test_silu_grad_passes_a_gradient_check():
+            assert tfl.testing.gradcheck(silu_with(silu_grad), np.linspace(-3.0, 3.0, 7))
+
+
+        def test_silu_grad_is_zero_where_g_is_zero():
+            got = np.asarray(silu_grad(tfl.zeros(3), tfl.tensor([-1.0, 0.0, 2.0])))
+            np.testing.assert_array_equal(got, [0.0, 0.0, 0.0])
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_silu_grad_on_a_matrix_far_from_zero():
+            x = np.array([[-30.0, -4.5, -0.3], [0.2, 5.0, 30.0]])
+            assert tfl.testing.gradcheck(silu_with(silu_grad), x)
+
+
+        def test_silu_grad_is_g_times_the_derivative():
+            x, g = np.array([-2.0, -0.5, 0.0, 1.0, 3.0]), np.array([1.0, -2.0, 0.5, 3.0, -1.0])
+            s = 1 / (1 + np.exp(-x))
+            got = np.asarray(silu_grad(tfl.tensor(g), tfl.tensor(x)))
+            assert got.shape == x.shape
+            np.testing.assert_allclose(got, g * s * (1 + x * (1 - s)), rtol=1e-10)
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        ## 2. `hypot`, an op of two inputs
+
+        `hypot(x, y) = sqrt(x**2 + y**2)` is the length of the vector `(x, y)`. An op of two
+        inputs has one rule per input. A rule may also read the op's output, as `tanh`'s does,
+        which saves computing the square root again: write `hypot_grad_x(g, x, y, out)` and
+        `hypot_grad_y(g, x, y, out)`.
+
+        One thing you never do in a rule: when `x` was broadcast (a column against a row, say),
+        the gradient flowing back into `x` must be summed back to `x`'s shape. teachflow's
+        autodiff engine does that once, for every op, so that rules stay pure maths. Return
+        something of the output's shape and let the engine do the rest.
+        """),
+        solution("hypot_grads", """
+        def hypot_grad_x(g, x, y, out):
+            \"\"\"g times d hypot(x, y) / dx.\"\"\"
+            ### BEGIN SOLUTION
+            return g * x / out
+            ### END SOLUTION
+
+
+        def hypot_grad_y(g, x, y, out):
+            \"\"\"g times d hypot(x, y) / dy.\"\"\"
+            ### BEGIN SOLUTION
+            return g * y / out
+            ### END SOLUTION
+        """),
+        free("""
+        hypot = hypot_with(hypot_grad_x, hypot_grad_y)
+        print(hypot(tfl.tensor([3.0, 5.0]), tfl.tensor([4.0, 12.0])))   # 5 and 13
+        tfl.testing.gradcheck(hypot, np.array([3.0, -1.0, 0.5]), np.array([4.0, 2.0, -2.0]))
+        """),
+        tests("test_hypot_grads", 3, """
+        def test_hypot_grads_pass_a_gradient_check():
+            hypot = hypot_with(hypot_grad_x, hypot_grad_y)
+            assert tfl.testing.gradcheck(hypot, np.array([3.0, -1.0, 0.5]),
+                                         np.array([4.0, 2.0, -2.0]))
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_hypot_grads_leave_broadcasting_to_the_engine():
+            hypot = hypot_with(hypot_grad_x, hypot_grad_y)
+            column, row = np.array([[1.0], [-2.0], [0.5]]), np.array([0.5, -1.0, 2.0, 4.0])
+            assert tfl.testing.gradcheck(hypot, column, row)
+            assert tfl.testing.gradcheck(hypot, row, column)
+
+
+        def test_hypot_grads_are_g_times_the_derivatives():
+            x, y, g = np.array([3.0, -1.0]), np.array([4.0, 2.0]), np.array([2.0, -0.5])
+            out = np.hypot(x, y)
+            args = [tfl.tensor(a) for a in (g, x, y, out)]
+            np.testing.assert_allclose(np.asarray(hypot_grad_x(*args)), g * x / out, rtol=1e-10)
+            np.testing.assert_allclose(np.asarray(hypot_grad_y(*args)), g * y / out, rtol=1e-10)
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        Well done: that is the whole of an op's calculus. If you are curious, look at how
+        `teachflow/backprop.py` calls these rules, and at `teachflow/testing.py`, which checks
+        them by nudging.
+        """),
+    ]
+
+
+# --- 2. A simplification rule --------------------------------------------------------------------
+
+
+def simplification_rule() -> list:
+    return [
+        md("""
+        # Exercise 2 — A simplification rule that fires in the stepper
+
+        In lesson 3 you met `simplify`, a pass made of **rules as data**. Each rule is a name in
+        plain words, a pattern to look for, and what to put in its place:
+
+        ```python
+        Rule("x*1 -> x", Pattern(ew.mul, X, 1), lambda m, emit: m.x)
+        ```
+
+        `Pattern(ew.mul, X, 1)` matches a node that multiplies anything (bound to `x`) by the
+        literal 1. A `Pattern` in the place of an operand matches the node that made that
+        operand, so patterns nest: `Pattern(ew.neg, Pattern(ew.neg, X))` is `-(-x)`. The
+        replacement receives the match `m` (`m.x` is what `X` matched) and `emit`, which adds a
+        new node where the old one stood: `emit(ew.add, m.x, m.y)`. The rule's name is what the
+        pass stepper shows when it fires, so let it say what the rule does.
+
+        One check guards every rule for free: the replacement must have the shape, dtype and
+        device of what it replaces. Everything else is your responsibility. A rule must be an
+        identity **for every value**, floating point's `inf`, `nan` and `-0.0` included, or the
+        compiled program computes something other than what you wrote. Read
+        `teachflow/passes/simplify.py` for the rules teachflow ships, and why `x+0 -> x` is not
+        among them for floats.
+        """),
+        md(CHECKING.format(name="02_simplification_rule")),
+        setup("""
+        from teachflow.ops import elementwise as ew
+        from teachflow.passes.rules import Pattern, Rule, Var, rule_pass
+        from teachflow.viz.data import compilation_data
+
+        X, Y = Var("x"), Var("y")
+        """),
+        md("""
+        The helper below compiles one of a few small programs with a pass made only of the rules
+        you give it (then `dce`, which sweeps away what no longer has a reader), runs it, and
+        reports what the pass stepper shows: the stages, the rules that fired, the ops left.
+        """),
+        given("at_work", """
+        EXAMPLES = {  # small programs of x and y for the rules to work on
+            "sub_neg": lambda x, y: x - (-y),
+            "sub_neg_exp": lambda x, y: (x - (-y)).exp(),
+            "sub": lambda x, y: x - y,
+            "neg_sub": lambda x, y: (-x) - y,
+            "neg_mul_neg": lambda x, y: (-x) * (-y),
+            "neg_mul_neg_plus": lambda x, y: (-x) * (-y) + 1.0,
+            "neg_mul": lambda x, y: (-x) * y,
+            "neg_squared": lambda x, y: (-x) * (-x) + y,
+            "both": lambda x, y: (x - (-y)).exp() + (-x) * (-y),
+        }
+
+
+        def at_work(rules, example, x, y):
+            \"\"\"Compile EXAMPLES[example] for x and y with a pass made of `rules`, then dce;
+            run it, and say what the stepper shows (a dict of plain data).\"\"\"
+            x, y = tfl.tensor(x), tfl.tensor(y)
+            compiled = tfl.compile(EXAMPLES[example], x, y,
+                                   passes=[rule_pass("my_rules", rules), "dce"])
+            stages = compilation_data(compiled)["stages"]  # what the pass stepper draws
+            with np.errstate(all="ignore"):  # (inf and nan are welcome here)
+                result = compiled(x, y).numpy()
+            return {
+                "stages": [stage["pass"] for stage in stages],
+                "rules": [rule.name for rule in rules],
+                "fired": [change["rule"] for stage in stages if stage["pass"] == "my_rules"
+                          for change in stage["changes"]],
+                "ops": [node.op.name for node in compiled.graph.nodes],
+                "result": result,
+            }
+        """),
+        given("inputs", """
+        XS, YS = np.array([0.5, -1.0, 2.0]), np.array([1.5, 0.25, -3.0])
+        COLUMN, ROW = np.array([[1.0], [2.0], [-3.0]]), np.array([0.5, -1.0, 4.0, 0.0])
+        # Floating point's awkward corners: signed zeros, infinities and nan.
+        SPECIAL_X = np.array([-0.0, 0.0, -0.0, np.inf, -np.inf, np.inf, np.nan, 1.5, -0.0])
+        SPECIAL_Y = np.array([-0.0, -0.0, 0.0, 1.0, np.inf, np.inf, 2.0, np.nan, 3.0])
+
+
+        def same_floats(got, expected):
+            \"\"\"Equal as a program sees floats: nan where nan, and zeros of the same sign.\"\"\"
+            np.testing.assert_array_equal(got, expected)
+            numbers = ~np.isnan(expected)
+            assert (np.signbit(got) == np.signbit(expected))[numbers].all(), "a zero's sign changed"
+
+
+        def evaluated(example, x, y):
+            \"\"\"EXAMPLES[example] run eagerly, op by op, with no pass at all.\"\"\"
+            with np.errstate(all="ignore"):
+                return EXAMPLES[example](tfl.tensor(x), tfl.tensor(y)).numpy()
+        """),
+        md("""
+        ## 1. `x - (-y) -> x + y`
+
+        Subtracting a negation is adding, and not only roughly: in IEEE arithmetic `a - b` is
+        exactly `a + (-b)`, so this rule holds bit for bit, for infinities, nan and signed
+        zeros too. Define `minus_negative`, a `Rule` named `"x - (-y) -> x + y"`, that
+        replaces `sub(x, neg(y))` by `add(x, y)`.
+        """),
+        solution("minus_negative", """
+        ### BEGIN SOLUTION
+        minus_negative = Rule("x - (-y) -> x + y", Pattern(ew.sub, X, Pattern(ew.neg, Y)),
+                              lambda m, emit: emit(ew.add, m.x, m.y))
+        ### END SOLUTION
+        """),
+        given("minus_negative_at_work", """
+        def minus_negative_at_work(example, x, y):
+            \"\"\"`at_work` with your rule minus_negative alone.\"\"\"
+            return at_work([minus_negative], example, x, y)
+        """),
+        free("""
+        minus_negative_at_work("sub_neg_exp", XS, YS)
+        """),
+        tests("test_minus_negative", 3, """
+        def test_minus_negative_fires_in_the_stepper():
+            seen = minus_negative_at_work("sub_neg_exp", XS, YS)
+            assert seen["stages"] == ["trace", "my_rules", "dce"]
+            assert seen["fired"] == [minus_negative.name]
+            assert seen["ops"] == ["add", "exp"]
+
+
+        def test_minus_negative_keeps_the_values():
+            seen = minus_negative_at_work("sub_neg_exp", XS, YS)
+            np.testing.assert_allclose(seen["result"], np.exp(XS + YS), rtol=1e-12)
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_minus_negative_leaves_other_subtractions_alone():
+            for example in ("sub", "neg_sub", "neg_mul_neg"):
+                seen = minus_negative_at_work(example, XS, YS)
+                assert seen["fired"] == [], example
+
+
+        def test_minus_negative_holds_for_every_float():
+            seen = minus_negative_at_work("sub_neg", SPECIAL_X, SPECIAL_Y)
+            assert seen["ops"] == ["add"]
+            same_floats(seen["result"], evaluated("sub_neg", SPECIAL_X, SPECIAL_Y))
+
+
+        def test_minus_negative_with_broadcasting():
+            seen = minus_negative_at_work("sub_neg", COLUMN, ROW)
+            assert seen["fired"] == seen["rules"]
+            np.testing.assert_allclose(seen["result"], COLUMN + ROW)
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        ## 2. `(-x) * (-y) -> x * y`
+
+        The sign of a product is decided by the signs of its factors alone, so two negations
+        cancel exactly. Define `negative_times_negative`, a `Rule` named
+        `"(-x) * (-y) -> x * y"`. (`mul` is commutative, and the engine tries both orders of
+        its operands for you.)
+        """),
+        solution("negative_times_negative", """
+        ### BEGIN SOLUTION
+        negative_times_negative = Rule(
+            "(-x) * (-y) -> x * y", Pattern(ew.mul, Pattern(ew.neg, X), Pattern(ew.neg, Y)),
+            lambda m, emit: emit(ew.mul, m.x, m.y))
+        ### END SOLUTION
+        """),
+        given("negative_times_negative_at_work", """
+        def negative_times_negative_at_work(example, x, y):
+            \"\"\"`at_work` with your rule negative_times_negative alone.\"\"\"
+            return at_work([negative_times_negative], example, x, y)
+        """),
+        tests("test_negative_times_negative", 3, """
+        def test_negative_times_negative_fires_in_the_stepper():
+            seen = negative_times_negative_at_work("neg_mul_neg_plus", XS, YS)
+            assert seen["stages"] == ["trace", "my_rules", "dce"]
+            assert seen["fired"] == [negative_times_negative.name]
+            assert seen["ops"] == ["mul", "add"]
+            np.testing.assert_allclose(seen["result"], XS * YS + 1.0, rtol=1e-12)
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_negative_times_negative_needs_two_negations():
+            for example in ("neg_mul", "sub_neg"):
+                assert negative_times_negative_at_work(example, XS, YS)["fired"] == [], example
+
+
+        def test_negative_times_negative_holds_for_every_float():
+            seen = negative_times_negative_at_work("neg_mul_neg", SPECIAL_X, SPECIAL_Y)
+            assert seen["ops"] == ["mul"]
+            same_floats(seen["result"], evaluated("neg_mul_neg", SPECIAL_X, SPECIAL_Y))
+
+
+        def test_negative_times_negative_of_one_value():
+            seen = negative_times_negative_at_work("neg_squared", COLUMN, ROW)
+            assert seen["ops"] == ["mul", "add"]
+            np.testing.assert_allclose(seen["result"], COLUMN * COLUMN + ROW)
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        ## 3. Watch them in the stepper
+
+        Both rules in one pass, on a program that gives each something to do. Step to the
+        `my_rules` stage: each change names its rule, in your words. Click one to see the nodes
+        it matched; step on to `dce` to see the negations go.
+        """),
+        free("""
+        x, y = tfl.tensor(XS), tfl.tensor(YS)
+        compiled = tfl.compile(EXAMPLES["both"], x, y, passes=[
+            rule_pass("my_rules", [minus_negative, negative_times_negative]), "dce"])
+        compiled.show()
+        """),
+        md("""
+        ## 4. A rule that is not a rule
+
+        `log(exp(x)) -> x` looks like school algebra. It is not a rule for floats: find a
+        float32 number `x` for which teachflow's `tfl.tensor([x]).exp().log()` is *not* `x`, and
+        set `log_exp_counterexample` to it. (A `nan` does not count: `log(exp(nan))` is `nan`,
+        just as the rule would say.) You may try numbers in a cell of your own.
+        """),
+        solution("log_exp", """
+        ### BEGIN SOLUTION
+        log_exp_counterexample = 100.0  # exp(100) overflows float32: log(inf) is inf, not 100
+        ### END SOLUTION
+        """),
+        tests("test_log_exp", 1, """
+        def test_log_exp_counterexample_breaks_the_rule():
+            x = np.float32(log_exp_counterexample)
+            assert not np.isnan(x)
+            with np.errstate(all="ignore"):
+                got = tfl.tensor([x]).exp().log().numpy()[0]
+            assert got != x
+        """),
+        md("""
+        Overflow is one way to break it; rounding is another (try `x = 0.1`). That is why a
+        compiler's rules are identities that hold *exactly*, and why teachflow's verification
+        (`tfl.compile(..., verify=True)`) runs the program before and after each pass.
+        """),
+    ]
+
+
+# --- 3. A pass of your own: CSE ------------------------------------------------------------------
+
+
+def cse_pass() -> list:
+    return [
+        md("""
+        # Exercise 3 — Common subexpression elimination, your own pass
+
+        Programs repeat themselves. `(x * 2).tanh() + (x * 2).tanh()` asks for `x * 2` twice
+        and for its `tanh` twice; a compiler computes each once. The trick is called **value
+        numbering**: walk the graph in order and give every node a *key*, what it computes
+        written as data: its op, its parameters, and which values it reads. Two nodes with the
+        same key compute the same thing, so every reader of the second can read the first
+        instead, and the second goes.
+
+        This is only legal because ops are **pure**: a result depends on the operands and on
+        nothing else. One kind of op is not: `tfl.randn` must draw new numbers every time, so
+        two draws must never be merged, however alike they look.
+
+        A pass is a function from a graph to a new graph. Write it with `rewrite`, the helper
+        every teachflow pass is written with (lesson 3, §5): it walks a copy of the graph in
+        order and asks your `decide(node, rewriter)` about each node. Return `None` to keep the
+        node, or a value to stand in for the node's output everywhere (the node then goes).
+        `rewrite` also updates the operands of later nodes as it goes, so once `%4` stands in
+        for `%6`, a node that read `%6` reads `%4` by the time you are asked about it.
+
+        What you can read on a node: `node.op.name` (`"mul"`), `node.params` (a dict, such as
+        `{"axis": (1,), "keepdims": False}`), `node.inputs` (a tuple of operands, each a graph
+        `Value` or a Python number such as `2.0`), `node.output` (its `Value`), and
+        `node.op.random` (True for ops that draw random numbers). Values are told apart by
+        identity (or by `value.id`); a number by its type and its value, as `repr` writes it.
+        """),
+        md(CHECKING.format(name="03_cse_pass")),
+        setup("""
+        from teachflow.graph import Value
+        from teachflow.passes import rewrite
+        from teachflow.viz.data import compilation_data
+        """),
+        md("""
+        Here is the shape of a pass, from lesson 3: it drops `x * 1` by hand.
+
+        ```python
+        def drop_times_one(graph):
+            def decide(node, rewriter):
+                if node.op.name == "mul" and node.inputs[1] == 1:
+                    return node.inputs[0]   # every reader of x * 1 now reads x
+                return None                 # keep the node as it is
+            return rewrite(graph, lambda g: decide)
+        ```
+
+        `rewrite` calls the function you give it once per graph it rewrites (a loop's body is a
+        graph of its own), so that is where a fresh table of keys belongs.
+
+        ## 1. `my_cse`
+        """),
+        solution("my_cse", """
+        def my_cse(graph):
+            \"\"\"Merge each node that computes what an earlier node computes into that one.\"\"\"
+            ### BEGIN SOLUTION
+            def decide_for(g):
+                first = {}  # a node's key -> the value of the first node with that key
+
+                def decide(node, rewriter):
+                    if node.op.random:
+                        return None  # every draw is a new one: never merged
+                    operands = tuple(o if isinstance(o, Value) else (type(o).__name__, repr(o))
+                                     for o in node.inputs)
+                    key = (node.op.name, repr(sorted(node.params.items())), operands)
+                    if key in first:
+                        return first[key]
+                    first[key] = node.output
+                    return None
+
+                return decide
+
+            return rewrite(graph, decide_for)
+            ### END SOLUTION
+        """),
+        md("""
+        The helper below compiles one of a few small programs with your pass (then `dce`), runs
+        it on `x`, and reports what the pass stepper shows, as plain data.
+        """),
+        given("examples", """
+        EXAMPLES = {  # small programs of x to look for repeated work in
+            "repeated": lambda x: (x * 2.0).tanh() + (x * 2.0).tanh() * (x * 2.0),
+            "chain": lambda x: ((x + 1.0).exp() * 2.0).sum() + ((x + 1.0).exp() * 2.0).sum(),
+            "literals": lambda x: (x * 2.0).exp() - (x * 3.0).exp(),
+            "axes": lambda x: x.sum(axis=0).max() - x.sum(axis=1).max(),
+            "noise": lambda x: (x + tfl.randn(*x.shape)) - (x + tfl.randn(*x.shape)),
+        }
+        X = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -3.0], [0.1, 0.2, 0.3]])
+        """),
+        given("my_cse_at_work", """
+        def my_cse_at_work(example, x):
+            \"\"\"Compile EXAMPLES[example] for x with your pass, then dce; run it, and say what
+            the stepper shows (a dict of plain data).\"\"\"
+            x = tfl.tensor(x)
+            compiled = tfl.compile(EXAMPLES[example], x, passes=[my_cse, "dce"])
+            stages = compilation_data(compiled)["stages"]  # what the pass stepper draws
+            return {
+                "stages": [stage["pass"] for stage in stages],
+                "changes": {stage["pass"]: len(stage["changes"]) for stage in stages},
+                "traced": [node.op.name for node in compiled.snapshots[0].graph.nodes],
+                "ops": [node.op.name for node in compiled.graph.nodes],
+                "result": compiled(x).numpy(),
+            }
+        """),
+        free("""
+        my_cse_at_work("repeated", X)
+        """),
+        tests("test_my_cse", 3, """
+        def test_my_cse_computes_each_thing_once():
+            assert callable(my_cse)
+            seen = my_cse_at_work("repeated", X)
+            assert seen["stages"] == ["trace", "my_cse", "dce"]
+            assert seen["traced"] == ["mul", "tanh", "mul", "tanh", "mul", "mul", "add"]
+            assert seen["ops"] == ["mul", "tanh", "mul", "add"]
+            t = np.tanh(X * 2.0)
+            np.testing.assert_allclose(seen["result"], t + t * (X * 2.0), rtol=1e-12)
+
+
+        def test_my_cse_follows_merged_operands():
+            seen = my_cse_at_work("chain", X)
+            assert seen["ops"] == ["add", "exp", "mul", "sum", "add"]
+            np.testing.assert_allclose(seen["result"], 2 * (np.exp(X + 1.0) * 2.0).sum())
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_my_cse_tells_numbers_apart():
+            seen = my_cse_at_work("literals", X)
+            assert seen["changes"]["my_cse"] == 0
+            assert seen["ops"] == seen["traced"]
+            np.testing.assert_allclose(seen["result"], np.exp(X * 2.0) - np.exp(X * 3.0))
+
+
+        def test_my_cse_tells_parameters_apart():
+            seen = my_cse_at_work("axes", X)
+            assert seen["ops"] == seen["traced"]
+            expected = X.sum(axis=0).max() - X.sum(axis=1).max()
+            np.testing.assert_allclose(seen["result"], expected, rtol=1e-12)
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        ## 2. Purity
+
+        The tests below run your pass on `(x + randn) - (x + randn)`. Merged, the two draws
+        would be one, and the program would compute zeros.
+        """),
+        tests("test_my_cse_purity", 2, """
+        def test_my_cse_never_merges_random_draws():
+            seen = my_cse_at_work("noise", X)
+            assert seen["ops"].count("normal") == 2
+            assert seen["ops"].count("add") == 2
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_my_cse_keeps_two_draws_different():
+            seen = my_cse_at_work("noise", X)
+            assert np.abs(seen["result"]).max() > 0
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        ## 3. In the stepper
+
+        Your pass is a stage of the pipeline like any built-in one: step to `my_cse` and see
+        each node it removed; the stage's figures show the nodes and bytes saved.
+        """),
+        free("""
+        tfl.compile(EXAMPLES["repeated"], tfl.tensor(X), passes=[my_cse, "dce"]).show()
+        """),
+        md("""
+        Now open `teachflow/passes/cse.py` and compare. teachflow's pass knows one thing more:
+        for an op such as `add`, `a + b` is `b + a`. Where would that go in yours?
+        """),
+    ]
+
+
+# --- 4. A fusion grouping, measured --------------------------------------------------------------
+
+
+def fusion_grouping() -> list:
+    return [
+        md("""
+        # Exercise 4 — Choose a fusion grouping, and measure it
+
+        On big arrays, an elementwise op spends its time not on arithmetic but on memory: it
+        reads its operands from memory and writes its result back. **Fusion** runs a group of
+        ops as one kernel that reads the group's inputs once and writes its result once; the
+        values in between never touch memory (lesson 3, §4).
+
+        Which ops to group is a choice, and teachflow's `fuse` pass makes a cautious one: an op
+        joins its operand's group only when it is that operand's *only* reader. Here you choose
+        the groups yourself, check them, and measure what they save. The rules of a legal
+        group, which the helper below enforces:
+
+        - every member is elementwise and of the group's shape (only the group's inputs may
+          broadcast into it), except that the last member may be a reduction (`sum`, `mean`,
+          `max`) of what the others computed;
+        - a kernel writes one result: only the group's last member may be read by anything
+          outside the group, or be returned by the function.
+        """),
+        md(CHECKING.format(name="04_fusion_grouping")),
+        given("setup", """
+        import time
+
+        import numpy as np
+
+        import teachflow as tfl
+        from teachflow.graph import Value
+        from teachflow.kernels.group import FusedGroup
+        from teachflow.passes import DROP, rewrite
+        from teachflow.passes.fuse import fused_op
+        """),
+        md("""
+        The program: a layer with a gated activation, which returns the activations and their
+        sum per row.
+        """),
+        given("block", """
+        def block(x, w, b):
+            h = x @ w + b
+            y = h.tanh() * h.sigmoid()
+            return y, y.sum(axis=1)
+
+
+        def reference(x, w, b):
+            \"\"\"What `block` computes, in NumPy.\"\"\"
+            h = x @ w + b
+            y = np.tanh(h) / (1 + np.exp(-h))
+            return y, y.sum(axis=1)
+
+
+        rng = np.random.default_rng(0)
+        X, W, B = (rng.normal(size=shape).astype(np.float32)
+                   for shape in [(8, 16), (16, 32), (32,)])
+        """),
+        md("""
+        `fused_as(groups, x, w, b)` compiles `block` with teachflow's first passes and then a
+        fusion pass that makes one kernel of each group you give, as a list of node ids: the
+        numbers after `%` in the printed graph. It refuses an illegal group, saying why.
+        """),
+        given("fused_as", """
+        def fuse_as(groups):
+            \"\"\"A fusion pass that makes one kernel of each group of node ids in `groups`.\"\"\"
+
+            def my_fusion(graph):
+                nodes = {n.id: n for n in graph.nodes}
+                order = {n.id: i for i, n in enumerate(graph.nodes)}
+                plan = {}  # node id -> (its kernel's name, the ids of its group in graph order)
+                for number, group in enumerate(groups, start=1):
+                    for i in group:
+                        if i not in nodes:
+                            raise tfl.TeachflowError(f"the graph has no node %{i}", op="fuse_as",
+                                                     hint="use the ids of the printed graph")
+                    members = [nodes[i] for i in sorted(set(group), key=order.get)]
+                    if len(members) > 1:  # (an op on its own is its own kernel already)
+                        refuse_illegal(members, graph, plan)
+                        plan.update({n.id: (f"my_k{number}", [m.id for m in members])
+                                     for n in members})
+
+                def decide_for(g):
+                    in_g = {n.id: n for n in g.nodes}
+
+                    def decide(node, rewriter):
+                        if node.id not in plan:
+                            return None
+                        name, ids = plan[node.id]
+                        if node.id != ids[-1]:  # computed inside the kernel: no node of its own
+                            return DROP
+                        return kernel(name, [in_g[i] for i in ids], rewriter, g)
+
+                    return decide
+
+                return rewrite(graph, decide_for)
+
+            return my_fusion
+
+
+        def refuse_illegal(members, graph, plan):
+            \"\"\"Raise an error saying why `members` cannot be one kernel, if they cannot.\"\"\"
+            *body, last = members
+            reduction = bool(body) and last.op.partials is not None
+            elementwise = body if reduction else members
+            for n in members:
+                if n.id in plan:
+                    raise tfl.TeachflowError(f"%{n.id} is in two groups", op="fuse_as")
+            if reduction and last.inputs[0] is not body[-1].output:
+                raise tfl.TeachflowError(f"%{last.id} {last.op.name} must reduce what the group's "
+                                         f"last elementwise op, %{body[-1].id}, computes",
+                                         op="fuse_as")
+            for n in elementwise:
+                if not n.op.elementwise:
+                    raise tfl.TeachflowError(f"%{n.id} {n.op.name} is not elementwise: it cannot "
+                                             "be fused", op="fuse_as")
+                if n.spec.shape != elementwise[-1].spec.shape:
+                    raise tfl.TeachflowError(f"%{n.id} has another shape than the group's",
+                                             op="fuse_as")
+            users = graph.users()
+            for n in body:
+                outside = [u for u in users.get(n.output, ()) if u not in members]
+                if outside or n.output in graph.outputs:
+                    reader = f"%{outside[0].id}" if outside else "the function's result"
+                    raise tfl.TeachflowError(
+                        f"%{n.id} {n.op.name} is read outside its group (by {reader}), but a "
+                        "kernel writes only its last member's value", op="fuse_as")
+
+
+        def kernel(name, members, rewriter, g):
+            \"\"\"One node that runs `members` as one generated kernel.\"\"\"
+            last = members[-1]
+            reduction = last if len(members) > 1 and last.op.partials is not None else None
+            inside = {n.output for n in members}
+            inputs = []
+            for n in members:
+                inputs += [o for o in n.inputs
+                           if isinstance(o, Value) and o not in inside and o not in inputs]
+            group = FusedGroup(name, tuple(members[:-1] if reduction else members), reduction,
+                               tuple(inputs), last.output, last.output in g.outputs)
+            return rewriter.add(fused_op(group), tuple(inputs), {}, last.spec)
+
+
+        def fused_as(groups, x, w, b):
+            \"\"\"`block` compiled for x, w and b, with your `groups` as its kernels.\"\"\"
+            return tfl.compile(block, tfl.tensor(x), tfl.tensor(w), tfl.tensor(b),
+                               passes=["simplify", "cse", "dce", fuse_as(groups)])
+        """),
+        md("""
+        Here is the graph, and what teachflow's own `fuse` makes of it. Count its kernels, and
+        find the value that is written to memory only to be read straight back.
+        """),
+        free("""
+        example = [tfl.tensor(a) for a in (X, W, B)]
+        print(tfl.trace(block, *example))
+        teachflows = tfl.compile(block, *example)
+        print(teachflows.graph)
+        teachflows.snapshots[-1].stats
+        """),
+        md("""
+        ## 1. Your grouping
+
+        Set `my_groups` to a list of groups, each a list of node ids, that runs `block` in as
+        few kernels as the rules allow.
+        """),
+        solution("my_groups", """
+        ### BEGIN SOLUTION
+        my_groups = [[4, 5, 6, 7]]  # add, tanh, sigmoid, mul: h is never written to memory
+        ### END SOLUTION
+        """),
+        free("""
+        mine = fused_as(my_groups, X, W, B)
+        print(mine.graph)
+        mine.snapshots[-1].stats
+        """),
+        tests("test_my_groups", 3, """
+        def test_my_grouping_computes_the_block():
+            y, total = fused_as(my_groups, X, W, B)(*[tfl.tensor(a) for a in (X, W, B)])
+            expected_y, expected_total = reference(X, W, B)
+            np.testing.assert_allclose(y.numpy(), expected_y, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(total.numpy(), expected_total, rtol=1e-5, atol=1e-5)
+
+
+        def test_my_grouping_launches_fewer_kernels_than_teachflows():
+            mine = fused_as(my_groups, X, W, B).snapshots[-1].stats
+            teachflows = tfl.compile(block, *[tfl.tensor(a) for a in (X, W, B)]).snapshots[-1]
+            assert mine["kernels"] < teachflows.stats["kernels"]
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_my_grouping_is_as_few_kernels_as_can_be():
+            assert fused_as(my_groups, X, W, B).snapshots[-1].stats["kernels"] == 3
+
+
+        def test_my_grouping_moves_fewer_bytes_than_teachflows():
+            mine = fused_as(my_groups, X, W, B).snapshots[-1].stats
+            teachflows = tfl.compile(block, *[tfl.tensor(a) for a in (X, W, B)]).snapshots[-1]
+            h_written_and_read = 2 * 8 * 32 * 4  # two trips of an (8, 32) float32 array
+            assert mine["bytes_moved"] == teachflows.stats["bytes_moved"] - h_written_and_read
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        ## 2. Measure it
+
+        Write `measure(groups, x, w, b, repeat=5)`: compile `block` for `x`, `w` and `b` with
+        `fused_as`, and return a dict of three figures:
+
+        - `"kernels"`: how many kernels a call launches: the nodes of the final graph
+          (`compiled.graph.nodes`), except *views* (`node.op.view`), which only reinterpret
+          memory and launch nothing;
+        - `"bytes_moved"`: the memory traffic of those kernels, counted as the compiler's
+          figures count it: each kernel reads each of its operands that is a `Value` (once per
+          operand) and writes its output, and a value of shape `s` and dtype `d` takes
+          `prod(s) * d.itemsize` bytes;
+        - `"ms"`: the best time of `repeat` calls, in milliseconds (`time.perf_counter()`); the
+          first call of a compilation is warm-up, not timed.
+
+        Count the first two yourself; then compare with `compiled.snapshots[-1].stats`.
+        """),
+        solution("measure", """
+        def measure(groups, x, w, b, repeat=5):
+            \"\"\"Kernels, bytes moved and the best time in ms of `block` fused as `groups`.\"\"\"
+            ### BEGIN SOLUTION
+            compiled = fused_as(groups, x, w, b)
+            kernels = [n for n in compiled.graph.nodes if not n.op.view]
+
+            def size(value):
+                return int(np.prod(value.shape)) * value.dtype.itemsize
+
+            moved = sum(size(n.output) + sum(size(o) for o in n.inputs if isinstance(o, Value))
+                        for n in kernels)
+            args = [tfl.tensor(a) for a in (x, w, b)]
+            compiled(*args)
+            times = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                compiled(*args)
+                times.append(time.perf_counter() - start)
+            return {"kernels": len(kernels), "bytes_moved": moved, "ms": min(times) * 1e3}
+            ### END SOLUTION
+        """),
+        tests("test_measure", 2, """
+        def test_measure_counts_as_the_compiler_counts():
+            got = measure(my_groups, X, W, B, repeat=2)
+            stats = fused_as(my_groups, X, W, B).snapshots[-1].stats
+            assert got["kernels"] == stats["kernels"]
+            assert got["bytes_moved"] == stats["bytes_moved"]
+            assert 0 < got["ms"] < 10_000
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_measure_without_fusion_and_with_teachflows_grouping():
+            teachflows = tfl.compile(block, *[tfl.tensor(a) for a in (X, W, B)]).snapshots[-1]
+            for groups, stats in [([], fused_as([], X, W, B).snapshots[-1].stats),
+                                  ([[5, 6, 7]], teachflows.stats)]:
+                got = measure(groups, X, W, B, repeat=1)
+                assert (got["kernels"], got["bytes_moved"]) == (stats["kernels"],
+                                                                stats["bytes_moved"]), groups
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        ## 3. Does it pay?
+
+        Bytes are a model; the clock is the judge. On arrays big enough for memory to matter,
+        time no fusion, teachflow's grouping and yours. Does the order of the times follow the
+        order of the bytes? (Try bigger arrays, and a GPU if you have one.)
+        """),
+        free("""
+        shapes = [(512, 64), (64, 512), (512,)]
+        big = [rng.normal(size=shape).astype(np.float32) for shape in shapes]
+        for name, groups in [("none", []), ("teachflow's", [[5, 6, 7]]), ("yours", my_groups)]:
+            m = measure(groups, *big, repeat=3)
+            print(f"{name:12} {m['kernels']} kernels  {m['bytes_moved'] / 1e6:6.2f} MB  "
+                  f"{m['ms']:7.3f} ms")
+        """),
+    ]
+
+
+# --- 5. Predict the retraces ---------------------------------------------------------------------
+
+
+def predict_retraces() -> list:
+    return [
+        md("""
+        # Exercise 5 — Predict the retraces
+
+        A `tfl.function` traces your Python once per **signature** and then runs the graph it
+        recorded, without running your Python again. The signature of a call is, for each
+        tensor argument, its shape, dtype and device, and for every other argument its *value*
+        (lesson 2, §3). So whether a call traces depends on what you pass, and a trace bakes in
+        whatever plain Python values the function read at that moment.
+
+        Knowing when a function retraces is half of using staged code well: a retrace costs a
+        trace and a compilation, and a value baked in can be a stale one. In this exercise you
+        predict first, and run afterwards. Resist the temptation to run the cells below before
+        you have written your predictions: the point is to find out what you expected.
+        """),
+        md(CHECKING.format(name="05_predict_retraces")),
+        setup(),
+        md("""
+        ## 1. Which calls trace?
+
+        Read `first_story`: nine calls of one `tfl.function`, on a fresh one each time the
+        story is told. (`tfl.ones` and `tfl.zeros` make float32 tensors, as PyTorch's do; a
+        NumPy array of Python floats is float64, and keeps its dtype in `tfl.tensor`.)
+        """),
+        given("first_story", """
+        def first_story():
+            \"\"\"The nine calls, on a fresh `scale`; the trace count after each one.\"\"\"
+            scale = tfl.function(lambda x, factor: x * factor)
+            counts = []
+
+            def call(*args):
+                scale(*args)
+                counts.append(scale.trace_count)
+
+            call(tfl.ones(3), 2.0)                 # call 1
+            call(tfl.ones(3), 2.0)                 # call 2
+            call(tfl.zeros(3), 2.0)                # call 3: other numbers, the same shape
+            call(tfl.ones(4), 2.0)                 # call 4
+            call(tfl.ones(3), 3.0)                 # call 5
+            call(tfl.ones(3), 2)                   # call 6: an int this time
+            call(tfl.tensor(np.ones(3)), 2.0)      # call 7
+            call(tfl.ones(3), tfl.tensor(3.0))     # call 8: the factor as a tensor
+            call(tfl.ones(3), tfl.tensor(4.0))     # call 9
+            return counts
+        """),
+        md("""
+        Predict: how many traces in all (`predicted_trace_count`), and which calls trace, by
+        their numbers from 1 to 9 (`predicted_tracing_calls`, a list in increasing order)?
+        """),
+        solution("first_prediction", """
+        ### BEGIN SOLUTION
+        predicted_trace_count = 6
+        predicted_tracing_calls = [1, 4, 5, 6, 7, 8]
+        ### END SOLUTION
+        """),
+        tests("test_first_prediction", 3, """
+        def test_the_predictions_are_call_numbers():
+            assert isinstance(predicted_trace_count, int)
+            assert list(predicted_tracing_calls) == sorted(set(predicted_tracing_calls))
+            assert all(1 <= n <= 9 for n in predicted_tracing_calls)
+            assert len(predicted_tracing_calls) == predicted_trace_count
+
+
+        def test_the_first_call_traces():
+            assert 1 in predicted_tracing_calls
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_the_trace_count():
+            assert predicted_trace_count == first_story()[-1]
+
+
+        def test_which_calls_trace():
+            counts = [0, *first_story()]
+            traced = [n for n in range(1, 10) if counts[n] > counts[n - 1]]
+            assert list(predicted_tracing_calls) == traced
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        Now run it, and read the function's own explanations: `retrace_reasons` says, for
+        each trace after the first, which argument changed and how.
+        """),
+        free("""
+        print(first_story())
+        scale = tfl.function(lambda x, factor: x * factor)
+        scale(tfl.ones(3), 2.0)
+        scale(tfl.ones(3), 2)
+        scale.retrace_reasons
+        """),
+        md("""
+        ## 2. What does a trace remember?
+
+        A function reads more than its arguments. `second_story` calls a function that reads a
+        Python float, `threshold`, and a tensor, `weights`, from around it; between calls, the
+        story changes them. Each call returns `[2.0, 2.0, 2.0]` or something else: predict the
+        first element of each of the four results (`predicted_results`, four numbers).
+        """),
+        given("second_story", """
+        def second_story():
+            \"\"\"Four calls of `f`, the world around it changing in between; the first element
+            of each result.\"\"\"
+            threshold = 1.0
+            weights = tfl.ones(3)
+
+            @tfl.function
+            def f(x):
+                return x * weights + threshold
+
+            results = [f(tfl.ones(3))]        # call 1: 1 * 1 + 1 = 2
+            threshold = 100.0
+            results.append(f(tfl.ones(3)))    # call 2
+            with tfl.no_grad():
+                weights *= 10                 # the same tensor, updated in place
+            results.append(f(tfl.ones(3)))    # call 3
+            weights = tfl.zeros(3)            # the name now names another tensor
+            results.append(f(tfl.ones(3)))    # call 4
+            return [r.numpy()[0].item() for r in results]
+        """),
+        solution("second_prediction", """
+        ### BEGIN SOLUTION
+        predicted_results = [2.0, 2.0, 11.0, 100.0]
+        ### END SOLUTION
+        """),
+        tests("test_second_prediction", 2, """
+        def test_four_results_predicted():
+            assert len(predicted_results) == 4
+            assert float(predicted_results[0]) == 2.0
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_the_results():
+            assert [float(r) for r in predicted_results] == second_story()
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        Run it, and explain each number to yourself: which values did the trace bake in, which
+        did it read at every call, and what made call 4 trace again? (`f.retrace_reasons` would
+        tell you.) This is why a model's state lives in tensors updated in place, and why
+        teachflow warns when staged code changes plain Python state.
+        """),
+        free("""
+        second_story()
+        """),
+        md("""
+        ## 3. Trace once
+
+        Write `scale_once`, a `tfl.function` that computes `x * factor` and traces **once** for
+        all of these calls: `x` a float32 vector of any length, `factor` a float32 scalar tensor
+        of any value, such as `scale_once(tfl.ones(3), tfl.tensor(2.0))` and
+        `scale_once(tfl.ones(1000), tfl.tensor(0.5))`. Lesson 2 (and the README) show how to
+        say "any length": a `tfl.TensorSpec` with `None` for the dimension that varies.
+        """),
+        solution("scale_once", """
+        ### BEGIN SOLUTION
+        scale_once = tfl.function(
+            lambda x, factor: x * factor,
+            input_signature=[tfl.TensorSpec((None,), "float32"), tfl.TensorSpec((), "float32")])
+        ### END SOLUTION
+        """),
+        tests("test_scale_once", 2, """
+        def test_scale_once_traces_once():
+            for n, factor in [(3, 2.0), (5, 2.0), (5, -1.5), (1, 0.0)]:
+                got = scale_once(tfl.ones(n), tfl.tensor(factor))
+                np.testing.assert_allclose(np.asarray(got), np.full(n, factor))
+            assert scale_once.trace_count == 1
+        ### BEGIN HIDDEN TESTS
+
+
+        def test_scale_once_on_long_vectors():
+            x = np.linspace(-1.0, 1.0, 1000).astype(np.float32)
+            got = scale_once(tfl.tensor(x), tfl.tensor(np.float32(0.5)))
+            np.testing.assert_allclose(np.asarray(got), x * 0.5, rtol=1e-6)
+            assert scale_once.trace_count == 1
+        ### END HIDDEN TESTS
+        """),
+        md("""
+        That is the whole game of signatures: what is a tensor is looked at by shape, dtype and
+        device; everything else, by value. Choose which is which, and you choose when your
+        function traces.
+        """),
+    ]
+
+
+# --- The notebooks -------------------------------------------------------------------------------
+
+NOTEBOOKS: dict[str, Callable[[], list]] = {
+    "01_gradient_rule.ipynb": gradient_rule,
+    "02_simplification_rule.ipynb": simplification_rule,
+    "03_cse_pass.ipynb": cse_pass,
+    "04_fusion_grouping.ipynb": fusion_grouping,
+    "05_predict_retraces.ipynb": predict_retraces,
+}
+
+
+def notebook(name: str) -> nbformat.NotebookNode:
+    """The master notebook `name`, as this file builds it (cell ids fixed, so a rebuild of an
+    unchanged exercise writes the same file)."""
+    cells = NOTEBOOKS[name]()
+    for index, cell in enumerate(cells):
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        cell.id = grade_id or f"{cell.cell_type}-{index}"
+    result = new_notebook(cells=cells)
+    result.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                     "language": "python"}
+    result.metadata["language_info"] = {"name": "python"}
+    nbformat.validate(result)
+    return result
+
+
+def text(name: str) -> str:
+    return nbformat.writes(notebook(name)) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if a committed notebook is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for name in NOTEBOOKS:
+        path, wanted = HERE / name, text(name)
+        if path.exists() and path.read_text(encoding="utf-8") == wanted:
+            continue
+        stale.append(name)
+        if not args.check:
+            path.write_text(wanted, encoding="utf-8")
+    if args.check and stale:
+        print(f"out of date (run python exercises/build.py): {', '.join(stale)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

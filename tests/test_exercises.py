@@ -1,0 +1,167 @@
+"""The exercises that ship (exercises/*.ipynb): each master assigns, passes its visible and its
+hidden tests, hands out a stub that is not done yet, and fails a wrong answer, under `teachflow
+check` (one process) and under `teachflow grade` (tests and learner code on two sides of the
+sandbox's wall); and the committed notebooks are what exercises/build.py builds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from teachflow.grading import assign, cells, check_notebook, sandbox
+from teachflow.grading.grade import grade
+from teachflow.grading.notebook import cells_of, read_notebook
+from teachflow.grading.regions import without_hidden_tests
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = ROOT / "exercises"
+MASTERS = sorted(EXERCISES.glob("*.ipynb"))
+ISOLATION, _ = sandbox.find_isolation(allow_none=True)  # bubblewrap where it works
+
+# Exercise 5 retraces on purpose, and its notebook shows the warning that says so.
+pytestmark = pytest.mark.filterwarnings("ignore::teachflow.RetracingWarning")
+
+
+@pytest.fixture(autouse=True)
+def private_ipython(tmp_path: Path, monkeypatch) -> None:
+    """IPython, where a check starts it, keeps its profile in the test's folder, not in ~."""
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+
+
+def edited(master: Path, out: Path, answers: dict[str, str] | None = None,
+           hidden: bool = True) -> Path:
+    """A copy of `master` with the cells named by grade_id in `answers` replaced, and with its
+    hidden tests made visible (their markers dropped) unless `hidden` is False."""
+    notebook = json.loads(master.read_text(encoding="utf-8"))
+    for cell in notebook["cells"]:
+        if hidden:
+            source = "".join(cell["source"])
+            cell["source"] = "\n".join(line for line in source.splitlines()
+                                       if "HIDDEN TESTS" not in line)
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if answers and grade_id in answers:
+            cell["source"] = textwrap.dedent(answers[grade_id]).strip()
+    out.write_text(json.dumps(notebook), encoding="utf-8")
+    return out
+
+
+def declared_tests(master: Path) -> tuple[list[str], list[str]]:
+    """The test functions of the master's test cells: all of them, and those learners see."""
+    every, visible = [], []
+    for cell in cells_of(read_notebook(master)):
+        if cell.role == "tests":
+            every += cells.test_functions(cells.parse(cell.source))
+            visible += cells.test_functions(cells.parse(without_hidden_tests(cell.source, "")))
+    return every, visible
+
+
+def test_five_exercises_ship_and_build_py_builds_them_as_committed() -> None:
+    assert [m.name for m in MASTERS] == ["01_gradient_rule.ipynb", "02_simplification_rule.ipynb",
+                                         "03_cse_pass.ipynb", "04_fusion_grouping.ipynb",
+                                         "05_predict_retraces.ipynb"]
+    spec = importlib.util.spec_from_file_location("exercises_build", EXERCISES / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    assert sorted(build.NOTEBOOKS) == [m.name for m in MASTERS]
+    for master in MASTERS:  # committed as built: without outputs, and up to date
+        assert master.read_text(encoding="utf-8") == build.text(master.name), master.name
+        cells = json.loads(master.read_text(encoding="utf-8"))["cells"]
+        assert all(not c.get("outputs") and c.get("execution_count") is None
+                   for c in cells if c["cell_type"] == "code")
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda m: m.stem)
+def test_the_master_passes_its_tests_and_its_stub_is_not_done(master: Path,
+                                                              tmp_path: Path) -> None:
+    every, visible = declared_tests(master)
+    assert len(visible) < len(every)  # every exercise keeps some tests hidden
+
+    assignment = assign(master, tmp_path / "build")
+    assert assignment.test_cells >= 2 and assignment.total_points >= 5
+    released = assignment.release.read_text(encoding="utf-8")
+    assert "BEGIN SOLUTION" not in released and "HIDDEN TESTS" not in released
+    assert not [name for name in set(every) - set(visible) if name in released]
+
+    report = check_notebook(master)
+    assert report.passed, report.text()
+    assert sorted(t.name for r in report.results for t in r.tests) == sorted(visible)
+
+    report = check_notebook(edited(master, tmp_path / master.name))  # hidden tests shown
+    assert report.passed, report.text()
+    assert sorted(t.name for r in report.results for t in r.tests) == sorted(every)
+
+    report = check_notebook(assignment.release)
+    assert {r.status for r in report.results} == {"not done yet"}, report.text()
+
+
+#: One wrong answer per exercise, and the test cell that must fail it.
+WRONG = {
+    "01_gradient_rule": ("test_silu_grad", {"silu_grad": """
+        def silu_grad(g, x):
+            return g * tfl.sigmoid(x)  # the product rule forgotten
+        """}),
+    "02_simplification_rule": ("test_minus_negative", {"minus_negative": """
+        minus_negative = Rule("x - (-y) -> x + y", Pattern(ew.sub, X, Pattern(ew.neg, Y)),
+                              lambda m, emit: emit(ew.sub, m.x, m.y))
+        """}),
+    "03_cse_pass": ("test_my_cse_purity", {"my_cse": """
+        def my_cse(graph):  # purity forgotten: the two draws look alike, and are merged
+            def decide_for(g):
+                first = {}
+
+                def decide(node, rewriter):
+                    key = (node.op.name, repr(sorted(node.params.items())),
+                           tuple(o if isinstance(o, Value) else repr(o) for o in node.inputs))
+                    if key in first:
+                        return first[key]
+                    first[key] = node.output
+                    return None
+
+                return decide
+
+            return rewrite(graph, decide_for)
+        """}),
+    "04_fusion_grouping": ("test_my_groups", {"my_groups": "my_groups = [[5, 6, 7]]"}),
+    "05_predict_retraces": ("test_second_prediction", {
+        "second_prediction": "predicted_results = [2.0, 101.0, 11.0, 100.0]"}),
+}
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda m: m.stem)
+def test_a_wrong_answer_fails(master: Path, tmp_path: Path) -> None:
+    cell, answers = WRONG[master.stem]
+    report = check_notebook(edited(master, tmp_path / master.name, answers))
+    statuses = {r.cell.grade_id: r.status for r in report.results}
+    assert statuses.pop(cell) == "failed", report.text()
+    assert set(statuses.values()) == {"passed"}, report.text()
+
+
+@pytest.mark.parametrize("master", MASTERS, ids=lambda m: m.stem)
+def test_grading_gives_the_master_full_marks_the_stub_none_and_a_wrong_answer_less(
+        master: Path, tmp_path: Path) -> None:
+    cell, answers = WRONG[master.stem]
+    assignment = assign(master, tmp_path / "build")
+    submissions = tmp_path / "submissions"
+    submissions.mkdir()
+    (submissions / "master.ipynb").write_bytes(master.read_bytes())
+    (submissions / "stub.ipynb").write_bytes(assignment.release.read_bytes())
+    edited(master, submissions / "wrong.ipynb", answers, hidden=False)
+    graded = grade([submissions], assignment.grading, tmp_path / "results", jobs=3,
+                   isolation=ISOLATION, progress=False)
+    total = assignment.total_points
+    assert graded.scores["master"] == total, _failures(tmp_path / "results" / "master")
+    assert graded.scores["stub"] == 0
+    assert 0 < graded.scores["wrong"] < total
+    wrong = json.loads((tmp_path / "results" / "wrong" / "results.json").read_text())
+    assert {t["name"].split(":")[0] for t in wrong["tests"] if t["score"] < t["max_score"]
+            } == {cell}
+
+
+def _failures(results: Path) -> str:
+    tests = json.loads((results / "results.json").read_text())["tests"]
+    return "\n".join(f"{t['name']}: {t['output']}" for t in tests if t["status"] != "passed")
