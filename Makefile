@@ -1,5 +1,6 @@
 # teachflow: two commands do all their own set-up.
-#   make lab    creates .venv, installs teachflow with JupyterLab, opens the lessons
+#   make lab    creates .venv, installs teachflow with JupyterLab, hands out the exercises
+#               (exercises/release/), opens the lessons
 #   make test   creates .venv, installs teachflow with its test extras and (where it can)
 #               Debian's Chromium for the browser tests and bubblewrap for the grading
 #               sandbox, runs the whole suite
@@ -16,7 +17,7 @@ LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 # and opens on the lessons' folder.
 LAB_ARGS := --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons
 
-.PHONY: lab test chromium bubblewrap lint bench clean
+.PHONY: lab exercises test chromium bubblewrap lint bench clean
 
 $(PY):
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -30,8 +31,18 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[$*]"
 	@touch $@
 
-lab: $(VENV)/.installed-lab
+lab: $(VENV)/.installed-lab exercises
 	$(VENV)/bin/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
+
+# The exercises as learners get them (answers stubbed, hidden tests left out) in
+# exercises/release/, git-ignored. Each is handed out once: a second `make lab` keeps your work.
+exercises: $(VENV)/.installed-lab
+	@mkdir -p exercises/release
+	@for master in exercises/*.ipynb; do \
+	  name=$$(basename $$master); [ -e exercises/release/$$name ] && continue; \
+	  out=$$(mktemp -d) && $(PY) -m teachflow assign $$master --out $$out >/dev/null && \
+	  cp $$out/release/$$name exercises/release/ && rm -rf $$out || exit 1; \
+	done
 
 test: $(VENV)/.installed-test chromium bubblewrap
 	$(PY) -m ruff check teachflow tests bench
