@@ -1005,7 +1005,7 @@ def predict_retraces() -> list:
         predicted_tracing_calls = [1, 4, 5, 6, 7, 8]
         ### END SOLUTION
         """),
-        tests("test_first_prediction", 3, """
+        tests("test_first_prediction_form", 0, """
         def test_the_predictions_are_call_numbers():
             assert isinstance(predicted_trace_count, int)
             assert list(predicted_tracing_calls) == sorted(set(predicted_tracing_calls))
@@ -1015,9 +1015,11 @@ def predict_retraces() -> list:
 
         def test_the_first_call_traces():
             assert 1 in predicted_tracing_calls
+        """),
+        tests("test_first_prediction", 3, """
+        # Grading runs the story and compares it with your predictions, in hidden tests.
+        predictions = (predicted_trace_count, predicted_tracing_calls)
         ### BEGIN HIDDEN TESTS
-
-
         def test_the_trace_count():
             assert predicted_trace_count == first_story()[-1]
 
@@ -1073,13 +1075,15 @@ def predict_retraces() -> list:
         predicted_results = [2.0, 2.0, 11.0, 100.0]
         ### END SOLUTION
         """),
-        tests("test_second_prediction", 2, """
+        tests("test_second_prediction_form", 0, """
         def test_four_results_predicted():
             assert len(predicted_results) == 4
             assert float(predicted_results[0]) == 2.0
+        """),
+        tests("test_second_prediction", 2, """
+        # Grading runs the story and compares it with your prediction, in a hidden test.
+        prediction = predicted_results
         ### BEGIN HIDDEN TESTS
-
-
         def test_the_results():
             assert [float(r) for r in predicted_results] == second_story()
         ### END HIDDEN TESTS
