@@ -410,6 +410,8 @@ def my_softmax(x):
     seen = [p for p in {[str(softmax), str(softmax / 'build' / 'grading' / 'manifest.json'),
                          str(ROOT / 'tests'), str(ROOT / 'exercises')]!r} if os.path.exists(p)]
     assert not seen, seen
+    from teachflow.viz.assets import widgets_folder  # the stepper's files are there
+    assert (widgets_folder() / "stepper" / "widget.js").is_file()
     try:
         socket.create_connection(("127.0.0.1", {listening.getsockname()[1]}), timeout=2)
         raise AssertionError("reached the grader's machine")

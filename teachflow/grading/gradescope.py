@@ -34,6 +34,7 @@ from pathlib import Path
 import teachflow
 from teachflow.errors import GradingError
 from teachflow.grading.bundle import MANIFEST, load_bundle
+from teachflow.viz.assets import widgets_folder
 
 SETUP = """\
 #!/usr/bin/env bash
@@ -103,12 +104,11 @@ def build_wheel() -> tuple[str, bytes]:
     for file in sorted(package.rglob("*")):
         if file.is_file() and "__pycache__" not in file.parts and file.suffix != ".pyc":
             files[f"teachflow/{file.relative_to(package).as_posix()}"] = file.read_bytes()
-    for installed in distribution.files or ():  # data installed beside it (the widgets)
-        name = installed.as_posix()
-        if name.startswith("teachflow/") and name not in files and "__pycache__" not in name:
-            located = Path(str(installed.locate()))
-            if located.is_file():
-                files[name] = located.read_bytes()
+    widgets = Path(str(widgets_folder()))  # the front-end files, installed or a checkout's
+    for file in sorted(widgets.rglob("*")):
+        name = f"teachflow/widgets/{file.relative_to(widgets).as_posix()}"
+        if file.is_file() and name not in files:
+            files[name] = file.read_bytes()
     files[f"{info}/METADATA"] = (distribution.read_text("METADATA") or "").encode()
     files[f"{info}/entry_points.txt"] = (distribution.read_text("entry_points.txt")
                                          or "").encode()

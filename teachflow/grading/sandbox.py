@@ -90,12 +90,16 @@ def visible_paths() -> tuple[Path, ...]:
 
     They are the folders on the import path of ``python -I`` (no current folder, no
     PYTHONPATH), as the worker starts; a source tree teachflow is installed from in
-    editable mode shows its ``teachflow/`` folder alone, not the repository around it."""
+    editable mode shows its ``teachflow/`` and ``widgets/`` folders alone, not the
+    repository around them."""
     package = Path(teachflow.__file__).resolve().parent
     found = subprocess.run([sys.executable, "-I", "-c", "import sys; print(repr(sys.path))"],
                            capture_output=True, text=True, check=True, env=ENVIRONMENT)
     prefixes = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
     paths = {*prefixes, package}
+    checkout_widgets = package.parent / "widgets"  # a checkout's front-end files (the stepper)
+    if checkout_widgets.is_dir():
+        paths.add(checkout_widgets)
     for entry in ast.literal_eval(found.stdout):
         path = Path(entry).resolve()
         source_tree = package.parent == path and not any(path.is_relative_to(p)
