@@ -14,7 +14,7 @@ SUDO_N := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 # Jupyter refuses to run as root unless told; containers and CI machines often are root.
 LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 # JupyterLab serves the whole repository (the lessons ask you to read teachflow/passes/*.py)
-# and opens on the lessons' folder.
+# and opens on the lessons' folder. Its terminals find the venv's commands (teachflow check).
 LAB_ARGS := --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons
 
 .PHONY: lab exercises test chromium bubblewrap lint bench clean
@@ -32,7 +32,7 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 	@touch $@
 
 lab: $(VENV)/.installed-lab exercises
-	$(VENV)/bin/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
 
 # The exercises as learners get them (answers stubbed, hidden tests left out) in
 # exercises/release/, git-ignored. Each is handed out once: a second `make lab` keeps your work.

@@ -169,10 +169,18 @@ def test_a_learner_error_names_the_learners_line_and_the_tests(tmp_path: Path) -
 
 def test_in_a_kernel_the_tests_run_against_the_functions_as_last_run(release: Path) -> None:
     namespace = {"np": np, "__name__": "__main__"}
-    undone = check_namespace(release, namespace)
-    assert undone.results[0].status == "failed"
-    assert "run cell 3 (grade_id 'softmax') first: it defines my_softmax" in \
-        undone.results[0].tests[0].lines
+    undone = check_namespace(release, namespace)  # the saved stub, never run: not done yet
+    assert undone.results[0].status == "not done yet"
+    assert undone.results[0].lines == ["needs my_softmax: cell 3 (grade_id 'softmax') is not "
+                                       "done yet (it raises NotImplementedError)"]
+    answered_file = answered(release, release.parent / "answered.ipynb",
+                             softmax="def my_softmax(x):\n    return x")
+    unrun = check_namespace(answered_file, namespace)  # an answer saved, but not run
+    assert unrun.results[0].status == "not done yet"
+    assert unrun.results[0].lines == ["needs my_softmax: cell 3 (grade_id 'softmax') is not "
+                                      "done yet (it has not run in this kernel yet: run it "
+                                      "first)"]
+    assert "HIDDEN" not in unrun.text() and "not done yet" in unrun.summary()
     namespace["my_softmax"] = lambda x: np.exp(x) / np.exp(x).sum()
     assert check_namespace(release, namespace).passed
     assert "test_shape" not in namespace  # the tests ran in a copy
@@ -243,12 +251,17 @@ def test_check_in_a_real_ipython_shell(release: Path, tmp_path: Path) -> None:
         result = shell.run_cell("report = tfl.grading.check()")
         result.raise_error()
         print("passed:", shell.user_ns["report"].passed)
+        # (store_history: each cell counts, as in a kernel)
+        shell.run_cell("tfl.grading.check()", store_history=True).raise_error()  # shown once
+        shell.run_cell("report", store_history=True).raise_error()  # and again when asked
     """)
     env = {**os.environ, "JPY_SESSION_NAME": release.name}  # (IPYTHONDIR: the fixture's)
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          cwd=release.parent, env=env, timeout=60)
     assert run.returncode == 0, run.stderr
     assert "PASSED        test_softmax" in run.stdout and "passed: True" in run.stdout
+    assert run.stdout.count("PASSED        test_softmax") == 3
+    assert "<check of" not in run.stdout
 
 
 def test_the_command_exits_0_only_when_every_visible_test_passes(release: Path,
@@ -287,3 +300,15 @@ def test_five_exercises_are_checked_in_under_three_seconds(tmp_path: Path) -> No
     assert run.returncode == 0, run.stdout + run.stderr
     assert "All 5 test cells pass their visible tests" in run.stdout
     assert seconds < 3.0, f"teachflow check took {seconds:.2f} s"
+
+
+def test_a_cell_of_hidden_tests_only_is_not_called_passed(tmp_path: Path) -> None:
+    cells = [solution("answer", "### BEGIN SOLUTION\nANSWER = 42\n### END SOLUTION"),
+             checks("test_answer", "def test_seen():\n    assert isinstance(ANSWER, int)"),
+             checks("test_exact", "### BEGIN HIDDEN TESTS\ndef test_exact():\n"
+                                  "    assert ANSWER == 42\n### END HIDDEN TESTS")]
+    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out").release
+    learner = answered(release, tmp_path / "learner.ipynb", answer="ANSWER = 41")
+    text = check_notebook(learner).text()
+    assert "PASSED        test_answer (1 point): 1 test" in text
+    assert "HIDDEN        test_exact (1 point): no visible tests; grading runs hidden ones" in text

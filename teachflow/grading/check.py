@@ -48,6 +48,7 @@ class Report:
     notebook: Path
     results: list[TestCellResult]
     seconds: float
+    printed_in: int | None = None  # the kernel's execution count when check() printed it
 
     @property
     def passed(self) -> bool:
@@ -80,8 +81,9 @@ class Report:
                    f"({points:g} point{'s' * (points != 1)})"
             if result.status == PASSED:
                 count = len(result.tests)
+                head = head if count else head.replace(PASSED.upper(), "HIDDEN", 1)
                 head += (f": {count} test{'s' * (count != 1)}" if count
-                         else ": no visible tests (grading runs hidden ones)")
+                         else ": no visible tests; grading runs hidden ones")
             lines.append(head)
             lines += [f"    {line}" for line in result.lines]
             lines += _failed_tests(result)
@@ -90,6 +92,12 @@ class Report:
 
     def __repr__(self) -> str:
         return f"<check of {self.notebook.name}: {self.summary()}>"
+
+    def _ipython_display_(self) -> None:
+        """In a notebook, the report as printed; not twice in the cell whose check() printed
+        it already."""
+        if self.printed_in is None or self.printed_in != _execution_count():
+            print(self.text())
 
 
 def _failed_tests(result: TestCellResult) -> list[str]:
@@ -204,5 +212,12 @@ def check(path: str | os.PathLike[str] | None = None) -> Report | None:
         report = check_notebook(path)
     else:
         report = check_namespace(path or notebook_path(shell.user_ns), shell.user_ns)
+        report.printed_in = _execution_count()
     print(report.text())
     return report
+
+
+def _execution_count() -> int | None:
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    return getattr(shell, "execution_count", None)

@@ -132,10 +132,16 @@ class Runner:
     def read_cell(self, cell: Cell) -> None:
         """Note, without running it, whether a cell the kernel ran fails: a syntax error, or a
         stub that raises ``NotImplementedError`` at its top level."""
-        if self.compile_cell(cell) is not None and cell.role == "solution" and any(
-                isinstance(stmt, ast.Raise) and "NotImplementedError" in ast.unparse(stmt)
-                for stmt in parse(cell.source).body):
+        if self.compile_cell(cell) is None:
+            return
+        stub = cell.role == "solution" and "NotImplementedError" in cell.source
+        if stub and any(isinstance(stmt, ast.Raise) and "NotImplementedError" in
+                        ast.unparse(stmt) for stmt in parse(cell.source).body):
             self._fail(cell, NOT_DONE, ["it raises NotImplementedError"])
+        elif self.defines[cell.index] and not self.defines[cell.index] & self.namespace.keys():
+            # Nothing it defines is in the kernel: a stub left alone, or a cell not run yet.
+            self._fail(cell, NOT_DONE, ["it raises NotImplementedError" if stub else
+                                        "it has not run in this kernel yet: run it first"])
 
     def run_cell(self, cell: Cell) -> None:
         """Run a solution, given or free cell into the namespace, as the kernel would."""
