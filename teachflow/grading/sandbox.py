@@ -120,14 +120,16 @@ def _bubblewrap(executable: str, uid: int | None) -> list[str]:
         command += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         command += ["--unshare-user"]
-    command += ["--ro-bind", "/usr", "/usr"]
+    # /tmp first: a tmpfs mounted after the binds would hide those under /tmp (a checkout there)
+    command += ["--size", str(TMP_BYTES), "--perms", "1777", "--tmpfs", "/tmp",
+                "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib32", "lib64", "sbin"):
         target = Path("/", name)
         if target.is_symlink():
             command += ["--symlink", os.readlink(target), str(target)]
         elif target.is_dir():
             command += ["--ro-bind", str(target), str(target)]
-    made = {Path("/"), Path("/usr")}
+    made = {Path("/"), Path("/usr"), Path("/tmp")}
     for path in visible_paths():
         for parent in reversed(path.parents):  # bwrap would make them 0700: the worker's
             if parent not in made:               # user could not walk through them
@@ -135,8 +137,7 @@ def _bubblewrap(executable: str, uid: int | None) -> list[str]:
                 made.add(parent)
         command += ["--ro-bind", str(path), str(path)]
         made.add(path)
-    command += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--perms", "1777",
-                "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    command += ["--proc", "/proc", "--dev", "/dev", "--chdir", "/tmp"]
     for name, value in ENVIRONMENT.items():
         command += ["--setenv", name, value]
     return command
