@@ -538,3 +538,12 @@ def test_the_wheel_installs_and_imports_without_a_network(autograder: Path,
         capture_output=True, text=True, check=True)
     assert shown.stdout.startswith(str(target))
     assert (target / "bin" / "teachflow").exists()
+
+
+def test_the_sandbox_mounts_its_tmp_before_the_folders_it_shows() -> None:
+    # (a tmpfs mounted later would hide a checkout or venv under /tmp from the worker)
+    command = sandbox._bubblewrap("bwrap", None)
+    tmp = command.index("--tmpfs")
+    binds = [command[i + 2] for i, word in enumerate(command) if word == "--ro-bind"]
+    assert command[tmp + 1] == "/tmp" and command.index("--ro-bind") > tmp
+    assert {str(path) for path in sandbox.visible_paths()} <= set(binds)
