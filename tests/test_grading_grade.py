@@ -217,6 +217,7 @@ def test_solutions_are_matched_by_grade_id_and_given_cells_come_from_the_bundle(
                                   cells_of(read_notebook(submission)))
     sources = [cell.source for cell in program]
     assert sources == ["import numpy as np", "def helper(): return 1", notebooks.code(RIGHT)]
+    assert program[1].describe() == "cell 1"  # the helper, named where the learner put it
     assert any("two cells have grade_id 'softmax'" in note for note in notes)
 
 
@@ -547,3 +548,12 @@ def test_the_sandbox_mounts_its_tmp_before_the_folders_it_shows() -> None:
     binds = [command[i + 2] for i, word in enumerate(command) if word == "--ro-bind"]
     assert command[tmp + 1] == "/tmp" and command.index("--ro-bind") > tmp
     assert {str(path) for path in sandbox.visible_paths()} <= set(binds)
+
+
+def test_a_worker_that_keeps_the_graders_user_id_may_start_processes_beyond_its_own(
+        monkeypatch) -> None:
+    monkeypatch.setattr(sandbox.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sandbox, "_tasks_of", lambda uid: 300)  # the instructor's own
+    arguments = sandbox.Limits(processes=64).arguments(uid=None)
+    assert arguments[arguments.index("--processes") + 1] == "364"
+    assert sandbox.Limits(processes=64).arguments(uid=1_000_000_123)[5] == "64"

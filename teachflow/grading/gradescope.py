@@ -27,13 +27,17 @@ import base64
 import hashlib
 import importlib.metadata
 import io
+import json
 import os
+import shutil
+import tempfile
 import zipfile
 from pathlib import Path
 
 import teachflow
 from teachflow.errors import GradingError
 from teachflow.grading.bundle import MANIFEST, load_bundle
+from teachflow.grading.grade import grade
 from teachflow.viz.assets import widgets_folder
 
 SETUP = """\
@@ -129,11 +133,6 @@ def _digest(data: bytes) -> str:
 
 def run(root: Path, notebook: str) -> int:
     """``run_autograder``'s work: grade the one submitted notebook under `root`."""
-    import json
-    import shutil
-    import tempfile
-
-    from teachflow.grading.grade import grade
 
     results = root / "results" / "results.json"
     submitted = sorted(p for p in (root / "submission").rglob("*.ipynb")

@@ -47,6 +47,7 @@ from teachflow.grading.remote import Submission, WorkerStopped
 from teachflow.grading.runner import Runner, TestCellResult, fresh_namespace
 
 MAX_NOTEBOOK_BYTES = 64 << 20
+ADDED = 1_000_000  # a learner's own cell runs at this index plus its place: past the master's
 
 
 @dataclass
@@ -134,7 +135,7 @@ def worker_cells(bundle: Bundle, submitted: list[Cell]) -> tuple[list[Cell], lis
                          f"(deleted, or its metadata changed?)")
             continue
         for extra in extra_before[entry.grade_id]:
-            program.append(Cell(1_000_000 + extra.index, "code", extra.source, {}))
+            program.append(Cell(ADDED + extra.index, "code", extra.source, {}, extra.index))
         program.append(_cell(entry, solutions[entry.grade_id].source))
     if pending:
         notes.append(f"{len(pending)} cell{'s' * (len(pending) != 1)} after the last solution "
@@ -149,8 +150,8 @@ def _test_cell_notes(bundle: Bundle, submitted: list[Cell]) -> list[str]:
     for cell in submitted:
         if cell.grade_id in master and cell.role in ("tests", "locked"):
             seen[cell.grade_id] = seen.get(cell.grade_id, 0) + 1
-            if cell.source.strip() != master[cell.grade_id].strip() and \
-                    cell.role == "locked":
+            # (a released test cell lacks its hidden tests, so only given cells compare)
+            if cell.role == "locked" and cell.source.strip() != master[cell.grade_id].strip():
                 changed.append(cell.grade_id)
     missing = [g for g in master if g not in seen]
     notes = []

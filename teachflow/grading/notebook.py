@@ -52,6 +52,8 @@ class Cell:
     cell_type: str               # "code", "markdown" or "raw"
     source: str
     nbgrader: dict[str, Any]     # metadata.nbgrader ({} where there is none)
+    place: int | None = None     # where messages say it is, when not at `index` (grading
+                                 # runs a learner's own cell at an index past the master's)
 
     @property
     def role(self) -> str:
@@ -75,7 +77,8 @@ class Cell:
     def describe(self) -> str:
         """The cell as messages name it: ``cell 4 (grade_id 'test_softmax')``."""
         grade_id = self.grade_id
-        return f"cell {self.index + 1}" + (f" (grade_id {grade_id!r})" if grade_id else "")
+        place = self.index if self.place is None else self.place
+        return f"cell {place + 1}" + (f" (grade_id {grade_id!r})" if grade_id else "")
 
 
 def read_notebook(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -30,6 +30,8 @@ from teachflow.grading.notebook import Cell
 
 MAX_STARTS = 6  # a submission whose worker dies more often than this gets no more chances
 PRINTED = 2000  # characters kept of what one request printed
+PLAIN_DATA = ("only tensors, arrays, numbers, strings, lists, tuples and dicts of them, and "
+              "staged functions do")
 
 
 class WorkerStopped(SubmissionFailure):
@@ -55,8 +57,7 @@ def remote_error(info: Any, what: str) -> BaseException:
     if not isinstance(info, dict):
         return WorkerStopped(f"{what} answered nonsense")
     name = str(info.get("type", "Exception"))[:80]
-    lines = [str(line)[:2000] for line in info.get("lines", [])][:40] if isinstance(
-        info.get("lines"), list) else []
+    lines = _lines(info.get("lines"))
     base: type[BaseException] = Exception
     for candidate in info.get("bases", []) if isinstance(info.get("bases"), list) else []:
         found = _known_exception(str(candidate))
@@ -77,6 +78,11 @@ def remote_error(info: Any, what: str) -> BaseException:
     error.lines = lines or [name]
     error.status = NOT_DONE if info.get("status") == NOT_DONE else FAILED
     return error
+
+
+def _lines(lines: Any) -> list[str]:
+    """The worker's explanation lines (untrusted): at most 40, of 2000 characters each."""
+    return [str(line)[:2000] for line in lines[:40]] if isinstance(lines, list) else []
 
 
 def _known_exception(name: str) -> type[BaseException] | None:
@@ -136,7 +142,8 @@ class Submission:
             runnable = [c for c in self.cells if c.index not in self.failures]
             try:
                 self._ask({"op": "begin", "cells": [
-                    {"index": c.index, "source": c.source, "nbgrader": c.nbgrader}
+                    {"index": c.index, "place": c.place, "source": c.source,
+                     "nbgrader": c.nbgrader}
                     for c in runnable]}, {}, "the worker")
             except WorkerStopped as stopped:
                 self.starts = MAX_STARTS
@@ -150,10 +157,8 @@ class Submission:
                 failure = answer.get("failure")
                 if isinstance(failure, dict):
                     status = NOT_DONE if failure.get("status") == NOT_DONE else FAILED
-                    lines = failure.get("lines")
-                    lines = [str(x)[:2000] for x in lines][:40] if isinstance(lines, list) \
-                        else []
-                    self.failures[cell.index] = (status, lines or ["it raised an error"])
+                    self.failures[cell.index] = (status, _lines(failure.get("lines"))
+                                                 or ["it raised an error"])
 
     def close(self) -> None:
         if self.worker is not None:
@@ -223,17 +228,14 @@ class Submission:
             request = {"op": "call", "path": list(path), "args": encoder.value(list(args)),
                        "kwargs": encoder.value(dict(kwargs))}
         except wire.CannotCross as why:
-            raise TypeError(f"{name}(...) was given {why}: only tensors, arrays, numbers, "
-                            f"strings, and lists, tuples and dicts of them cross to the "
-                            f"submission") from None
+            raise TypeError(f"{name}(...) was given {why}, which cannot cross to the "
+                            f"submission: {PLAIN_DATA}") from None
         answer, arrays = self._request(request, encoder.arrays, f"{name}(...)")
         if "value" in answer:
             return self._decode(answer["value"], arrays)
         if "unsendable" in answer:
             raise NotPlainData([f"{name}(...) returned {str(answer['unsendable'])[:300]}, "
-                                f"which cannot cross to the grader: only tensors, arrays, "
-                                f"numbers, strings, lists, tuples and dicts of them, and "
-                                f"staged functions do"])
+                                f"which cannot cross to the grader: {PLAIN_DATA}"])
         if answer.get("missing"):
             raise NameError(f"name {path[0]!r} is not defined", name=path[0])
         raise remote_error(answer.get("error"), f"{name}(...)")
@@ -241,10 +243,7 @@ class Submission:
     def _request(self, request: dict[str, Any], arrays: dict[str, Any],
                  what: str) -> tuple[dict[str, Any], dict[str, Any]]:
         self.start()
-        try:
-            answer, payload = self._ask(request, arrays, what)
-        except WorkerStopped as stopped:
-            raise WorkerStopped(stopped.reason) from None
+        answer, payload = self._ask(request, arrays, what)
         printed = answer.get("printed")
         if isinstance(printed, str) and printed:  # shown with the test, if it fails, under
             sys.stdout.write(printed[-PRINTED:])  # "it printed:"

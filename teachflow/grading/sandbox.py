@@ -61,14 +61,30 @@ class Limits:
 
     timeout: float = 30.0     # seconds of wall time for each cell and each test's calls
     memory_mb: int = 2048     # address space
-    processes: int = 64       # processes and threads of the worker's user (see the docstring)
+    processes: int = 64       # processes and threads the worker may start (see below)
     file_mb: int = 64         # the largest file it may write
 
     def arguments(self, uid: int | None) -> list[str]:
         cpu = int(max(60.0, 20 * self.timeout))  # a backstop: wall-clock deadlines come first
+        # The kernel counts a limit on processes over all of a user's processes: a worker that
+        # keeps a grader's (non-root) user id may start `processes` more than it has now.
+        processes = self.processes + (_tasks_of(os.getuid())
+                                      if uid is None and os.geteuid() != 0 else 0)
         arguments = ["--cpu", str(cpu), "--memory", str(self.memory_mb << 20),
-                     "--processes", str(self.processes), "--file-size", str(self.file_mb << 20)]
+                     "--processes", str(processes), "--file-size", str(self.file_mb << 20)]
         return arguments + (["--uid", str(uid)] if uid is not None else [])
+
+
+def _tasks_of(uid: int) -> int:
+    """How many processes and threads `uid` runs now (what RLIMIT_NPROC counts)."""
+    count = 0
+    for process in Path("/proc").glob("[0-9]*"):
+        try:
+            if process.stat().st_uid == uid:
+                count += sum(1 for _ in (process / "task").iterdir())
+        except OSError:  # gone while we looked
+            continue
+    return count
 
 
 def worker_uid() -> int | None:

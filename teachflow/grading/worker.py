@@ -119,7 +119,8 @@ class Worker:
         from teachflow.grading.notebook import Cell
         from teachflow.grading.runner import Runner, fresh_namespace
 
-        notebook = [Cell(c["index"], "code", c["source"], c["nbgrader"]) for c in cells]
+        notebook = [Cell(c["index"], "code", c["source"], c["nbgrader"], c["place"])
+                    for c in cells]
         self.cells = {cell.index: cell for cell in notebook}
         self.runner = Runner(notebook, fresh_namespace(notebook))
         return {"ok": True}
