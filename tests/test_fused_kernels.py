@@ -81,7 +81,7 @@ def group_of(graph: Graph, name: str = "fused_k0") -> FusedGroup:
             if isinstance(o, Value) and id(o) not in made and all(o is not v for v in inputs):
                 inputs.append(o)
     output = (reduction or nodes[-1]).output
-    return FusedGroup(name, tuple(nodes), reduction, tuple(inputs), output, returned=True)
+    return FusedGroup(name, tuple(nodes), reduction, tuple(inputs), (output,), (True,))
 
 
 def traced_group(fn, *arrays: np.ndarray) -> tuple[FusedGroup, list[np.ndarray]]:
@@ -663,7 +663,7 @@ def test_a_compiled_function_holds_no_intermediate_between_calls() -> None:
     x = tfl.rand(250_000, 4)  # 4 MB per array
     compiled = tfl.compile(two_kernels, x, verify=False)
     fused = [n.op.group for n in compiled.graph.nodes if hasattr(n.op, "group")]
-    assert [g.returned for g in fused] == [False, True]
+    assert [g.returned for g in fused] == [(False,), (True,)]
     assert "results.empty" not in compiled.kernels[fused[0].name]["numpy"]
     nbytes = x.numpy().nbytes
     tracemalloc.start()

@@ -163,7 +163,7 @@ class _KernelWriter:
 
     def static_code(self) -> list[str]:
         group, spec = self.group, self.group.spec
-        if group.returned:  # handed to the caller, who may drop it before the next call
+        if group.returned[0]:  # handed to the caller, who may drop it before the next call
             lines = ["if out is None:  # last call's result, if nobody holds it any more; else new",
                      f"    out = results.empty({spec.shape!r}, {_dtype(spec.dtype)})"]
         else:  # an intermediate of the graph: freed when the call ends

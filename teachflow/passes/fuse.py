@@ -154,7 +154,7 @@ def _fuse(rewriter: Rewriter, members: list[Node], index: int,
                 inputs.append(o)
     last = members[-1]
     group = FusedGroup(f"fused_k{index + 1}", tuple(elementwise), reduction, tuple(inputs),
-                       last.output, returned)
+                       (last.output,), (returned,))
     lineage = tuple(sorted({i for n in members for i in n.lineage}))
     fused = rewriter.add(fused_op(group), tuple(inputs), {}, last.spec, lineage)
     node = fused.producer
