@@ -1,0 +1,171 @@
+"""One node as one line of C: the typed local variable that both C kernels are made of.
+
+The fused kernel for the GPU (`cuda_fused.py`) and the one for the CPU (`c_fused.py`) compute a
+group the same way: for one element, each node becomes a local variable of its C type, made from
+its op's ``fusion`` template (``"tanh({0})"``), and the comment beside it names the node::
+
+    const float v4 = (in0 + in1);  // %4 = add %3, %b
+
+Types follow NumPy, not C. C would compute ``int + float`` in float, where NumPy computes int32 +
+float32 in float64, so every operand is cast to the type NumPy computes the node in, and every
+Python literal is written as a constant of that type (``2.0f`` for float32): NumPy treats
+literals as *weak*, taking the array's type.
+
+The two kernels differ only in spelling, which a `Dialect` gives: CUDA's headers name a float
+NaN ``CUDART_NAN_F`` where C's ``math.h`` has ``NAN``, and C++ overloads ``tanh`` for a float
+where C spells it ``tanhf``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from teachflow.graph import Node, Value, format_node
+
+#: C type of each dtype, as CuPy names them in its generated code (``float16`` is CuPy's class).
+C_TYPES = {
+    "bool": "bool",
+    "int8": "signed char",
+    "uint8": "unsigned char",
+    "int16": "short",
+    "uint16": "unsigned short",
+    "int32": "int",
+    "uint32": "unsigned int",
+    "int64": "long long",
+    "uint64": "unsigned long long",
+    "float16": "float16",
+    "float32": "float",
+    "float64": "double",
+    "complex64": "complex<float>",
+    "complex128": "complex<double>",
+}
+
+
+def _as_written(function: str, dtype: np.dtype) -> str:
+    """C++ picks a maths function's overload by its operand's type: ``tanh`` serves every type."""
+    return function
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one kind of C spells what differs: NaN and infinity for float and for double, and a
+    maths function of a template (``tanh``) for operands of a dtype (`function`)."""
+
+    nan: tuple[str, str]
+    inf: tuple[str, str]
+    function: Callable[[str, np.dtype], str] = field(default=_as_written)
+
+
+#: CUDA C++, as CuPy compiles it.
+CUDA = Dialect(nan=("CUDART_NAN_F", "CUDART_NAN"), inf=("CUDART_INF_F", "CUDART_INF"))
+
+
+def node_line(node: Node, names: dict[Value, str], dialect: Dialect = CUDA) -> tuple[str, str]:
+    """``const double v3 = ((double)v2 + (double)in1);`` and its comment, ``%3 = add %2, %y``.
+
+    `names` gives each value's C name; the node's own (``v3``) is added to it."""
+    types = operand_types(node)
+    operands = []
+    for o, dtype in zip(node.inputs, types, strict=True):
+        if not isinstance(o, Value):  # read as is: as the Python literal's own type
+            operands.append(c_literal(o, np.result_type(o) if dtype is None else dtype, dialect))
+        elif dtype is None or o.dtype == dtype:
+            operands.append(names[o])
+        else:
+            operands.append(f"({c_type(dtype)}){names[o]}")
+    name = f"v{node.id}"
+    names[node.output] = name
+    computed = next((t for t in types if t is not None), node.spec.dtype)
+    template = called_functions(node.op.fusion, lambda f: dialect.function(f, computed))
+    expression = template.format(*operands, dtype=c_type(node.spec.dtype))
+    short = format_node(node).rsplit(" : ", 1)[0]
+    return f"const {c_type(node.spec.dtype)} {name} = {expression};", short
+
+
+def called_functions(template: str, spelling: Callable[[str], str]) -> str:
+    """`template` with each function it calls renamed by `spelling` (``tanh`` -> ``tanhf``)."""
+    return _CALL.sub(lambda m: spelling(m[1]) + "(", template)
+
+
+def function_calls(template: str) -> list[tuple[str, int]]:
+    """The functions `template` calls, each with how many arguments: ``[("pow", 2)]``."""
+    calls = []
+    for call in _CALL.finditer(template):
+        depth, commas = 0, 0
+        for char in template[call.end() - 1:]:
+            depth += (char == "(") - (char == ")")
+            commas += char == "," and depth == 1
+            if depth == 0:
+                break
+        calls.append((call[1], commas + 1))
+    return calls
+
+
+#: A function call in a template: a name and its opening parenthesis.
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
+
+
+def aligned(lines: list[tuple[str, str]]) -> list[str]:
+    """Code lines with their ``//`` comments lined up in one column."""
+    width = max((len(code) for code, _ in lines), default=0)
+    return [f"{code:<{width}}  // {comment}" for code, comment in lines]
+
+
+def operand_types(node: Node) -> list[np.dtype | None]:
+    """The dtype each operand is cast to: the one NumPy computes the node in (None: as is).
+
+    That is the node's own dtype, or for a bool result (a comparison) the operands' common
+    dtype; operands the op's declaration reads as they are (`Op.fusion_as_is`) are not cast.
+    """
+    as_is = [name in node.op.fusion_as_is for name in node.op.arg_names[:len(node.inputs)]]
+    computed = node.spec.dtype
+    if computed == np.bool_:
+        computed = np.result_type(*(o.dtype if isinstance(o, Value) else o
+                                    for o, keep in zip(node.inputs, as_is, strict=True)
+                                    if not keep))
+    return [None if keep else computed for keep in as_is]
+
+
+# --- C spellings --------------------------------------------------------------------------------
+
+
+def c_type(dtype: Any) -> str:
+    """``float32 -> "float"``: the C type of a dtype."""
+    return C_TYPES[np.dtype(dtype).name]
+
+
+def c_literal(value: bool | int | float, dtype: Any, dialect: Dialect = CUDA) -> str:
+    """A Python literal as a C constant of `dtype`: ``2 -> "2.0f"`` for float32."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return "true" if value else "false"
+    if dtype.kind in "iu":
+        return _c_int(int(value), dtype)
+    if dtype.kind == "c":
+        z = complex(value)
+        part = "float" if dtype == np.complex64 else "double"
+        return (f"{c_type(dtype)}({c_literal(z.real, part, dialect)}, "
+                f"{c_literal(z.imag, part, dialect)})")
+    x, single = float(value), dtype != np.float64
+    if math.isnan(x):
+        text = dialect.nan[0 if single else 1]
+    elif math.isinf(x):
+        text = ("-" if x < 0 else "") + dialect.inf[0 if single else 1]
+    else:
+        text = repr(x) + ("f" if single else "")
+    return f"float16({text})" if dtype == np.float16 else text
+
+
+def _c_int(value: int, dtype: np.dtype) -> str:
+    suffix = {"int64": "LL", "uint64": "ULL", "uint32": "U", "int32": ""}.get(dtype.name)
+    if suffix is None:  # 8- and 16-bit types have no literal of their own
+        return f"({c_type(dtype)}){value}"
+    if value == np.iinfo(dtype).min and value < 0:  # -2^63 is not a literal: 2^63 overflows
+        return f"({value + 1}{suffix} - 1)"
+    return f"{value}{suffix}"
