@@ -210,7 +210,8 @@ def graph_stats(graph: Graph) -> dict[str, int]:
     graphs' kernels."""
     nodes = list(every_node(graph))
     kernels = [n for n in nodes if not n.op.view and not subgraphs(n)]
-    moved = sum(_bytes(n.output) + sum(_bytes(o) for o in n.inputs) for n in kernels)
+    moved = sum(sum(_bytes(v) for v in n.outputs) + sum(_bytes(o) for o in n.inputs)
+                for n in kernels)
     return {"nodes": len(nodes), "kernels": len(kernels), "bytes_moved": moved,
             "flops": sum(node_flops(n) for n in kernels)}
 

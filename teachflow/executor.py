@@ -200,8 +200,9 @@ class Source:
             else:
                 args = operands + [f"{k}={self._param(node, k, v)}"
                                    for k, v in node.params.items()]
-                lines.append((0, f"{results[0]} = {self.kernel_of[node.op]}({', '.join(args)})",
-                              node))
+                # (a fused kernel with several results returns a tuple of them)
+                lines.append((0, f"{', '.join(results)} = {self.kernel_of[node.op]}"
+                                 f"({', '.join(args)})", node))
             done = [self.name_of[o] for o in dict.fromkeys(node.inputs) if isinstance(o, Value)
                     and last_use[o] is node and o.kind == "node" and o not in kept]
             if done:
@@ -267,7 +268,13 @@ def interpret(graph: Graph, inputs: Sequence[Tensor], outputs: Sequence[Value] |
                 if on_node is not None:
                     on_node(node, result)
                 continue
-            env[node.output] = result = bind(node.op, *args, **node.params)
+            result = bind(node.op, *args, **node.params)
+            if len(node.outputs) > 1:  # a fused kernel with several results
+                env.update(zip(node.outputs, result, strict=True))
+                if on_node is not None:
+                    on_node(node, result)
+                continue
+            env[node.output] = result
         leaf = graph.leaf_values.get(node.output)
         if leaf is not None:  # an update of a leaf: the leaf, with its new values
             owner = leaf.tensor(inputs) if state is None else None

@@ -15,14 +15,15 @@ is its operand's memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable
 
 from teachflow.graph import Node, Value
 
 
-def assign_buffers(nodes: list[Node], kind: Callable[[Value], Hashable]
-                   ) -> tuple[dict[Node, int], list[Hashable]]:
-    """Give every node but views and the last (which writes into the kernel's result) a buffer.
+def assign_buffers(nodes: list[Node], kind: Callable[[Value], Hashable],
+                   own: Collection[Node]) -> tuple[dict[Node, int], list[Hashable]]:
+    """Give every node a buffer, but views and the nodes in `own` (those that write into the
+    kernel's results: memory of their own, read from there by later nodes).
 
     Returns the buffer of each node, numbered from 0, and the kind of each buffer: values of the
     same `kind` (their block's shape and dtype) may share one.
@@ -49,8 +50,8 @@ def assign_buffers(nodes: list[Node], kind: Callable[[Value], Hashable]
                 free.setdefault(kinds[buffer], []).append(buffer)
                 del held[value]
 
-    for i, node in enumerate(nodes[:-1]):
-        if not node.op.view:
+    for i, node in enumerate(nodes):
+        if not node.op.view and node not in own:
             # Operands read for the last time by this very node are free for it, if its kernel
             # may write over them.
             release(i if node.op.out_may_alias else i - 1)

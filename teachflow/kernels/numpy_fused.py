@@ -73,6 +73,7 @@ def numpy_kernel(group: FusedGroup, xp: ModuleType = np) -> Callable[..., Any]:
     source = writer.source()
     namespace: dict[str, Any] = {
         "np": xp, "in_blocks": partial(in_blocks, xp=xp), "results": Recycler(xp),
+        **{f"results{k}": Recycler(xp) for k in range(len(group.outputs))},
         "__name__": "teachflow.generated",
         **{name: op.kernel(xp) for name, op in writer.kernels.items()}}
     # Each line that computes a node runs as the user's line of that node (its comment names
@@ -106,7 +107,7 @@ def _blocking(group: FusedGroup) -> tuple[int, int] | None:
 
 def _dynamic(group: FusedGroup) -> bool:
     """True when some shape is known only at run time (a ``None`` dimension)."""
-    values = [*group.inputs, *(n.output for n in group.nodes), group.output]
+    values = [*group.inputs, *(n.output for n in group.nodes), *group.outputs]
     return any(None in v.shape for v in values)
 
 
@@ -125,6 +126,9 @@ class _KernelWriter:
         self.blocking = None if self.dynamic else _blocking(group)
         self.names: dict[Value, str] = {v: f"in{i}" for i, v in enumerate(group.inputs)}
         self.kernels: dict[str, Op] = {}
+        # The arrays the kernel writes: ``out``, or ``out0, out1, ...`` for several results.
+        single = len(group.outputs) == 1
+        self.results = {v: "out" if single else f"out{k}" for k, v in enumerate(group.outputs)}
 
     def source(self) -> str:
         group = self.group
@@ -151,6 +155,9 @@ class _KernelWriter:
         lines = [f'"""Fused kernel {group.name}: {what}.', "", *how.split("\n"), ""]
         lines += [f"    in{i} = {v} : {v.spec}" for i, v in enumerate(group.inputs)]
         lines += [f"    {format_node(n)}" for n in self.members(group.nodes)]
+        if len(group.outputs) > 1:
+            lines += ["", f"It returns {len(group.outputs)} results, the values needed outside: "
+                      + ", ".join(f"{name} = {v}" for v, name in self.results.items()) + "."]
         lines.append('"""')
         return [line.replace("\\", "\\\\") for line in lines]
 
@@ -161,23 +168,45 @@ class _KernelWriter:
 
     # --- Static shapes ------------------------------------------------------------------------
 
+    def allocation(self) -> list[str]:
+        """The lines that make the result arrays when the caller gives no ``out``.
+
+        A result handed to the caller, who may drop it before the next call, reuses the last
+        call's array if nobody holds it any more (``results``); an intermediate of the graph is
+        new, and freed when the call ends."""
+        group = self.group
+        made = []
+        for k, (v, returned) in enumerate(zip(group.outputs, group.returned, strict=True)):
+            recycler = "results" if len(group.outputs) == 1 else f"results{k}"
+            made.append(f"{recycler}.empty({v.shape!r}, {_dtype(v.dtype)})" if returned
+                        else f"np.empty({v.shape!r}, dtype={_dtype(v.dtype)})")
+        if len(made) == 1:
+            comment = ("  # last call's result, if nobody holds it any more; else new"
+                       if group.returned[0] else "")
+            return [f"if out is None:{comment}", f"    out = {made[0]}"]
+        return ["if out is None:  # a returned result reuses the last call's array if it can",
+                f"    out = ({', '.join(made)})", f"{', '.join(self.results.values())} = out"]
+
     def static_code(self) -> list[str]:
-        group, spec = self.group, self.group.spec
-        if group.returned[0]:  # handed to the caller, who may drop it before the next call
-            lines = ["if out is None:  # last call's result, if nobody holds it any more; else new",
-                     f"    out = results.empty({spec.shape!r}, {_dtype(spec.dtype)})"]
-        else:  # an intermediate of the graph: freed when the call ends
-            lines = ["if out is None:",
-                     f"    out = np.empty({spec.shape!r}, dtype={_dtype(spec.dtype)})"]
+        group = self.group
+        lines = self.allocation()
         hoisted: list[str] = []
         nodes = self.members(self.hoist(into=hoisted) if self.blocking else group.nodes)
-        buffer_of, kinds = assign_buffers(nodes, self.block_kind)
+        writes = {v.producer: name for v, name in self.results.items()
+                  if v.producer in nodes and v.producer is not group.reduction}
+        own = {*writes, *([group.reduction] if group.reduction is not None else [])}
+        buffer_of, kinds = assign_buffers(nodes, self.block_kind, own)
         scratch = [f"s{i}" for i in range(len(kinds))]
-        body = [line for node in nodes[:-1]
-                for line in self.node_code(node, scratch[buffer_of[node]] if node in buffer_of
-                                           else None)]
-        rows_of, before, last, after = self.result_code(nodes[-1])
-        body += last
+        body = [line for node in nodes if node is not group.reduction
+                for line in self.node_code(node, writes.get(node) or (
+                    scratch[buffer_of[node]] if node in buffer_of else None))]
+        if group.reduction is not None:
+            rows_of, before, last, after = self.reduction_code(group.reduction)
+            body += last
+        else:
+            rows_of = [name for v, name in self.results.items()
+                       if not self.blocking or self.is_blocked(v)]
+            before, after = [], []
         if not self.blocking:
             if scratch:
                 lines.append("# Scratch for the intermediate results.")
@@ -189,14 +218,14 @@ class _KernelWriter:
         blocks = self.blocks_code(body, scratch, kinds, rows_of)
         return [*lines, *before, *blocks, *after, "return out"]
 
-    def blocks_code(self, body: list[str], scratch: list[str], kinds: list, rows_of: str | None
+    def blocks_code(self, body: list[str], scratch: list[str], kinds: list, rows_of: list[str]
                     ) -> list[str]:
         """``def block(...)``, computing `body` for one block, and the runtime's call that runs
         it for every block. A block gets its rows of the blocked inputs and of `rows_of` (the
-        array it writes, if it writes rows of one), and its `scratch` buffers."""
+        arrays it writes rows of), and its `scratch` buffers."""
         rows, per_block = self.blocking
         sliced = [self.names[v] for v in self.group.inputs if self.is_blocked(v)]
-        sliced += [rows_of] if rows_of else []
+        sliced += rows_of
         buffers = ", ".join(f"({shape!r}, {_dtype(dtype)})" for shape, dtype in kinds)
         what = f"its rows of {_listed(sliced)}" + (f"; scratch {_listed(scratch)}" if scratch
                                                     else "")
@@ -227,10 +256,10 @@ class _KernelWriter:
         for node in self.group.nodes:
             if self.is_blocked(node.output):
                 blocked.append(node)
-            elif node.op.view:
+            elif node.op.view and node.output not in self.results:
                 self.names[node.output] = self.names[node.inputs[0]]
             else:
-                into += self.node_code(node, target=None)
+                into += self.node_code(node, target=self.results.get(node.output))
         return blocked
 
     def node_code(self, node: Node, target: str | None) -> list[str]:
@@ -245,8 +274,8 @@ class _KernelWriter:
         return [_commented(f"{name} = {self.call(node.op, operand, node.params, target)}",
                            _short(node))]
 
-    def result_code(self, last: Node) -> tuple[str | None, list[str], list[str], list[str]]:
-        """How the last node makes the result: the array each block writes its rows of (None
+    def reduction_code(self, last: Node) -> tuple[list[str], list[str], list[str], list[str]]:
+        """How the reduction makes the result: the array each block writes its rows of (none
         when the blocks combine parts into it), and lines before the blocks, in each block, and
         after them.
 
@@ -256,8 +285,6 @@ class _KernelWriter:
         the end by the count, exactly as NumPy computes it (in float64 for integers, float32
         for float16: then in ``acc``, cast to the result's dtype at the end).
         """
-        if last is not self.group.reduction:
-            return "out", [], self.node_code(last, target="out"), []
         spec, element = last.spec, self.group.elementwise_spec
         partials = last.op.partials
         axis, keepdims = last.params["axis"], last.params["keepdims"]
@@ -280,10 +307,10 @@ class _KernelWriter:
                        f"of {combine.name}: each block combines its part into it"]
             per_block += [_commented(reduce_into("part"), f"{_short(last)}: this block's part"),
                           self.call(combine, [acc, "part"], {}, target=acc)]
-            acc_rows = None
+            acc_rows = []
         else:
             per_block.append(_commented(reduce_into(acc), _short(last)))
-            acc_rows = acc
+            acc_rows = [acc]
         if partials.mean:
             count = math.prod(element.shape[a] for a in (range(element.ndim) if axis is None
                                                          else axis))
@@ -300,9 +327,13 @@ class _KernelWriter:
         lines: list[str] = []
         for node in self.members(self.group.nodes):
             lines += self.node_code(node, target=None)
-        result = self.names[self.group.output]
-        return [*lines, "if out is None:", f"    return np.asarray({result})",
-                f"np.copyto(out, {result})", "return out"]
+        results = [self.names[v] for v in self.group.outputs]
+        if len(results) == 1:
+            return [*lines, "if out is None:", f"    return np.asarray({results[0]})",
+                    f"np.copyto(out, {results[0]})", "return out"]
+        return [*lines, "if out is None:",
+                f"    return ({', '.join(f'np.asarray({r})' for r in results)})",
+                *(f"np.copyto(out[{k}], {r})" for k, r in enumerate(results)), "return out"]
 
     # --- Calling a kernel -----------------------------------------------------------------------
 

@@ -77,6 +77,13 @@ class Rewriter:
 
     def __init__(self, graph: Graph, node: Node) -> None:
         self.graph, self.node, self.added = graph, node, []
+        self.replaced: dict[Value, Any] = {}
+
+    def replace(self, value: Value, by: Any) -> None:
+        """From here on, `by` stands for `value`, the value of a node before this one (as a
+        node's own value is replaced by its decision): a node that stands for several, such as
+        a fused kernel with several results, takes the place of each."""
+        self.replaced[value] = by
 
     def add(self, op: Op, inputs: tuple, params: dict | None = None, spec: TensorSpec = None,
             lineage: tuple[int, ...] | None = None) -> Value:
@@ -103,8 +110,9 @@ def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide],
     """A clone of `graph` where each node, in order, became what ``decide(node, rewriter)``
     said. ``decide_for(g)`` gives the decision for graph `g` (the clone, and each graph a node
     owns, rewritten before that node is decided), so a pass may look at a graph as a whole
-    first (which values are live, which nodes fuse) and then decide node by node. A node with
-    several results is replaced by a tuple of values, one per result.
+    first (which values are live, which nodes fuse) and then decide node by node; it may also
+    put ``g.nodes`` in another topological order first (fusion brings a group's nodes
+    together). A node with several results is replaced by a tuple of values, one per result.
 
     A graph a node owns is rewritten on its own: a decision sees only that graph's nodes, so
     no work moves into or out of a branch or a loop body (which would change what runs, and
@@ -122,6 +130,7 @@ def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide],
         rewriter = Rewriter(g, node)
         verdict = decide(node, rewriter)
         kept += rewriter.added
+        replaced.update(rewriter.replaced)
         if verdict is None:
             kept.append(node)
         elif len(node.outputs) > 1 and verdict is not DROP:

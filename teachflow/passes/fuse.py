@@ -1,24 +1,26 @@
-"""Fusion: run a chain of elementwise ops as one kernel.
+"""Fusion: run a connected piece of elementwise work as one kernel.
 
 Unfused, ``tanh(x * y + w)`` is three kernels: each reads its operands from memory and writes a
 temporary back, so the data crosses the memory bus five times. Fused, it is one kernel that reads
-``x``, ``y`` and ``w`` once and writes the result once; the intermediates live in cache (NumPy)
-or in registers (CUDA). For large arrays memory traffic is the cost, so this is the optimization
-that matters most.
+``x``, ``y`` and ``w`` once and writes the result once; the intermediates live in cache (NumPy,
+C) or in registers (CUDA). For large arrays memory traffic is the cost, so this is the
+optimization that matters most.
 
-Grouping, in one walk over the graph: an elementwise node joins the group of an operand's
-producer when that producer is elementwise too, has the same shape (only the group's *inputs*
-may broadcast), and has no other user (its value is needed nowhere else, so it need never be
-written to memory). A reduction that can be computed in pieces (sum, mean, max: their declarations
-say how, see `Op.partials`) whose input is a group's last node, and is that node's only user,
-ends the group. Groups of a single op stay as they are: nothing to gain.
-
-Each group becomes one node whose op carries its generated kernels: NumPy source that works
-block by block, and CUDA C for CuPy (see `teachflow.kernels`).
+Which nodes fuse is decided by one rule, in `grouping.py`: elementwise nodes of one shape that
+are connected form a group, a chain, a tree or any DAG, as long as no cycle between kernels
+appears; a reduction may end a group; every value needed outside a group is an output of its
+kernel (multi-output fusion, as XLA calls it). Each group becomes one node whose op carries its
+generated kernels (see `teachflow.kernels`): NumPy source that works block by block, a C loop
+compiled by the system's C compiler, and CUDA C for CuPy. On the CPU the C kernel runs where a
+compiler is present and the group suits it; otherwise the NumPy one, and the op says which
+(`FusedOp.ran`). Each change's sentence says what the kernel reads and writes, and why the group
+stops where it does.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,7 @@ from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.kernels.group import FusedGroup
 from teachflow.ops.op import Op
 from teachflow.passes.base import DROP, Change, Decide, Rewriter, rewrite
+from teachflow.passes.grouping import Group, group_nodes, grouped_order
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,6 +38,7 @@ class FusedOp(Op):
     """The op of a fused node: one generated kernel for a whole group."""
 
     group: FusedGroup | None = field(default=None, repr=False)
+    kernels: _Kernels | None = field(default=None, repr=False)
 
     @property
     def numpy_source(self) -> str:
@@ -43,126 +47,163 @@ class FusedOp(Op):
         return numpy_source(self.group)
 
     @property
+    def c_source(self) -> str:
+        from teachflow.kernels.c_fused import c_source
+
+        return c_source(self.group)
+
+    @property
     def cuda_source(self) -> str:
         from teachflow.kernels.cuda_fused import cuda_source
 
         return cuda_source(self.group)
 
+    @property
+    def ran(self) -> str:
+        """Which kernel runs on the CPU, and why: a sentence."""
+        return self.kernels.cpu or "decided when it first runs on the CPU: C where a C " \
+            "compiler is present and suits the group, else NumPy"
 
-def _fused_kernel(group: FusedGroup):
-    def build(xp: Any):
-        if xp is np:
-            from teachflow.kernels.numpy_fused import numpy_kernel
 
-            return numpy_kernel(group, xp)
-        from teachflow.kernels.cuda_fused import cuda_kernel
+class _Kernels:
+    """A group's kernel for each array module, made on first use (the C one is compiled then),
+    and which one runs on the CPU."""
 
-        return cuda_kernel(group, xp)
+    def __init__(self, group: FusedGroup) -> None:
+        self.group = group
+        self.made: dict[Any, Callable[..., Any]] = {}
+        self.cpu: str | None = None
 
-    return build
+    def __call__(self, xp: Any) -> Callable[..., Any]:
+        kernel = self.made.get(xp)
+        if kernel is None:
+            kernel = self.made[xp] = self.make(xp)
+        return kernel
+
+    def make(self, xp: Any) -> Callable[..., Any]:
+        if xp is not np:
+            from teachflow.kernels.cuda_fused import cuda_kernel
+
+            return cuda_kernel(self.group, xp)
+        from teachflow.kernels.numpy_fused import numpy_kernel
+
+        try:  # TEMPORARY until c_fused lands
+            from teachflow.kernels.c_fused import c_kernel
+        except ImportError:
+            kernel, self.cpu = None, "NumPy"
+        else:
+            kernel, self.cpu = c_kernel(self.group)
+        return kernel if kernel is not None else numpy_kernel(self.group, xp)
 
 
 def fused_op(group: FusedGroup) -> FusedOp:
-    return FusedOp(group.name, _fused_kernel(group), lambda *specs: group.spec,
+    specs = group.specs
+    kernels = _Kernels(group)
+    return FusedOp(group.name, kernels, lambda *_: specs if len(specs) > 1 else specs[0],
                    primitive=False, arg_names=tuple(f"in{i}" for i in range(len(group.inputs))),
-                   group=group)
+                   group=group, kernels=kernels)
 
 
 def fuse(graph: Graph) -> tuple[Graph, list[Change]]:
-    """Replace each group of elementwise nodes (optionally ending in a reduction) by one node
-    that runs a generated kernel; the fused node takes the place of the group's last node."""
+    """Replace each group of nodes (see `grouping.py`) by one node that runs a generated kernel,
+    where the group's last node was; the node has one result per value needed outside."""
     changes: list[Change] = []
 
     def decide_for(g: Graph) -> Decide:
-        groups = _groups(g)
-        member_of = {n: grp for grp in groups for n in grp}
+        groups = group_nodes(g)
+        if groups:
+            g.nodes = grouped_order(g, groups)  # each group's nodes next to each other
+        last = {group.nodes[-1]: group for group in groups}
+        members = {n for group in groups for n in group.nodes}
         # Kernel names are unique in the graph, also when fuse runs a second time.
         numbered = sum(isinstance(n.op, FusedOp) for n in g.nodes)
-        outputs = set(g.outputs)
+        returned = set(g.outputs)
 
         def decide(node: Node, rewriter: Rewriter) -> Any:
-            group = member_of.get(node)
-            if group is None:
+            if node not in members:
                 return None
-            if node is not group[-1]:  # read only inside the group: the kernel computes it
-                return DROP
-            fused, change = _fuse(rewriter, group, numbered + len(changes),
-                                  returned=node.output in outputs)
-            changes.append(change)
-            return fused
+            group = last.get(node)
+            if group is not None:  # the group is complete: its kernel takes its place
+                changes.append(_fuse(rewriter, group, numbered + len(changes), returned))
+            return DROP  # read only inside the group, or an output the kernel now makes
 
         return decide
 
     return rewrite(graph, decide_for), changes
 
 
-def _groups(g: Graph) -> list[list[Node]]:
-    """The groups of nodes that become one kernel each, in graph order."""
-    users = g.users()
-    outputs = set(g.outputs)
-    group_of: dict[Node, list[Node]] = {}
-    groups: dict[int, list[Node]] = {}  # id(group) -> group (a list is not hashable)
-
-    def private(value: Any, consumer: Node) -> bool:  # only `consumer` ever reads it
-        return (isinstance(value, Value) and value not in outputs
-                and all(u is consumer for u in users.get(value, ())))
-
-    for node in g.nodes:
-        if node.op.elementwise:
-            group = None
-            for operand in node.inputs:
-                producer = operand.producer if isinstance(operand, Value) else None
-                if (producer is not None and producer in group_of
-                        and producer.op.elementwise
-                        and producer.spec.shape == node.spec.shape
-                        and private(operand, node)
-                        and group_of[producer][-1] is producer):
-                    joined = group_of[producer]
-                    if group is None:
-                        group = joined
-                    elif joined is not group:  # two chains meet here: one group
-                        group.extend(joined)
-                        for n in joined:
-                            group_of[n] = group
-                        del groups[id(joined)]
-            if group is None:
-                group = []
-                groups[id(group)] = group
-            group.append(node)
-            group_of[node] = group
-        elif node.op.partials is not None and "initial" not in node.params:
-            operand = node.inputs[0]
-            producer = operand.producer if isinstance(operand, Value) else None
-            if (producer is not None and producer in group_of and producer.op.elementwise
-                    and group_of[producer][-1] is producer and private(operand, node)):
-                group_of[producer].append(node)
-                group_of[node] = group_of[producer]
-    order = {n: i for i, n in enumerate(g.nodes)}
-    return [sorted(grp, key=order.__getitem__) for grp in groups.values() if len(grp) > 1]
-
-
-def _fuse(rewriter: Rewriter, members: list[Node], index: int,
-          returned: bool) -> tuple[Value, Change]:
-    """The fused node of `members` (its value) and the change that says so."""
-    reduction = members[-1] if members[-1].op.partials is not None else None
+def _fuse(rewriter: Rewriter, group: Group, index: int, returned: set[Value]) -> Change:
+    """Add the fused node of `group`, put its results in place of the group's outputs, and say
+    what happened."""
+    members = group.nodes
+    inside = {v for n in members for v in n.outputs}
+    inputs = list(dict.fromkeys(o for n in members for o in n.inputs
+                                if isinstance(o, Value) and o not in inside))
+    reduction = group.reduction
     elementwise = members[:-1] if reduction is not None else members
-    inside = {n.output for n in members}
-    inputs: list[Value] = []
-    for n in members:
-        for o in n.inputs:
-            if isinstance(o, Value) and o not in inside and o not in inputs:
-                inputs.append(o)
-    last = members[-1]
-    group = FusedGroup(f"fused_k{index + 1}", tuple(elementwise), reduction, tuple(inputs),
-                       (last.output,), (returned,))
+    fused_group = FusedGroup(f"fused_k{index + 1}", tuple(elementwise), reduction,
+                             tuple(inputs), tuple(group.outputs),
+                             tuple(v in returned for v in group.outputs))
+    specs = fused_group.specs
     lineage = tuple(sorted({i for n in members for i in n.lineage}))
-    fused = rewriter.add(fused_op(group), tuple(inputs), {}, last.spec, lineage)
-    node = fused.producer
-    names = ", ".join(f"%{n.id} {n.op.name}" for n in members)
-    change = Change(
-        "fused", tuple(n.id for n in members), (node.id,), "elementwise chain -> one kernel",
-        f"{names} run as one kernel {group.name} ({format_node(node)}): it reads its "
-        f"{len(inputs)} input(s) once and writes one result, with no temporaries in memory")
-    return fused, change
+    first = rewriter.add(fused_op(fused_group), tuple(inputs), {},
+                         specs if len(specs) > 1 else specs[0], lineage)
+    node = first.producer
+    for old, new in zip(group.outputs, node.outputs, strict=True):
+        rewriter.replace(old, new)
+    return Change("fused", tuple(n.id for n in members), (node.id,), _rule(group),
+                  _sentence(group, fused_group, node))
 
 
+def _rule(group: Group) -> str:
+    outputs = len(group.outputs)
+    return ("elementwise ops -> one kernel" if outputs == 1
+            else f"elementwise ops -> one kernel with {outputs} results")
+
+
+def _sentence(group: Group, fused: FusedGroup, node: Node) -> str:
+    """What the kernel does instead of its nodes, and where and why the group stops."""
+    members = group.nodes
+    names = [f"%{n.id} {n.op.name}" for n in members]
+    if len(names) > 8:
+        names = [*names[:4], f"... ({len(names) - 6:,} more)", *names[-2:]]
+    reads = Counter(o for m in members for o in m.inputs if isinstance(o, Value))
+    reused = sum(1 for n in members if reads[n.output] > 1)
+    outputs = len(fused.outputs)
+    sentence = (f"{len(members):,} ops ({', '.join(names)}) run as one kernel {fused.name} "
+                f"({format_node(node)}): it reads its {len(fused.inputs)} input(s) once and "
+                f"writes {'one result' if outputs == 1 else f'{outputs} results'}, "
+                "with no temporaries in memory")
+    if reused:
+        sentence += (f"; {reused:,} value(s) read more than once inside it are computed once")
+    stops = _stops(group.stops)
+    return f"{sentence}. It stops {stops}." if stops else f"{sentence}."
+
+
+_WHY = {
+    "returned": "the graph returns {values}",
+    "reduction": "{readers}: a reduction (it joins only as a group's one way out)",
+    "shape": "{readers}: another shape",
+    "not elementwise": "{readers}: not elementwise",
+    "cycle": "{readers}: joining would make a cycle (it also reads a value computed outside "
+             "from this group's)",
+}
+
+
+def _stops(stops: list[tuple[str, Node | None, Value]]) -> str:
+    """``where the graph returns %9; at %12 matmul: not elementwise``: the stops, by reason."""
+    parts = []
+    for why, words in _WHY.items():
+        found = [(reader, value) for w, reader, value in stops if w == why]
+        if not found:
+            continue
+        readers = list(dict.fromkeys(f"%{r.id} {r.op.name}" for r, _ in found if r is not None))
+        values = list(dict.fromkeys(f"%{v.id}" for _, v in found))
+        phrase = words.format(readers=_few(readers), values=_few(values))
+        parts.append(phrase if why == "returned" else f"at {phrase}")
+    return "; ".join(parts).replace("the graph returns", "where the graph returns", 1)
+
+
+def _few(items: list[str]) -> str:
+    return ", ".join(items) if len(items) <= 3 else f"{', '.join(items[:3])} and " \
+        f"{len(items) - 3:,} more"

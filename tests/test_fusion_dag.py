@@ -1,0 +1,226 @@
+"""Fusion groups DAGs of elementwise work, never makes a cycle, and leaves nothing on the table.
+
+Random programs (elementwise ops over broadcasting shapes, values read several times,
+reductions, matmuls, shape changes, several outputs) are compiled with the fuse pass and
+checked against eager NumPy, and the groups are checked against the rule of
+`teachflow/passes/grouping.py`:
+
+- every kernel's nodes are elementwise and of one shape (a reduction may end it), and its
+  results are exactly its values needed outside;
+- the kernels and the nodes left alone form a DAG (the graph is well formed, in order);
+- fusion is *maximal*: where an elementwise node reads a value of its shape made by an
+  elementwise node of another kernel, merging the two would make a cycle (there is a path of
+  two steps or more between them).
+"""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import networkx as nx
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import teachflow as tfl
+from teachflow.graph import Graph, Value
+from teachflow.kernels import numpy_fused
+from teachflow.passes.grouping import group_nodes, grouped_order
+
+SHAPES = {"full": (6, 5), "row": (1, 5), "column": (6, 1)}
+UNARY = ["tanh", "relu", "abs", "sigmoid", "exp"]
+BINARY = ["add", "sub", "mul", "maximum"]
+
+
+def _program(steps: list[tuple]) -> tuple:
+    """A function of (x, r, c, w) doing `steps`; each step names the values it reads by index
+    into the values so far (taken modulo their number)."""
+    def f(x, r, c, w):
+        values = [x, r, c]
+        for kind, a, b in steps:
+            u, v = values[a % len(values)], values[b % len(values)]
+            if kind == "exp":
+                values.append(u.tanh().exp())  # bounded: no overflow
+            elif kind in UNARY:
+                values.append(getattr(u, kind)())
+            elif kind in BINARY:
+                values.append(getattr(tfl, kind)(u, v) if kind == "maximum"
+                              else {"add": u + v, "sub": u - v, "mul": u * v}[kind])
+            elif kind == "sum_rows" and u.ndim == 2:
+                values.append(u.sum(axis=1, keepdims=True))
+            elif kind == "mean":
+                values.append(u.mean())
+            elif kind == "matmul" and u.shape == SHAPES["full"]:
+                values.append(u @ w)
+            elif kind == "scale":
+                values.append(u * 0.5 + 1.0)
+        # Several results: the last value and two picked ones, so some groups have outputs
+        # in the middle.
+        return values[-1], values[len(values) // 2], values[(2 * len(values)) // 3]
+
+    return f
+
+
+STEP = st.tuples(st.sampled_from([*UNARY, *BINARY, *BINARY, "sum_rows", "mean", "matmul",
+                                  "scale"]),
+                 st.integers(0, 40), st.integers(0, 40))
+
+
+def _inputs(seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    return [tfl.tensor(rng.standard_normal(SHAPES[k]).astype(np.float64))
+            for k in ("full", "row", "column")] + [tfl.tensor(rng.standard_normal((5, 5)))]
+
+
+def _units(graph: Graph) -> tuple[nx.DiGraph, dict[int, int]]:
+    """The graph with each kernel as one node; and which unit each original node id is in."""
+    unit_of: dict[int, int] = {}
+    dag = nx.DiGraph()
+    for node in graph.nodes:
+        group = getattr(node.op, "group", None)
+        for member in (group.members if group else (node,)):
+            unit_of[member.id] = node.id
+        dag.add_node(node.id)
+        for o in node.inputs:
+            if isinstance(o, Value) and o.producer is not None:
+                dag.add_edge(o.producer.id, node.id)
+    return dag, unit_of
+
+
+def _long_path(dag: nx.DiGraph, a: int, b: int) -> bool:
+    """True if `b` is reachable from `a` by a path of two or more edges."""
+    return any(nx.has_path(dag, s, b) for s in dag.successors(a) if s != b)
+
+
+def _check_groups(before: Graph, after: Graph) -> None:
+    dag, unit_of = _units(after)
+    assert nx.is_directed_acyclic_graph(dag)
+    users = {v.id: [u.id for u in us] for v, us in before.users().items()}
+    returned = {v.id for v in before.outputs}
+    for node in after.nodes:
+        group = getattr(node.op, "group", None)
+        if group is None:
+            continue
+        shape = group.nodes[0].spec.shape
+        assert all(n.op.elementwise and n.spec.shape == shape for n in group.nodes)
+        members = {n.id for n in group.members}
+        needed = {v.id for n in group.members for v in n.outputs
+                  if v.id in returned or any(u not in members for u in users.get(v.id, ()))}
+        last = group.members[-1].output.id  # an output even when nothing reads it
+        assert {v.id for v in group.outputs} - {last} == needed - {last}
+    for node in before.nodes:  # maximal: every edge left between kernels would close a cycle
+        for o in node.inputs:
+            producer = o.producer if isinstance(o, Value) else None
+            if (producer is None or not producer.op.elementwise or not node.op.elementwise
+                    or producer.spec.shape != node.spec.shape
+                    or unit_of[producer.id] == unit_of[node.id]):
+                continue
+            assert _long_path(dag, unit_of[producer.id], unit_of[node.id]), (
+                f"%{producer.id} and %{node.id} could fuse")
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(STEP, min_size=1, max_size=25), seed=st.integers(0, 2**16),
+       block=st.sampled_from([numpy_fused.BLOCK_ELEMENTS, 4, 7]))
+def test_random_dags_fuse_into_kernels_that_compute_what_eager_does(steps, seed, block) -> None:
+    f = _program(steps)
+    args = _inputs(seed)
+    with mock.patch.object(numpy_fused, "BLOCK_ELEMENTS", block):  # several blocks, even small
+        compiled = tfl.compile(f, *args, passes=["dce", "fuse"], verify=False)
+        results = compiled(*args)
+    _check_groups(compiled.snapshots[-2].graph, compiled.graph)
+    want = [r.numpy() for r in f(*args)]
+    for got, expected in zip(results, want, strict=True):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_the_5000_op_chain_is_one_kernel() -> None:
+    def chain(y):
+        for _ in range(1250):
+            y = (y * 1.5 + y).tanh() - y
+        return y
+
+    x = tfl.randn(3, 4)
+    compiled = tfl.compile(chain, x, verify=False)
+    (node,) = compiled.graph.nodes
+    assert len(node.op.group.nodes) == 5000 and len(node.outputs) == 1
+    np.testing.assert_allclose(compiled(x).numpy(), chain(x).numpy(), rtol=1e-5)
+
+
+def _diamond(x, w):
+    h = (x * 2.0 + 1.0).tanh()  # read by the matmul before the group's last node
+    a = h * w
+    b = (h @ w).relu()
+    return a + b, h.sum()
+
+
+def test_a_group_moves_before_a_node_that_reads_it_early() -> None:
+    x, w = tfl.randn(4, 4), tfl.randn(4, 4)
+    graph = tfl.trace(_diamond, x, w)
+    groups = group_nodes(graph)
+    order = grouped_order(graph, groups)
+    first = groups[0]
+    at = [order.index(n) for n in first.nodes]
+    assert at == list(range(at[0], at[0] + len(at)))  # next to each other
+    matmul = next(n for n in graph.nodes if n.op.name == "matmul")
+    assert order.index(matmul) > at[-1]  # it reads h: after the kernel that makes h
+    compiled = tfl.compile(_diamond, x, w)  # verified against the traced graph
+    kernel = compiled.graph.nodes[0]
+    assert len(kernel.outputs) == 2  # h (for the matmul and the sum) and a (for the add)
+
+
+def test_each_kernel_says_why_it_stops() -> None:
+    x, w = tfl.randn(4, 4), tfl.randn(4, 4)
+    compiled = tfl.compile(_diamond, x, w)
+    first, second = compiled.snapshots[-1].changes
+    assert "writes 2 results" in first.sentence
+    assert "a reduction" in first.sentence and "sum" in first.sentence
+    assert "matmul: not elementwise" in first.sentence
+    assert "joining would make a cycle" in first.sentence
+    assert "where the graph returns" in second.sentence
+
+    def shapes(x):
+        column = x.sum(axis=1, keepdims=True).tanh() * 2.0  # (4, 1)
+        return (column + x).exp()  # (4, 4): a kernel of its own
+
+    compiled = tfl.compile(shapes, x)
+    assert any("another shape" in c.sentence for c in compiled.snapshots[-1].changes)
+
+
+def test_a_reduction_joins_only_as_its_groups_one_way_out() -> None:
+    def alone(x):
+        return (x * 2.0).tanh().sum()
+
+    def shared(x):
+        h = (x * 2.0).tanh()
+        return h.sum(), h * 3.0
+
+    x = tfl.randn(4, 4)
+    (kernel,) = tfl.compile(alone, x).graph.nodes
+    assert kernel.op.group.reduction is not None
+    compiled = tfl.compile(shared, x)
+    kernels = [n for n in compiled.graph.nodes if hasattr(n.op, "group")]
+    assert all(k.op.group.reduction is None for k in kernels)
+    assert [n.op.name for n in compiled.graph.nodes].count("sum") == 1
+
+
+def test_a_multi_output_kernel_runs_in_blocks_and_in_the_stepper_values() -> None:
+    def f(x):
+        h = (x * 2.0 + 1.0).tanh()
+        return h, (h * x).exp() - h
+
+    x = tfl.randn(300, 500)
+    compiled = tfl.compile(f, x)
+    (kernel,) = compiled.graph.nodes
+    assert len(kernel.outputs) == 2
+    source = kernel.op.numpy_source
+    assert "out0, out1 = out" in source and "in_blocks(" in source
+    for got, want in zip(compiled(x), f(x), strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    out = (np.empty((300, 500), np.float32), np.empty((300, 500), np.float32))
+    run = kernel.op.kernel(np)
+    assert run(x.numpy(), out=out) is out
+    np.testing.assert_allclose(out[1], f(x)[1].numpy(), rtol=1e-6)
+    from teachflow.viz.values import stage_values
+    values, _ = stage_values(compiled.graph, [x], {})
+    assert all(v.id in values for v in kernel.outputs)
