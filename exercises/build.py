@@ -681,10 +681,12 @@ def fusion_grouping() -> list:
         ops as one kernel that reads the group's inputs once and writes its result once; the
         values in between never touch memory (lesson 3, §4).
 
-        Which ops to group is a choice, and teachflow's `fuse` pass makes a cautious one: an op
-        joins its operand's group only when it is that operand's *only* reader. Here you choose
-        the groups yourself, check them, and measure what they save. The rules of a legal
-        group, which the helper below enforces:
+        Which ops to group is a choice. teachflow's `fuse` pass makes it by one rule (read it
+        in `teachflow/passes/grouping.py`): connected elementwise ops of one shape share a
+        kernel, as long as no cycle between kernels appears. Here you choose the groups
+        yourself, check them, and measure what they save against no fusion at all and against
+        the compiler's choice. The rules of a legal group, which the helper below enforces,
+        are simpler than the compiler's:
 
         - every member is elementwise and of the group's shape (only the group's inputs may
           broadcast into it), except that the last member may be a reduction (`sum`, `mean`,
@@ -807,7 +809,7 @@ def fusion_grouping() -> list:
                 inputs += [o for o in n.inputs
                            if isinstance(o, Value) and o not in inside and o not in inputs]
             group = FusedGroup(name, tuple(members[:-1] if reduction else members), reduction,
-                               tuple(inputs), last.output, last.output in g.outputs)
+                               tuple(inputs), (last.output,), (last.output in g.outputs,))
             return rewriter.add(fused_op(group), tuple(inputs), {}, last.spec)
 
 
@@ -817,15 +819,13 @@ def fusion_grouping() -> list:
                                passes=["simplify", "cse", "dce", fuse_as(groups)])
         """),
         md("""
-        Here is the graph, and what teachflow's own `fuse` makes of it. Count its kernels, and
-        find the value that is written to memory only to be read straight back.
+        Here is the graph. Which values would be written to memory only to be read straight
+        back, if each op ran as a kernel of its own? (What teachflow's own `fuse` makes of it
+        comes later: choose first.)
         """),
         free("""
         example = [tfl.tensor(a) for a in (X, W, B)]
         print(tfl.trace(block, *example))
-        teachflows = tfl.compile(block, *example)
-        print(teachflows.graph)
-        teachflows.snapshots[-1].stats
         """),
         md("""
         ## 1. Your grouping
@@ -851,10 +851,10 @@ def fusion_grouping() -> list:
             np.testing.assert_allclose(total.numpy(), expected_total, rtol=1e-5, atol=1e-5)
 
 
-        def test_my_grouping_launches_fewer_kernels_than_teachflows():
+        def test_my_grouping_launches_as_few_kernels_as_teachflows():
             mine = fused_as(my_groups, X, W, B).snapshots[-1].stats
             teachflows = tfl.compile(block, *[tfl.tensor(a) for a in (X, W, B)]).snapshots[-1]
-            assert mine["kernels"] < teachflows.stats["kernels"]
+            assert mine["kernels"] <= teachflows.stats["kernels"]
         ### BEGIN HIDDEN TESTS
 
 
@@ -862,11 +862,14 @@ def fusion_grouping() -> list:
             assert fused_as(my_groups, X, W, B).snapshots[-1].stats["kernels"] == 3
 
 
-        def test_my_grouping_moves_fewer_bytes_than_teachflows():
+        def test_my_grouping_moves_as_few_bytes_as_teachflows():
             mine = fused_as(my_groups, X, W, B).snapshots[-1].stats
             teachflows = tfl.compile(block, *[tfl.tensor(a) for a in (X, W, B)]).snapshots[-1]
-            h_written_and_read = 2 * 8 * 32 * 4  # two trips of an (8, 32) float32 array
-            assert mine["bytes_moved"] == teachflows.stats["bytes_moved"] - h_written_and_read
+            unfused = fused_as([], X, W, B).snapshots[-1].stats
+            trip = 8 * 32 * 4  # one write or read of an (8, 32) float32 array
+            # h, tanh(h) and sigmoid(h) are each written once and read twice, once or once
+            assert mine["bytes_moved"] == unfused["bytes_moved"] - 7 * trip
+            assert mine["bytes_moved"] == teachflows.stats["bytes_moved"]
         ### END HIDDEN TESTS
         """),
         md("""
@@ -922,7 +925,7 @@ def fusion_grouping() -> list:
         def test_measure_without_fusion_and_with_teachflows_grouping():
             teachflows = tfl.compile(block, *[tfl.tensor(a) for a in (X, W, B)]).snapshots[-1]
             for groups, stats in [([], fused_as([], X, W, B).snapshots[-1].stats),
-                                  ([[5, 6, 7]], teachflows.stats)]:
+                                  ([[4, 5, 6, 7]], teachflows.stats)]:
                 got = measure(groups, X, W, B, repeat=1)
                 assert (got["kernels"], got["bytes_moved"]) == (stats["kernels"],
                                                                 stats["bytes_moved"]), groups
@@ -932,16 +935,23 @@ def fusion_grouping() -> list:
         ## 3. Does it pay?
 
         Bytes are a model; the clock is the judge. On arrays big enough for memory to matter,
-        time no fusion, teachflow's grouping and yours. Does the order of the times follow the
-        order of the bytes? (Try bigger arrays, and a GPU if you have one.)
+        time no fusion, a grouping that leaves the `add` out, and yours. Does the order of the
+        times follow the order of the bytes? (Try bigger arrays, and a GPU if you have one.)
+        Then look at teachflow's own choice, and read why its kernel stops where it does.
         """),
         free("""
         shapes = [(512, 64), (64, 512), (512,)]
         big = [rng.normal(size=shape).astype(np.float32) for shape in shapes]
-        for name, groups in [("none", []), ("teachflow's", [[5, 6, 7]]), ("yours", my_groups)]:
+        for name, groups in [("none", []), ("without add", [[5, 6, 7]]), ("yours", my_groups)]:
             m = measure(groups, *big, repeat=3)
             print(f"{name:12} {m['kernels']} kernels  {m['bytes_moved'] / 1e6:6.2f} MB  "
                   f"{m['ms']:7.3f} ms")
+        """),
+        free("""
+        teachflows = tfl.compile(block, *example)
+        print(teachflows.graph)
+        for change in teachflows.snapshots[-1].changes:
+            print(change.sentence)
         """),
     ]
 
