@@ -1,7 +1,8 @@
 """The compiler's passes. Each is a pure function ``Graph -> (Graph, changes)``, written with
 the one rewrite helper (see `base.py`).
 
-Default pipeline, in order: `simplify` (algebraic rules), `constant_fold`, `cse`, `dce`, `fuse`.
+Default pipeline, in order: `simplify` (algebraic rules), `constant_fold`, `cse`, `dce`, `fuse`
+(which nodes it puts in one kernel is the rule in `grouping.py`).
 """
 
 from __future__ import annotations
