@@ -103,9 +103,11 @@ class Compilation:
 
     @property
     def kernels(self) -> dict[str, dict[str, str]]:
-        """The generated source of every fused kernel, by kernel name: NumPy and CUDA C (those
-        inside a branch or a loop body too)."""
-        return {n.op.name: {"numpy": n.op.numpy_source, "cuda": n.op.cuda_source}
+        """The generated source of every fused kernel, by kernel name (those inside a branch or
+        a loop body too): NumPy, C for the CPU and CUDA C, and which one runs on the CPU
+        (``"ran"``: a sentence saying why)."""
+        return {n.op.name: {"numpy": n.op.numpy_source, "c": n.op.c_source,
+                            "cuda": n.op.cuda_source, "ran": n.op.ran}
                 for n in every_node(self.graph) if hasattr(n.op, "numpy_source")}
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
