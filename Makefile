@@ -2,8 +2,10 @@
 #   make lab    creates .venv, installs teachflow with JupyterLab, hands out the exercises
 #               (exercises/release/), opens the lessons
 #   make test   creates .venv, installs teachflow with its test extras and (where it can)
-#               Debian's Chromium for the browser tests and bubblewrap for the grading
-#               sandbox, runs the whole suite
+#               Debian's Chromium for the browser tests, bubblewrap for the grading
+#               sandbox and a C compiler for the CPU kernels, runs the whole suite
+# Both install a C compiler (Debian's gcc) where they can: fused kernels then run as
+# generated C on the CPU; without one they run as NumPy, and the tests of the C skip.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -17,7 +19,7 @@ LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 # and opens on the lessons' folder. Its terminals find the venv's commands (teachflow check).
 LAB_ARGS := --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons
 
-.PHONY: lab exercises test chromium bubblewrap lint bench clean
+.PHONY: lab exercises test chromium bubblewrap cc lint bench clean
 
 $(PY):
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -31,7 +33,7 @@ $(VENV)/.installed-%: pyproject.toml | $(PY)
 	$(PY) -m pip install -q -e ".[$*]"
 	@touch $@
 
-lab: $(VENV)/.installed-lab exercises
+lab: $(VENV)/.installed-lab exercises cc
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
 
 # The exercises as learners get them (answers stubbed, hidden tests left out) in
@@ -44,7 +46,7 @@ exercises: $(VENV)/.installed-lab
 	  cp $$out/release/$$name exercises/release/ && rm -rf $$out || exit 1; \
 	done
 
-test: $(VENV)/.installed-test chromium bubblewrap
+test: $(VENV)/.installed-test chromium bubblewrap cc
 	$(PY) -m ruff check teachflow tests bench
 	$(PY) -m pytest -rfEXs
 
@@ -78,6 +80,22 @@ bubblewrap:
 	  { $(SUDO_N) apt-get update -qq && \
 	    $(SUDO_N) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; } || \
 	    echo "Installing bubblewrap failed: grading tests that need a sandbox will be skipped"; \
+	fi
+
+# Fused kernels run on the CPU as generated C, compiled by the system's C compiler (cc) with
+# OpenMP, and with glibc's vector maths (libmvec, in libc6-dev). Installed where we can, as
+# Chromium is; without it the NumPy kernels run and the tests of the C kernels skip.
+cc:
+	@if command -v cc >/dev/null 2>&1 && [ -e /usr/include/math.h ]; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "No C compiler and this is not Debian (no apt-get): fused kernels run as NumPy; the C kernel tests will be skipped"; \
+	elif [ "$$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then \
+	  echo "No C compiler, and installing one needs root: fused kernels run as NumPy and the C kernel tests will be skipped; run 'sudo apt-get install gcc libc6-dev' to have them"; \
+	else \
+	  echo "Installing Debian's gcc for the generated C kernels (apt-get install gcc libc6-dev)"; \
+	  { $(SUDO_N) apt-get update -qq && \
+	    $(SUDO_N) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null; } || \
+	    echo "Installing gcc failed: fused kernels run as NumPy; the C kernel tests will be skipped"; \
 	fi
 
 bench: $(VENV)/.installed-test
