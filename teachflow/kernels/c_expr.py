@@ -112,9 +112,10 @@ _CALL = re.compile(r"\b([A-Za-z_]\w*)\(")
 
 
 def aligned(lines: list[tuple[str, str]]) -> list[str]:
-    """Code lines with their ``//`` comments lined up in one column."""
-    width = max((len(code) for code, _ in lines), default=0)
-    return [f"{code:<{width}}  // {comment}" for code, comment in lines]
+    """Code lines with their ``//`` comments lined up in one column (a line whose comment is
+    empty has none)."""
+    width = max((len(code) for code, comment in lines if comment), default=0)
+    return [f"{code:<{width}}  // {comment}" if comment else code for code, comment in lines]
 
 
 def operand_types(node: Node) -> list[np.dtype | None]:
@@ -122,13 +123,19 @@ def operand_types(node: Node) -> list[np.dtype | None]:
 
     That is the node's own dtype, or for a bool result (a comparison) the operands' common
     dtype; operands the op's declaration reads as they are (`Op.fusion_as_is`) are not cast.
+    NumPy compares an array with a Python int exactly, even one outside the array's range
+    (``uint8_array < -3`` is all False), so such a comparison is made in a type that holds both.
     """
     as_is = [name in node.op.fusion_as_is for name in node.op.arg_names[:len(node.inputs)]]
     computed = node.spec.dtype
-    if computed == np.bool_:
-        computed = np.result_type(*(o.dtype if isinstance(o, Value) else o
-                                    for o, keep in zip(node.inputs, as_is, strict=True)
-                                    if not keep))
+    compared = [o.dtype if isinstance(o, Value) else o
+                for o, keep in zip(node.inputs, as_is, strict=True) if not keep]
+    if computed == np.bool_ and compared:
+        computed = np.result_type(*compared)
+        for o in compared:
+            if type(o) is int and computed.kind in "iu" and not \
+                    np.iinfo(computed).min <= o <= np.iinfo(computed).max:
+                computed = np.result_type(computed, np.min_scalar_type(o))
     return [None if keep else computed for keep in as_is]
 
 

@@ -171,7 +171,9 @@ relu = elementwise("relu", lambda xp: lambda x, out=None: xp.maximum(x, 0, out=o
 softplus = elementwise("softplus", lambda xp: lambda x, out=None: xp.logaddexp(0, x, out=out),
                        "(({0} > 0) ? {0} + log1p(exp(-{0})) : log1p(exp({0})))",
                        grads=(lambda g, x: g * bind(sigmoid, x),), arg_names=("x",))
-sign = elementwise("sign", lambda xp: xp.sign, "(({0} > 0) - ({0} < 0))", arg_names=("x",))
+# NaN has no sign: NumPy gives NaN, where the comparisons alone would give 0.
+sign = elementwise("sign", lambda xp: xp.sign,
+                   "(({0} != {0}) ? {0} : ({dtype})(({0} > 0) - ({0} < 0)))", arg_names=("x",))
 abs = elementwise("abs", lambda xp: xp.abs, "abs({0})",
                   grads=(lambda g, x: g * bind(sign, x),), arg_names=("x",))
 

@@ -1,0 +1,651 @@
+"""Fused kernels on the CPU in C: one loop per fused group, compiled by the system's C compiler.
+
+The NumPy kernel (`numpy_fused.py`) fuses by blocks: each op still runs as its own NumPy call,
+on a block small enough to stay in the cache. A C compiler goes one step further, as the GPU
+kernel does (`cuda_fused.py`): one loop over the elements, whose body computes every node for
+one element in registers, each a typed local variable (`c_expr.py`)::
+
+    #pragma omp simd
+    for (long i0 = first; i0 < last; i0++) {
+        const float v2 = (in0[i0] * in1[i0]);  // %2 = mul %x, %y
+        const float v3 = tanhf(v2);             // %3 = tanh %2
+        out0[i0] = v3;
+    }
+
+Each input is read once, each output written once, and nothing in between touches memory. What
+makes the loop fast:
+
+- vectors: ``#pragma omp simd`` has the compiler compute 8 floats at a time (AVX2). A maths
+  function such as ``tanhf`` runs on 8 floats at a time too when glibc's libmvec has a vector
+  version: the kernel declares it (``__attribute__((simd))``) and links ``-lmvec``. Without one
+  the loop would call ``tanhf`` once per element, many times slower than NumPy's own SIMD
+  ``tanh``, so such a group is left to the NumPy kernel;
+- cores: a big loop is cut into blocks that ``#pragma omp parallel for`` shares between the
+  cores; a small one runs on one core, as waking threads would cost more than they save;
+- constants: shapes are known when the kernel is written, so sizes and strides are numbers in
+  the source. Broadcasting is a stride of 0, and axes that follow one another in memory for
+  every operand are one axis: the common cases (same shapes, scalars) are one flat loop.
+
+A final reduction accumulates as the loop goes: per output element when it reduces trailing
+axes (a last-axis sum), per block, the blocks' parts then combined in order, when it reduces
+everything, and into the output's row when it reduces leading axes (a column sum). Partial
+results combine as the reduction's `Partials` say: an OpenMP reduction named after the
+combining op. Sums of floats accumulate in double.
+
+The C computes what NumPy computes: operands cast to NumPy's types, integers wrapping on
+overflow, ``a*b + c`` rounded twice (see `native.py` for the flags). Where C cannot match NumPy
+the group is *declined*, and its NumPy kernel runs: float16 and complex values, an integer power
+whose exponent may be negative (NumPy raises), a maths function with no vector version here.
+`c_kernel` says in one sentence which kernel runs and why. Unlike NumPy, the C kernel gives no
+warnings: a division by zero gives inf silently.
+
+`c_source` is the C translation unit, for reading; `c_kernel` compiles it (once per machine:
+`native.py` caches it) and returns the function that calls it with the arrays. An input whose
+memory is not laid out row after row (a transposed view) gets a kernel of its own, with its
+strides in the source, rather than being copied.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from teachflow.graph import Node, Value, format_node
+from teachflow.kernels import native
+from teachflow.kernels.c_expr import (
+    Dialect,
+    aligned,
+    c_literal,
+    c_type,
+    function_calls,
+    node_line,
+    operand_types,
+)
+from teachflow.kernels.group import FusedGroup
+from teachflow.kernels.runtime import Recycler
+
+#: C as the system's compiler reads it: ``math.h`` names NaN and infinity.
+C = Dialect(nan=("NAN", "NAN"), inf=("INFINITY", "INFINITY"))
+
+#: A loop doing at least this much work (elements times ops) is shared between the cores.
+PARALLEL_WORK = 1 << 17
+
+#: A loop shared between the cores is cut into at most this many blocks (they are numbers in
+#: the source, so the kernel does not depend on how many cores run it).
+BLOCKS = 64
+
+#: A block of the innermost axis has at least this many elements: whole vectors, whole cache
+#: lines, and no core writing next to another's.
+MIN_RUN = 1024
+
+#: The dtypes the C kernel computes in.
+C_DTYPES = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+            "float32", "float64"}
+
+
+@dataclass(frozen=True)
+class Helper:
+    """A function C's library lacks and NumPy has, for the dtype kinds in `kinds`: a template's
+    ``abs({0})`` on an int32 calls ``abs_int32``. ``{t}`` in `text` is the C type, ``{n}`` the
+    dtype, ``{f}`` the suffix of C's float functions (``fabsf``). `nonnegative` is an operand
+    NumPy refuses to take negative (it raises): a group where it may be is declined, `why`."""
+
+    kinds: str
+    text: str
+    nonnegative: int | None = None
+    why: str = ""
+
+    @property
+    def function(self) -> str:
+        return re.search(r"(\w+)_\{n\}\(", self.text)[1]
+
+
+HELPERS = (
+    # NumPy's abs of the most negative integer wraps to itself, as -x does here (-fwrapv).
+    Helper("iub", "static inline {t} abs_{n}({t} x) {{ return x < 0 ? ({t})-x : x; }}"),
+    Helper("f", "static inline {t} abs_{n}({t} x) {{ return fabs{f}(x); }}"),
+    # NumPy's integer power: by repeated squaring, each product wrapping as NumPy's does.
+    Helper("iu", "static inline {t} pow_{n}({t} x, {t} y) {{\n"
+                 "    {t} result = 1;\n"
+                 "    for (; y > 0; y >>= 1) {{\n"
+                 "        if (y & 1) result *= x;\n"
+                 "        x *= x;\n"
+                 "    }}\n"
+                 "    return result;\n"
+                 "}}",
+           nonnegative=1, why="an integer power whose exponent may be negative (NumPy raises "
+                              "there, C cannot)"),
+)
+
+
+class Declined(Exception):
+    """The group is left to the NumPy kernel, for the reason given."""
+
+
+def c_source(group: FusedGroup) -> str:
+    """The C translation unit computing `group`, with ``void <group.name>(in0, ..., out0, ...)``;
+    or, for a group the C kernel declines, a C comment saying why."""
+    found = native.compiler()
+    try:
+        _check(group)
+        return _KernelWriter(group, _contiguous(group), found).source()
+    except Declined as declined:
+        return f"// {group.name}: no C kernel, NumPy runs this group: {declined}.\n"
+
+
+def c_kernel(group: FusedGroup) -> tuple[Callable[..., Any] | None, str]:
+    """The compiled C kernel of `group`, called as the NumPy kernel is
+    (``fn(in0, in1, ..., out=None)``), or None; and a sentence saying which CPU kernel runs and
+    why: ``"C, compiled by cc -O3 -march=native -fopenmp (2 threads), from the cache"`` or
+    ``"NumPy: no C compiler (cc not found on PATH)"``."""
+    found = native.compiler()
+    if isinstance(found, str):
+        return None, f"NumPy: {found}"
+    try:
+        _check(group)
+        writer = _KernelWriter(group, _contiguous(group), found)
+        function, how = _compiled(writer)
+    except Declined as declined:
+        return None, f"NumPy: {declined}"
+    if function is None:
+        return None, f"NumPy: the C kernel did not build ({how})"
+    vectors = sorted(name for name, kind in writer.maths.items() if kind == "libmvec")
+    uses = f" with libmvec's {', '.join(vectors)}" if vectors else ""
+    return _runner(group, function, found), f"C, compiled by {found.describe()}{uses}, {how}"
+
+
+def _compiled(writer: _KernelWriter) -> tuple[Callable[..., None] | None, str]:
+    """Build `writer`'s source; its function, with each argument a pointer."""
+    source = writer.source()
+    library, how = native.build(source, writer.compiler, ("-lmvec",) if writer.declared else ())
+    if library is None:
+        return None, how
+    function = getattr(library, writer.group.name)
+    function.argtypes = [ctypes.c_void_p] * (len(writer.group.inputs) + len(writer.outputs))
+    function.restype = None
+    return function, how
+
+
+# --- Calling the kernel -----------------------------------------------------------------------
+
+
+def _runner(group: FusedGroup, function: Callable[..., None], found: native.Compiler
+            ) -> Callable[..., Any]:
+    """``fn(in0, in1, ..., out=None)``: the arrays' addresses handed to the C `function`.
+
+    An input must have its spec's shape and dtype; one not laid out row after row, or not
+    aligned, is read through a kernel built for its strides (or, failing that, copied). A
+    result is written into ``out`` when that is a fresh, aligned, row-major array that no input
+    overlaps, else into an array of the kernel's, copied to ``out``.
+    """
+    inputs = [(v.shape, v.dtype) for v in group.inputs]
+    specs = group.specs
+    results = [Recycler(np) if returned else None for returned in group.returned]
+    variants: dict[tuple, Callable[..., None] | None] = {}  # a kernel for each input layout
+    single = len(specs) == 1
+
+    def fresh(k: int) -> np.ndarray:
+        spec = specs[k]
+        if results[k] is not None:  # returned: the last call's array, if nobody holds it
+            return results[k].empty(spec.shape, spec.dtype)
+        return np.empty(spec.shape, spec.dtype)
+
+    def run(*arrays: Any, out: Any = None) -> Any:
+        arrays = [_checked(a, shape, dtype) for a, (shape, dtype) in zip(arrays, inputs,
+                                                                            strict=True)]
+        strides = [None if _row_major(a) else _element_strides(a) for a in arrays]
+        for i, s in enumerate(strides):
+            if s is False:  # not aligned, or not in whole elements: copied
+                arrays[i], strides[i] = arrays[i].copy(), None
+        kernel = function
+        if any(s is not None for s in strides):
+            key = tuple(strides)
+            kernel = variants[key] if key in variants else \
+                variants.setdefault(key, _variant(group, key, found))
+            if kernel is None:  # no kernel for these strides: copy the inputs instead
+                kernel = function
+                arrays = [a.copy() if s is not None else a for a, s in zip(arrays, strides,
+                                                                           strict=True)]
+        given = (out,) if single and out is not None else out
+        targets = [fresh(k) for k in range(len(specs))] if given is None else [
+            o if _writable_target(o, spec, arrays) else fresh(k)
+            for k, (o, spec) in enumerate(zip(given, specs, strict=True))]
+        kernel(*map(_address, arrays), *map(_address, targets))
+        if given is not None:
+            for o, target in zip(given, targets, strict=True):
+                if o is not target:
+                    np.copyto(o, target)
+            targets = list(given)
+        return targets[0] if single else tuple(targets)
+
+    run.__name__ = run.__qualname__ = group.name
+    return run
+
+
+def _variant(group: FusedGroup, strides: tuple, found: native.Compiler
+             ) -> Callable[..., None] | None:
+    """The kernel of `group` for inputs with these element strides (None: row-major)."""
+    layout = tuple(s if s is not None else c for s, c in zip(strides, _contiguous(group),
+                                                              strict=True))
+    try:
+        return _compiled(_KernelWriter(group, layout, found))[0]
+    except Declined:
+        return None
+
+
+def _checked(array: Any, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    if type(array) is not np.ndarray or array.dtype != dtype:
+        array = np.asarray(array, dtype=dtype)
+    if array.shape != shape:
+        raise ValueError(f"the fused kernel takes {dtype}{list(shape)}, not "
+                         f"{array.dtype}{list(array.shape)}")
+    return array
+
+
+def _row_major(array: np.ndarray) -> bool:
+    flags = array.flags
+    return flags.c_contiguous and flags.aligned
+
+
+def _element_strides(array: np.ndarray) -> tuple[int, ...] | bool:
+    """The array's strides counted in elements (0 along axes of size 1); False when they are
+    not whole elements, or the memory is not aligned: then the array is copied."""
+    size = array.itemsize
+    if not array.flags.aligned or any(s % size for s in array.strides):
+        return False
+    return tuple(s // size if n > 1 else 0 for n, s in zip(array.shape, array.strides,
+                                                          strict=True))
+
+
+def _writable_target(out: Any, spec: Any, arrays: list[np.ndarray]) -> bool:
+    """True if the kernel may write straight into `out`."""
+    return (type(out) is np.ndarray and out.dtype == spec.dtype and out.shape == spec.shape
+            and out.flags.c_contiguous and out.flags.aligned and out.flags.writeable
+            and not any(np.may_share_memory(out, a) for a in arrays))
+
+
+def _address(array: np.ndarray) -> int:
+    """Where the array's first element lies. (`ctypes.c_char.from_buffer` is the quick way, for
+    a writable array of one element or more; ``array.ctypes.data`` works for all.)"""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError, BufferError):
+        return array.ctypes.data
+
+
+# --- Shapes and strides -----------------------------------------------------------------------
+
+
+def _contiguous(group: FusedGroup) -> tuple[tuple[int, ...], ...]:
+    """Each input's strides, in elements, when it is laid out row after row."""
+    return tuple(_row_major_strides(v.shape) for v in group.inputs)
+
+
+def _row_major_strides(shape: tuple) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step if n > 1 else 0)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _broadcast(shape: tuple, strides: tuple, to: tuple) -> list[int]:
+    """Strides over the axes of `to` of an operand broadcast to it: 0 along a stretched axis."""
+    pad = len(to) - len(shape)
+    return [0] * pad + [0 if n == 1 else s for n, s in zip(shape, strides, strict=True)]
+
+
+def _collapsed(sizes: tuple, strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
+    """The loop's axes: without axes of size 1, and with an axis merged into the one before it
+    where every operand steps over both as over one (``stride_before == stride * size``)."""
+    axes: list[tuple[int, list[int]]] = []
+    for axis, size in enumerate(sizes):
+        steps = [s[axis] for s in strides]
+        if size == 1:
+            continue
+        if axes and all(before == step * size for before, step in zip(axes[-1][1], steps,
+                                                                        strict=True)):
+            axes[-1] = (axes[-1][0] * size, steps)
+        else:
+            axes.append((size, steps))
+    if any(size == 0 for size in sizes):
+        axes = [(0, [0] * len(strides))]
+    return [size for size, _ in axes], [[steps[k] for _, steps in axes]
+                                        for k in range(len(strides))]
+
+
+# --- Writing the source -----------------------------------------------------------------------
+
+
+class _KernelWriter:
+    """Writes one kernel's C: ``void <name>(const T *restrict in0, ..., U *restrict out0, ...)``.
+
+    Names in the C: ``in0, in1, ...`` are the inputs, ``out0, out1, ...`` the outputs, ``v7``
+    the value of node ``%7`` for one element, ``i0, i1, ...`` the loop's axes (after collapsing),
+    ``acc`` a reduction's running result. `maths` says how each C maths function called
+    compiles (see `native.vector_function`); `declared` are those with a vector version.
+    """
+
+    def __init__(self, group: FusedGroup, strides: tuple, found: native.Compiler | str) -> None:
+        self.group, self.compiler = group, found
+        self.strides = strides
+        self.outputs = list(group.outputs)
+        self.maths: dict[str, str] = {}
+        self.helpers: dict[str, str] = {}
+        self.functions: dict[str, tuple[str, int]] = {}  # C maths function: C type, arity
+        self.openmp_reduction = False  # an inner loop reduces with the combining op
+        self.spelled: dict[tuple[str, np.dtype], str] = {}
+
+    @property
+    def declared(self) -> list[str]:
+        return [name for name, kind in self.maths.items() if kind == "libmvec"]
+
+    def source(self) -> str:
+        group = self.group
+        element = group.elementwise_spec.shape
+        operands = [_broadcast(v.shape, s, element) for v, s in zip(group.inputs, self.strides,
+                                                                     strict=True)]
+        operands += [_broadcast(self.kept_shape(), _row_major_strides(self.kept_shape()),
+                                element) for _ in self.outputs]
+        self.sizes, steps = _collapsed(element, operands)
+        self.steps = dict(zip([*(f"in{i}" for i in range(len(group.inputs))),
+                               *(f"out{k}" for k in range(len(self.outputs)))], steps,
+                              strict=True))
+        names = {v: self.at(f"in{i}") for i, v in enumerate(group.inputs)}
+        body = [node_line(node, names, self.dialect(node)) for node in group.nodes]
+        loops = self.reduction_loops(names, body) if group.reduction else \
+            self.elementwise_loops(names, body)
+        return "\n".join([*self.header(), "", *self.preamble(), *self.signature(),
+                          *_indent(loops), "}", ""])
+
+    def kept_shape(self) -> tuple:
+        """The output's shape with the reduced axes kept as size 1 (the elementwise shape when
+        there is no reduction)."""
+        element = self.group.elementwise_spec.shape
+        reduction = self.group.reduction
+        if reduction is None:
+            return element
+        axis = reduction.params["axis"]
+        return tuple(1 if axis is None or a in axis else n for a, n in enumerate(element))
+
+    # --- Text around the loops ----------------------------------------------------------------
+
+    def header(self) -> list[str]:
+        group = self.group
+        what = f"{len(group.nodes)} elementwise op(s)"
+        if group.reduction is not None:
+            what += f" and a {group.reduction.op.name}"
+        lines = [f"// {group.name}: {what} in one C loop, for the CPU."]
+        lines += [f"//   in{i} = {v} : {v.spec}" + self.layout_note(i)
+                  for i, v in enumerate(group.inputs)]
+        lines += [f"//   {format_node(n)}" for n in group.members]
+        lines += [f"//   out{k} = {v}" for k, v in enumerate(self.outputs)]
+        return lines
+
+    def layout_note(self, i: int) -> str:
+        value = self.group.inputs[i]
+        if self.strides[i] == _row_major_strides(value.shape):
+            return ""
+        return f", read with strides {list(self.strides[i])} (elements)"
+
+    def preamble(self) -> list[str]:
+        lines = ["#include <math.h>", "#include <stdbool.h>", ""]
+        if self.declared:
+            lines += ["// Vector versions from glibc's libmvec (-lmvec): in a vectorised loop, "
+                      "each call computes", "// several elements at once."]
+            lines += [native.simd_declaration(name, c_type_, arity)
+                      for name, (c_type_, arity) in self.functions.items()
+                      if name in self.declared]
+            lines.append("")
+        if self.helpers:
+            lines.append("// What C's library lacks and NumPy has.")
+            lines += [*self.helpers.values(), ""]
+        reduction = self.group.reduction
+        if self.openmp_reduction:
+            combine = reduction.op.partials.combine.name
+            dtype = self.accumulator()
+            lines += [f"// Two partial results combine as {combine} computes them, each starting "
+                      f"at {self.identity(dtype)}.",
+                      f"#pragma omp declare reduction({combine} : {c_type(dtype)} : omp_out = "
+                      f"{self.combined('omp_out', 'omp_in', dtype)}) initializer(omp_priv = "
+                      f"{self.identity(dtype)})", ""]
+        return lines
+
+    def signature(self) -> list[str]:
+        params = [f"const {c_type(v.dtype)} *restrict in{i}"
+                  for i, v in enumerate(self.group.inputs)]
+        params += [f"{c_type(v.dtype)} *restrict out{k}" for k, v in enumerate(self.outputs)]
+        return [f"void {self.group.name}({', '.join(params)})", "{"]
+
+    # --- One node: spelling its maths functions -----------------------------------------------
+
+    def dialect(self, node: Node) -> Dialect:
+        """C, with the functions of `node`'s template spelled for the type it computes in."""
+        computed = next((t for t in operand_types(node) if t is not None), node.spec.dtype)
+        for name, arity in function_calls(node.op.fusion):
+            self.spelled[name, computed] = self.spell(name, arity, computed, node)
+        return Dialect(C.nan, C.inf, lambda name, dtype: self.spelled[name, computed])
+
+    def spell(self, name: str, arity: int, dtype: np.dtype, node: Node) -> str:
+        """The C function computing the template's `name` on `dtype`: a helper (``abs_int32``)
+        or C's library function of that type (``tanhf`` for float, ``tanh`` for double)."""
+        for helper in HELPERS:
+            if helper.function == name and dtype.kind in helper.kinds:
+                if helper.nonnegative is not None and _may_be_negative(
+                        node.inputs[helper.nonnegative]):
+                    raise Declined(f"{format_node(node).rsplit(' : ', 1)[0]} is {helper.why}")
+                spelled = f"{name}_{dtype.name}"
+                self.helpers[spelled] = helper.text.format(
+                    t=c_type(dtype), n=dtype.name, f="f" if dtype == np.float32 else "")
+                return spelled
+        if dtype.kind != "f":
+            raise Declined(f"C has no {name} of {dtype.name} written here")
+        spelled = name + ("f" if dtype == np.float32 else "")
+        if spelled not in self.maths:
+            kind = "inline"
+            if not isinstance(self.compiler, str):
+                kind = native.vector_function(self.compiler, spelled, c_type(dtype), arity)
+            if kind == "scalar":
+                raise Declined(f"{spelled} has no vector version here (no libmvec), and a C "
+                               f"loop calling it per element is far slower than NumPy's SIMD")
+            self.maths[spelled] = kind
+            self.functions[spelled] = (c_type(dtype), arity)
+        return spelled
+
+    # --- Loops --------------------------------------------------------------------------------
+
+    def at(self, array: str) -> str:
+        """``in0[i0 * 500 + i1]``: the element of `array` that the loop is at."""
+        terms = [f"i{axis}" if step == 1 else f"i{axis} * {step}"
+                 for axis, step in enumerate(self.steps[array]) if step]
+        return f"{array}[{' + '.join(terms) or '0'}]"
+
+    def work(self) -> int:
+        return math.prod(self.sizes) * (len(self.group.nodes) + 1)
+
+    def split(self, candidates: list[int], innermost: int | None) -> tuple[int, int] | None:
+        """The axis whose blocks the cores share, and how many blocks: the outermost of
+        `candidates` that cuts into enough blocks, else the one that gives the most. A block of
+        the `innermost` axis keeps at least `MIN_RUN` elements, so that each is a run of
+        vectors in memory of its own. None for a loop too small to share."""
+        if self.work() < PARALLEL_WORK:
+            return None
+        blocks = {a: min(BLOCKS, self.sizes[a] // (MIN_RUN if a == innermost else 1))
+                  for a in candidates}
+        enough = [a for a in candidates if blocks[a] == BLOCKS]
+        axis = enough[0] if enough else max(candidates, key=blocks.get, default=None)
+        return None if axis is None or blocks[axis] < 2 else (axis, blocks[axis])
+
+    def loops(self, axes: list[int], body: list[str], split: tuple | None,
+              simd: str = "#pragma omp simd") -> list[str]:
+        """Nested loops over `axes` around `body`, the innermost vectorised by `simd`; the
+        loop over the `split` axis covers only the block's part, ``first`` to ``last``."""
+        lines = body
+        for depth, axis in reversed(list(enumerate(axes))):
+            start, stop = ("first", "last") if split and axis == split[0] else \
+                ("0", str(self.sizes[axis]))
+            head = [f"for (long i{axis} = {start}; i{axis} < {stop}; i{axis}++) {{"]
+            if depth == len(axes) - 1 and simd:
+                head.insert(0, simd)
+            lines = [*head, *_indent(lines), "}"]
+        return lines
+
+    def in_blocks(self, split: tuple[int, int] | None, inner: list[str], what: str
+                  ) -> list[str]:
+        """`inner` run for every block of the `split` axis, the blocks shared between the
+        cores; or once, on one core, when `split` is None."""
+        if split is None:
+            why = "too little work to share" if self.work() < PARALLEL_WORK else \
+                "no axis to cut into blocks"
+            return [f"// {what}, on one core: {why}.", *inner]
+        axis, blocks = split
+        size = self.sizes[axis]
+        return [f"// {what}, in {blocks} blocks shared between the cores.",
+                "#pragma omp parallel for schedule(static)",
+                f"for (long block = 0; block < {blocks}; block++) {{",
+                f"    const long first = block * {size}L / {blocks}, "
+                f"last = (block + 1) * {size}L / {blocks};",
+                *_indent(inner), "}"]
+
+    def elementwise_loops(self, names: dict[Value, str], body: list[tuple[str, str]]
+                          ) -> list[str]:
+        axes = list(range(len(self.sizes)))
+        stores = [(f"{self.at(f'out{k}')} = {names[v]};", "") for k, v in enumerate(self.outputs)]
+        split = self.split(axes, axes[-1] if axes else None)
+        what = f"Every element of {self.group.elementwise_spec}"
+        return self.in_blocks(split, self.loops(axes, aligned([*body, *stores]), split), what)
+
+    # --- Reductions ---------------------------------------------------------------------------
+
+    def accumulator(self) -> np.dtype:
+        """The dtype a reduction accumulates in: the result's, or double for floats (a sum in
+        double loses less than NumPy's pairwise float32 sum; a max in double is exact)."""
+        result = self.group.reduction.spec.dtype
+        return np.dtype(np.float64) if result.kind == "f" else result
+
+    def combined(self, a: str, b: str, dtype: np.dtype) -> str:
+        """Partial results `a` and `b` of `dtype`, combined: ``(a + b)`` for a sum."""
+        return self.group.reduction.op.partials.combine.fusion.format(a, b, dtype=c_type(dtype))
+
+    def identity(self, dtype: np.dtype) -> str:
+        """Where a partial result of `dtype` starts: ``0.0`` for a sum, ``-INFINITY`` for a max."""
+        return c_literal(self.group.reduction.op.partials.identity(dtype), dtype, C)
+
+    def finished(self, total: str, dtype: np.dtype) -> str:
+        """The output element made from a reduction's `total` of `dtype`: divided by the count
+        for a mean, combined with the ``initial`` value if the reduction has one, in the
+        result's type."""
+        node = self.group.reduction
+        if node.op.partials.mean:
+            element = self.group.elementwise_spec.shape
+            axis = node.params["axis"]
+            count = math.prod(n for a, n in enumerate(element) if axis is None or a in axis)
+            total = f"{total} / {count}.0"
+        initial = node.params.get("initial")
+        if initial is not None:
+            total = self.combined(total, c_literal(initial, dtype, C), dtype)
+        if node.spec.dtype == dtype and not node.op.partials.mean:
+            return total
+        return f"({c_type(node.spec.dtype)})" + (total if re.fullmatch(r"[\w\[\]]+", total)
+                                                 else f"({total})")
+
+    def reduction_loops(self, names: dict[Value, str], body: list[str]) -> list[str]:
+        node = self.group.reduction
+        reduced = [step == 0 for step in self.steps["out0"]]
+        kept = [a for a, r in enumerate(reduced) if not r]
+        dropped = [a for a, r in enumerate(reduced) if r]
+        short = format_node(node).rsplit(" : ", 1)[0]
+        element = (names[node.inputs[0]], node.inputs[0].dtype)
+        if reduced == sorted(reduced):  # kept axes, then reduced ones (or only one kind)
+            return self.trailing(kept, dropped, element, body, short)
+        if reduced == sorted(reduced, reverse=True):
+            return self.leading(kept, dropped, element, body, short)
+        raise Declined(f"{short} leaves kept axes on both sides of a reduced one; the C kernel "
+                       "reduces leading or trailing axes")
+
+    def trailing(self, kept: list[int], dropped: list[int], element: tuple[str, np.dtype],
+                 body: list[str], short: str) -> list[str]:
+        """Reduced axes innermost: one accumulator per output element, or for a reduction of
+        everything one per block, the blocks' parts combined in order after them."""
+        dtype = self.accumulator()
+        acc, identity, out = c_type(dtype), self.identity(dtype), self.at("out0")
+        combine = self.group.reduction.op.partials.combine.name
+        simd = f"#pragma omp simd reduction({combine}:acc)" if dropped else "#pragma omp simd"
+        self.openmp_reduction = bool(dropped)
+        step = f"acc = {self.combined('acc', _cast(*element, dtype), dtype)};"
+        accumulate = aligned([*body, (step, short)])
+        start, finish = f"{acc} acc = {identity};", f"{out} = {self.finished('acc', dtype)};"
+        if kept:
+            split = self.split(kept, None if dropped else kept[-1])
+            inner = [start, *self.loops(dropped, accumulate, None, simd), finish]
+            return self.in_blocks(split, self.loops(kept, inner, split, "" if dropped else simd),
+                                  f"Each element of {self.group.reduction.spec}")
+        split = self.split(dropped, dropped[-1] if dropped else None)
+        everything = f"All of {self.group.elementwise_spec} into one value"
+        if split is None:
+            return self.in_blocks(None, [start, *self.loops(dropped, accumulate, None, simd),
+                                         finish], everything)
+        blocks = split[1]
+        inner = [start, *self.loops(dropped, accumulate, split, simd), "part[block] = acc;"]
+        return [f"{acc} part[{blocks}];  // each block's part, combined in order below: the "
+                "same result however many cores", *self.in_blocks(split, inner, everything),
+                start, f"for (long block = 0; block < {blocks}; block++) "
+                       f"acc = {self.combined('acc', 'part[block]', dtype)};", finish]
+
+    def leading(self, kept: list[int], dropped: list[int], element: tuple[str, np.dtype],
+                body: list[str], short: str) -> list[str]:
+        """Reduced axes outermost: each row of the loop combines into the output's row, which
+        starts at the identity, in the result's type and in row order, as NumPy adds; the
+        blocks are of the kept axes."""
+        dtype = self.group.reduction.spec.dtype
+        out, size = self.at("out0"), self.group.reduction.spec.size
+        combine = self.combined(out, _cast(*element, dtype), dtype)
+        split = self.split(kept, kept[-1] if kept else None)
+        inner = self.loops([*dropped, *kept], aligned([*body, (f"{out} = {combine};", short)]),
+                           split)
+        lines = [f"for (long i = 0; i < {size}; i++) out0[i] = {self.identity(dtype)};"
+                 "  // where each output element starts",
+                 *self.in_blocks(split, inner, f"Every element of {self.group.elementwise_spec}"
+                                 ", into its output element")]
+        finish = self.finished("out0[i]", dtype)
+        if finish != "out0[i]":
+            lines.append(f"for (long i = 0; i < {size}; i++) out0[i] = {finish};")
+        return lines
+
+
+def _cast(value: str, dtype: np.dtype, to: np.dtype) -> str:
+    return value if dtype == to else f"({c_type(to)}){value}"
+
+
+def _check(group: FusedGroup) -> None:
+    """Raise `Declined` for a group the C kernel cannot compute as NumPy does."""
+    values = [*group.inputs, *(n.output for n in group.members)]
+    if any(None in v.shape for v in values):
+        raise Declined("its shapes are known only at run time, and the C kernel is compiled "
+                       "for fixed ones")
+    for v in values:
+        if v.dtype.name not in C_DTYPES:
+            raise Declined(f"{v.dtype.name} values are left to NumPy (the C kernel computes "
+                           "bool, integers, float32 and float64)")
+    for node in group.members:
+        for o in node.inputs:
+            if not isinstance(o, Value) and not isinstance(o, bool | int | float):
+                raise Declined(f"the literal {o!r} is not written in C here")
+    if group.reduction is not None and group.reduction.op.partials is None:
+        raise Declined(f"{group.reduction.op.name} does not say how to reduce in parts")
+
+
+def _may_be_negative(operand: Any) -> bool:
+    if isinstance(operand, Value):
+        return operand.dtype.kind == "i"
+    return operand < 0
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return [f"    {line}" if line else line for line in lines]
