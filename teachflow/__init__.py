@@ -25,8 +25,8 @@ The package reads in the order of the course, each module importing only those b
    graph builder behind `bind` (`staging`), tracing a function (`tracing`).
 6. Running graphs: generated Python (`executor`), control flow in the graph: ``cond`` and loops
    that own graphs (`control`), TensorFlow 1's sessions (`session`).
-7. The compiler: fused kernels (`kernels`), the passes (`passes`), the pass stepper and its
-   pictures (`viz`), the pipeline (`compiler`).
+7. The compiler: fused kernels in NumPy, C and CUDA (`kernels`), the passes (`passes`), the
+   pass stepper and its pictures (`viz`), the pipeline (`compiler`).
 8. Polymorphic functions: signatures (`signature`), concrete functions (`concrete`),
    `tfl.function` and `tfl.compile` (`function`); scripting: capturing a function from its
    source, with its control flow on tensors as graph nodes (`script`).

@@ -81,7 +81,7 @@ def node_line(node: Node, names: dict[Value, str], dialect: Dialect = CUDA) -> t
             operands.append(f"({c_type(dtype)}){names[o]}")
     name = f"v{node.id}"
     names[node.output] = name
-    computed = next((t for t in types if t is not None), node.spec.dtype)
+    computed = computed_type(node)
     template = called_functions(node.op.fusion, lambda f: dialect.function(f, computed))
     expression = template.format(*operands, dtype=c_type(node.spec.dtype))
     short = format_node(node).rsplit(" : ", 1)[0]
@@ -137,6 +137,12 @@ def operand_types(node: Node) -> list[np.dtype | None]:
                     np.iinfo(computed).min <= o <= np.iinfo(computed).max:
                 computed = np.result_type(computed, np.min_scalar_type(o))
     return [None if keep else computed for keep in as_is]
+
+
+def computed_type(node: Node) -> np.dtype:
+    """The dtype NumPy computes `node` in: that of its operands once cast (`operand_types`),
+    which is what a maths function in its template is called on."""
+    return next((t for t in operand_types(node) if t is not None), node.spec.dtype)
 
 
 # --- C spellings --------------------------------------------------------------------------------

@@ -63,9 +63,9 @@ from teachflow.kernels.c_expr import (
     aligned,
     c_literal,
     c_type,
+    computed_type,
     function_calls,
     node_line,
-    operand_types,
 )
 from teachflow.kernels.group import FusedGroup
 from teachflow.kernels.runtime import Recycler
@@ -74,7 +74,7 @@ from teachflow.kernels.runtime import Recycler
 C = Dialect(nan=("NAN", "NAN"), inf=("INFINITY", "INFINITY"))
 
 #: A loop doing at least this much work (elements times ops) is shared between the cores.
-PARALLEL_WORK = 1 << 17
+PARALLEL_WORK = 1 << 19
 
 #: A loop shared between the cores is cut into at most this many blocks (they are numbers in
 #: the source, so the kernel does not depend on how many cores run it).
@@ -155,8 +155,7 @@ def c_kernel(group: FusedGroup) -> tuple[Callable[..., Any] | None, str]:
         return None, f"NumPy: {declined}"
     if function is None:
         return None, f"NumPy: the C kernel did not build ({how})"
-    vectors = sorted(name for name, kind in writer.maths.items() if kind == "libmvec")
-    uses = f" with libmvec's {', '.join(vectors)}" if vectors else ""
+    uses = f" with libmvec's {', '.join(writer.declared)}" if writer.declared else ""
     return _runner(group, function, found), f"C, compiled by {found.describe()}{uses}, {how}"
 
 
@@ -197,14 +196,19 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
         return np.empty(spec.shape, spec.dtype)
 
     def run(*arrays: Any, out: Any = None) -> Any:
-        arrays = [_checked(a, shape, dtype) for a, (shape, dtype) in zip(arrays, inputs,
-                                                                            strict=True)]
-        strides = [None if _row_major(a) else _element_strides(a) for a in arrays]
-        for i, s in enumerate(strides):
-            if s is False:  # not aligned, or not in whole elements: copied
-                arrays[i], strides[i] = arrays[i].copy(), None
+        arrays, addresses, strides = list(arrays), [], []
+        for i, (array, (shape, dtype)) in enumerate(zip(arrays, inputs, strict=True)):
+            if type(array) is not np.ndarray or array.dtype != dtype or array.shape != shape:
+                array = arrays[i] = _checked(array, shape, dtype)
+            flags = array.flags
+            layout = None if flags.c_contiguous and flags.aligned else _element_strides(array)
+            if layout is False:  # not aligned, or not in whole elements: copied
+                array = arrays[i] = array.copy()
+                layout = None
+            strides.append(layout)
+            addresses.append(_address(array))
         kernel = function
-        if any(s is not None for s in strides):
+        if strides.count(None) != len(strides):  # some input is read through its strides
             key = tuple(strides)
             kernel = variants[key] if key in variants else \
                 variants.setdefault(key, _variant(group, key, found))
@@ -212,11 +216,12 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
                 kernel = function
                 arrays = [a.copy() if s is not None else a for a, s in zip(arrays, strides,
                                                                            strict=True)]
+                addresses = [_address(a) for a in arrays]
         given = (out,) if single and out is not None else out
         targets = [fresh(k) for k in range(len(specs))] if given is None else [
             o if _writable_target(o, spec, arrays) else fresh(k)
             for k, (o, spec) in enumerate(zip(given, specs, strict=True))]
-        kernel(*map(_address, arrays), *map(_address, targets))
+        kernel(*addresses, *map(_address, targets))
         if given is not None:
             for o, target in zip(given, targets, strict=True):
                 if o is not target:
@@ -240,17 +245,12 @@ def _variant(group: FusedGroup, strides: tuple, found: native.Compiler
 
 
 def _checked(array: Any, shape: tuple, dtype: np.dtype) -> np.ndarray:
-    if type(array) is not np.ndarray or array.dtype != dtype:
-        array = np.asarray(array, dtype=dtype)
+    """`array` as an array of `dtype`; an error if its shape is not `shape`."""
+    array = np.asarray(array, dtype=dtype)
     if array.shape != shape:
         raise ValueError(f"the fused kernel takes {dtype}{list(shape)}, not "
                          f"{array.dtype}{list(array.shape)}")
     return array
-
-
-def _row_major(array: np.ndarray) -> bool:
-    flags = array.flags
-    return flags.c_contiguous and flags.aligned
 
 
 def _element_strides(array: np.ndarray) -> tuple[int, ...] | bool:
@@ -264,10 +264,10 @@ def _element_strides(array: np.ndarray) -> tuple[int, ...] | bool:
 
 
 def _writable_target(out: Any, spec: Any, arrays: list[np.ndarray]) -> bool:
-    """True if the kernel may write straight into `out`."""
+    """True if the kernel may write straight into `out`: a writable, aligned, row-major array
+    of the result's spec (``flags.carray``) that no input overlaps."""
     return (type(out) is np.ndarray and out.dtype == spec.dtype and out.shape == spec.shape
-            and out.flags.c_contiguous and out.flags.aligned and out.flags.writeable
-            and not any(np.may_share_memory(out, a) for a in arrays))
+            and out.flags.carray and not any(np.may_share_memory(out, a) for a in arrays))
 
 
 def _address(array: np.ndarray) -> int:
@@ -336,15 +336,16 @@ class _KernelWriter:
         self.group, self.compiler = group, found
         self.strides = strides
         self.outputs = list(group.outputs)
-        self.maths: dict[str, str] = {}
-        self.helpers: dict[str, str] = {}
-        self.functions: dict[str, tuple[str, int]] = {}  # C maths function: C type, arity
+        self.maths: dict[str, tuple[str, int, str]] = {}  # tanhf: C type, arity, how it compiles
+        self.helpers: dict[str, str] = {}  # abs_int32: its definition
+        self.spelled: dict[tuple[str, np.dtype], str] = {}  # (tanh, float32): tanhf
+        self.dialect = Dialect(C.nan, C.inf, lambda name, dtype: self.spelled[name, dtype])
         self.openmp_reduction = False  # an inner loop reduces with the combining op
-        self.spelled: dict[tuple[str, np.dtype], str] = {}
 
     @property
     def declared(self) -> list[str]:
-        return [name for name, kind in self.maths.items() if kind == "libmvec"]
+        """The maths functions called in their libmvec vector versions."""
+        return [name for name, (_, _, kind) in self.maths.items() if kind == "libmvec"]
 
     def source(self) -> str:
         group = self.group
@@ -358,7 +359,11 @@ class _KernelWriter:
                                *(f"out{k}" for k in range(len(self.outputs)))], steps,
                               strict=True))
         names = {v: self.at(f"in{i}") for i, v in enumerate(group.inputs)}
-        body = [node_line(node, names, self.dialect(node)) for node in group.nodes]
+        body = []
+        for node in group.nodes:
+            for name, arity in function_calls(node.op.fusion):
+                self.spell(name, arity, node)
+            body.append(node_line(node, names, self.dialect))
         loops = self.reduction_loops(names, body) if group.reduction else \
             self.elementwise_loops(names, body)
         return "\n".join([*self.header(), "", *self.preamble(), *self.signature(),
@@ -399,9 +404,8 @@ class _KernelWriter:
         if self.declared:
             lines += ["// Vector versions from glibc's libmvec (-lmvec): in a vectorised loop, "
                       "each call computes", "// several elements at once."]
-            lines += [native.simd_declaration(name, c_type_, arity)
-                      for name, (c_type_, arity) in self.functions.items()
-                      if name in self.declared]
+            lines += [native.simd_declaration(name, self.maths[name][0], self.maths[name][1])
+                      for name in self.declared]
             lines.append("")
         if self.helpers:
             lines.append("// What C's library lacks and NumPy has.")
@@ -421,42 +425,41 @@ class _KernelWriter:
         params = [f"const {c_type(v.dtype)} *restrict in{i}"
                   for i, v in enumerate(self.group.inputs)]
         params += [f"{c_type(v.dtype)} *restrict out{k}" for k, v in enumerate(self.outputs)]
-        return [f"void {self.group.name}({', '.join(params)})", "{"]
+        lines = [f"void {self.group.name}("]
+        for k, param in enumerate(params):
+            param += ")" if k == len(params) - 1 else ","
+            if len(lines[-1]) + len(param) > 99 and not lines[-1].endswith("("):
+                lines.append(" " * len(f"void {self.group.name}("))
+            lines[-1] += param if lines[-1].endswith(("(", " ")) else f" {param}"
+        return [*lines, "{"]
 
     # --- One node: spelling its maths functions -----------------------------------------------
 
-    def dialect(self, node: Node) -> Dialect:
-        """C, with the functions of `node`'s template spelled for the type it computes in."""
-        computed = next((t for t in operand_types(node) if t is not None), node.spec.dtype)
-        for name, arity in function_calls(node.op.fusion):
-            self.spelled[name, computed] = self.spell(name, arity, computed, node)
-        return Dialect(C.nan, C.inf, lambda name, dtype: self.spelled[name, computed])
-
-    def spell(self, name: str, arity: int, dtype: np.dtype, node: Node) -> str:
-        """The C function computing the template's `name` on `dtype`: a helper (``abs_int32``)
-        or C's library function of that type (``tanhf`` for float, ``tanh`` for double)."""
+    def spell(self, name: str, arity: int, node: Node) -> None:
+        """Choose the C function computing the template's `name` in `node`: a helper
+        (``abs_int32``) or C's library function of the type (``tanhf`` for float, ``tanh`` for
+        double), probing how that compiles."""
+        dtype = computed_type(node)
         for helper in HELPERS:
             if helper.function == name and dtype.kind in helper.kinds:
                 if helper.nonnegative is not None and _may_be_negative(
                         node.inputs[helper.nonnegative]):
                     raise Declined(f"{format_node(node).rsplit(' : ', 1)[0]} is {helper.why}")
-                spelled = f"{name}_{dtype.name}"
+                spelled = self.spelled[name, dtype] = f"{name}_{dtype.name}"
                 self.helpers[spelled] = helper.text.format(
                     t=c_type(dtype), n=dtype.name, f="f" if dtype == np.float32 else "")
-                return spelled
+                return
         if dtype.kind != "f":
             raise Declined(f"C has no {name} of {dtype.name} written here")
-        spelled = name + ("f" if dtype == np.float32 else "")
+        spelled = self.spelled[name, dtype] = name + ("f" if dtype == np.float32 else "")
         if spelled not in self.maths:
-            kind = "inline"
+            kind = "inline"  # (with no compiler to ask, the source is for reading only)
             if not isinstance(self.compiler, str):
                 kind = native.vector_function(self.compiler, spelled, c_type(dtype), arity)
             if kind == "scalar":
                 raise Declined(f"{spelled} has no vector version here (no libmvec), and a C "
                                f"loop calling it per element is far slower than NumPy's SIMD")
-            self.maths[spelled] = kind
-            self.functions[spelled] = (c_type(dtype), arity)
-        return spelled
+            self.maths[spelled] = (c_type(dtype), arity, kind)
 
     # --- Loops --------------------------------------------------------------------------------
 
