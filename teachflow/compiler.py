@@ -137,12 +137,13 @@ class Compilation:
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict, dict]:
         """In a notebook, a compilation displays as its stepper; where widgets cannot run
         (GitHub, nbconvert), as a picture of the final graph; in a terminal, as text."""
+        from teachflow.viz.expand import expand_stage
         from teachflow.viz.svg import graph_svg
 
         widget = self.show()
         bundle = widget._repr_mimebundle_(**kwargs)  # anywidget gives (data, metadata)
         data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
-        data["image/svg+xml"] = graph_svg(widget.data["stages"][-1])
+        data["image/svg+xml"] = graph_svg(expand_stage(widget.data, -1))
         data["text/plain"] = repr(self)
         return data, metadata
 

@@ -128,7 +128,8 @@ def test_the_static_page_steps_marks_changes_and_explains_them(page, tmp_path) -
     page.keyboard.press("k")
     assert stage_of(page) == 2
 
-    # The last stage: one fused kernel; its details show the generated source.
+    # The last stage: one fused kernel; its details say what it is, and its sources show
+    # under the graph.
     page.click(".tf-stages li:last-child" if page.locator(".tf-stages li").count()
                else ".tf-next")
     while stage_of(page) < len(compilation.snapshots) - 1:
@@ -137,7 +138,9 @@ def test_the_static_page_steps_marks_changes_and_explains_them(page, tmp_path) -
     assert status_of(page, fused.id) == "fused"
     page.locator(f'.tf-nodes [data-node-id="{fused.id}"]').first.click()
     details = page.locator(".tf-details").inner_text()
-    assert fused.op.name in details and "def fused_k1" in details
+    assert fused.op.name in details and "On the CPU" in details
+    page.wait_for_selector(".tf-kernel-sources .tf-sources")
+    assert "def fused_k1" in page.locator(".tf-kernel-sources").inner_text()
     assert not page.errors, page.errors
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "static-page-fused.png"))

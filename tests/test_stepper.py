@@ -19,6 +19,7 @@ import teachflow as tfl
 from teachflow.viz import side_by_side, side_by_side_html
 from teachflow.viz.assets import widget_file, widgets_folder
 from teachflow.viz.data import compilation_data
+from teachflow.viz.expand import expand, expand_stage
 from teachflow.viz.html import page_html
 from teachflow.viz.stepper import PassStepper, bundle, stepper_module
 from teachflow.viz.svg import graph_svg
@@ -50,7 +51,7 @@ def test_show_sends_every_stage_with_values_on_the_example_inputs() -> None:
     compilation = compiled()
     widget = compilation.show()
     assert isinstance(widget, PassStepper)
-    stages = widget.data["stages"]
+    stages = expand(widget.data)
     assert [s["pass"] for s in stages] == [s.pass_name for s in compilation.snapshots]
     for stage, snap in zip(stages, compilation.snapshots, strict=True):
         assert {n["id"] for n in stage["nodes"]} == set(snap.nx.nodes)
@@ -71,12 +72,12 @@ def test_the_data_says_which_values_a_call_writes_back() -> None:
             w.__isub__(0.5 * w.grad)
         return x.sum()
 
-    stages = tfl.compile(step, tfl.ones(2)).show().data["stages"]
+    stages = expand(tfl.compile(step, tfl.ones(2)).show().data)
     for stage in stages:
         assert sorted(u["state"] for u in stage["updates"]) == ["w", "w.grad"]
-        by_id = {n["id"]: n for n in stage["nodes"]}
-        for update in stage["updates"]:
-            assert update["state"] in by_id[update["value"]]["updates"]
+        maker = {r["id"]: n for n in stage["nodes"] for r in n.get("results", [n])}
+        for update in stage["updates"]:  # (the node that makes it: one result of a kernel, say)
+            assert update["state"] in maker[update["value"]]["updates"]
     json.dumps(stages)
 
 
@@ -84,7 +85,7 @@ def test_compile_keeps_the_example_inputs_in_graph_order() -> None:
     x, y = tfl.randn(3, 4), tfl.randn(3, 4)
     compilation = tfl.compile(lambda x, scale, y: x * scale + y, x, 2.0, y=y)
     assert [t is s for t, s in zip(compilation.example_inputs, [x, y], strict=True)] == [True] * 2
-    final = compilation.show().data["stages"][-1]
+    final = expand_stage(compilation.show().data, -1)
     output = next(n for n in final["nodes"] if n["is_output"])
     expected = x.numpy() * 2.0 + y.numpy()
     assert output["value"]["min"] == pytest.approx(float(expected.min()))
@@ -102,10 +103,11 @@ def node_or_skip() -> str:
 
 
 def with_state(script: str) -> str:
-    """`script` with ``${STATE}`` made the stepper's state object `st` over the stages (`data`),
-    as `stepping.js` starts it: first change, no node picked, blocks folded."""
-    return script.replace("${STATE}", "const st = { data: { stages: data }, cache: new Map(), "
-                          "change: 0, node: null, expandAll: false, openBlocks: new Set() };")
+    """`script` with ``${STATE}`` made the stepper's state object `st` over the compilation's
+    data (`data`), as `stepping.js` starts it: first change, no node picked, blocks folded."""
+    return script.replace("${STATE}", "const st = { data, cache: new Map(), full: new Map(), "
+                          "kernels: new Map(), change: 0, node: null, expandAll: false, "
+                          "openBlocks: new Set() };")
 
 
 def run_node(tmp_path: Path, script: str, data: Any = None) -> Any:
@@ -238,7 +240,7 @@ def test_the_ir_diff_compares_code_not_the_alignment_of_comments(tmp_path: Path)
 
 
 def test_removed_nodes_move_aside_from_the_nodes_that_took_their_place(tmp_path: Path) -> None:
-    stages = compiled().show().data["stages"]
+    stages = expand(compiled().show().data)
     placed = run_node(tmp_path, """
         import { ghostPlaces } from "./ghosts.js";
         console.log(JSON.stringify(data.map((stage) => [...ghostPlaces(stage)])));
@@ -264,12 +266,13 @@ def test_a_big_stage_opens_on_its_changes_with_repeated_blocks_folded(tmp_path: 
             x = (x * 1.001 + 0.5).tanh() - float(i % 3)
         return x
 
-    stages = compilation_data(tfl.compile(long, tfl.ones(4, 4), verify=False))["stages"]
+    data = compilation_data(tfl.compile(long, tfl.ones(4, 4), verify=False))
+    stages = expand(data)
     views = run_node(tmp_path, with_state("""
         import { info } from "./stage.js";
         import { view } from "./view.js";
         ${STATE}
-        console.log(JSON.stringify(data.map((stage, i) => {
+        console.log(JSON.stringify(data.stages.map((stage, i) => {
           const inf = info(st, i);
           const v = view(st, inf);
           const sources = [...v.blocks.keys()].map((b) => b.source);
@@ -278,7 +281,7 @@ def test_a_big_stage_opens_on_its_changes_with_repeated_blocks_folded(tmp_path: 
                    blocks: [...v.blocks.keys()].map((b) => [b.size, b.reps]),
                    all: view({ ...st, expandAll: true }, inf).ids };
         })));
-    """), stages)
+    """), data)
     first = views[0]
     assert first["big"] and first["drawn"] < 20  # the loop's nodes are folded away ...
     assert any(size >= 150 and reps == 150 for size, reps in first["blocks"])  # ... into a block
@@ -291,18 +294,19 @@ def test_a_big_stage_opens_on_its_changes_with_repeated_blocks_folded(tmp_path: 
 
 def test_every_stage_draws_as_well_formed_svg_under_node(tmp_path: Path) -> None:
     """draw.js on its own: the SVG of each stage, from `view` and `place`, is well-formed."""
-    stages = compilation_data(compiled())["stages"]
+    data = compilation_data(compiled())
+    stages = expand(data)
     svgs = run_node(tmp_path, with_state("""
         import { graphSvg } from "./draw.js";
         import { info } from "./stage.js";
         import { place, view } from "./view.js";
         ${STATE}
-        console.log(JSON.stringify(data.map((stage, i) => {
+        console.log(JSON.stringify(data.stages.map((stage, i) => {
           const inf = info(st, i);
           const v = view(st, inf);
           return graphSvg(inf, v, place(inf, v), 1, "t1");
         })));
-    """), stages)
+    """), data)
     for stage, svg in zip(stages, svgs, strict=True):
         root = ET.fromstring(svg)  # (no xmlns: inside HTML, an <svg> is SVG without one)
         drawn = [int(g.attrib["data-node-id"]) for g in root.iter("g")
@@ -343,7 +347,7 @@ def box_of(stage: dict, op: str) -> dict:
 
 def test_a_loop_node_carries_its_graphs_laid_out_with_their_values() -> None:
     compilation = tfl.compile(f_dynamic, tfl.tensor([4.0, 4.0]))
-    stages = compilation.show().data["stages"]
+    stages = expand(compilation.show().data)
     json.dumps(stages)
     loop = box_of(stages[0], "while")
     assert [part["key"] for part in loop["subgraphs"]] == ["cond_fn", "body_fn"]
@@ -367,8 +371,8 @@ def test_a_loop_node_carries_its_graphs_laid_out_with_their_values() -> None:
 
 def test_changes_inside_a_branch_get_statuses_a_count_and_their_box() -> None:
     compilation = tfl.compile(f_branch, tfl.tensor([4.0, 4.0]), tfl.tensor([1.0]))
-    stages = {s["pass"]: s for s in compilation_data(compilation,
-                                                     compilation.example_inputs)["stages"]}
+    stages = {s["pass"]: s for s in expand(compilation_data(compilation,
+                                                            compilation.example_inputs))}
     snaps = {s.pass_name: s for s in compilation.snapshots}
     assert box_of(stages["trace"], "cond")["changes_inside"] == 0
     cse = stages["cse"]
@@ -399,7 +403,7 @@ def test_changes_inside_a_branch_get_statuses_a_count_and_their_box() -> None:
 
 
 def test_boxes_nest_and_every_result_of_a_node_has_its_value() -> None:
-    stages = tfl.compile(f_nested, tfl.ones(4)).show().data["stages"]
+    stages = expand(tfl.compile(f_nested, tfl.ones(4)).show().data)
     loop = box_of(stages[-1], "fori_loop")
     branch = box_of(owned(loop, "body_fn"), "cond")
     assert "first step (i = 0)" in owned(loop, "body_fn")["values_from"]
@@ -410,8 +414,8 @@ def test_boxes_nest_and_every_result_of_a_node_has_its_value() -> None:
     def two(x, n):
         return tfl.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 2.0, c[1] + 1), (x, n))
 
-    loop = box_of(tfl.compile(two, tfl.tensor([1.0, 1.0]), tfl.tensor(0)).show()
-                  .data["stages"][0], "while")
+    loop = box_of(expand_stage(tfl.compile(two, tfl.tensor([1.0, 1.0]), tfl.tensor(0))
+                               .show().data, 0), "while")
     assert loop["type"] == "f32[2], i64[]"
     assert [(r["name"], r["value"]["preview"]) for r in loop["results"]] == [
         (loop["label"].split(",")[0], "[8., 8.]"), (loop["label"].split(" ")[1], "3")]
@@ -421,7 +425,8 @@ def test_an_opened_box_draws_its_graphs_and_the_graph_around_makes_room(tmp_path
     """boxes.js with view.js and draw.js: closed, a box hides its graphs; opened, it draws them
     inside it, and the nodes around it move out of its way."""
     compilation = tfl.compile(f_branch, tfl.tensor([4.0, 4.0]), tfl.tensor([1.0]))
-    stages = compilation_data(compilation)["stages"]
+    data = compilation_data(compilation)
+    stages = expand(data)
     cse = [s["pass"] for s in stages].index("cse")
     branch = box_of(stages[cse], "cond")
     drawn = run_node(tmp_path, with_state("""
@@ -439,7 +444,7 @@ def test_an_opened_box_draws_its_graphs_and_the_graph_around_makes_room(tmp_path
                    grown: [...placed.grown].map(([id, g]) => [g.w, g.h]) };
         };
         console.log(JSON.stringify({ closed: draw([]), open: draw([BOX]) }));
-    """).replace("STAGE", str(cse)).replace("BOX", str(branch["id"])), stages)
+    """).replace("STAGE", str(cse)).replace("BOX", str(branch["id"])), data)
     inner = {n["id"] for part in branch["subgraphs"] for n in part["nodes"] + part["removed"]}
     for state, opened in (("closed", False), ("open", True)):
         root = ET.fromstring(drawn[state]["svg"])
@@ -478,8 +483,7 @@ def test_to_html_writes_one_self_contained_page(tmp_path: Path) -> None:
     data = embedded_data(page)
     assert data == json.loads(json.dumps(
         compilation_data(compilation, compilation.example_inputs)))
-    assert any("</script> or <!-- <script>" in n["source_line"]
-               for n in data["stages"][0]["nodes"])
+    assert any("</script> or <!-- <script>" in line for line in data["lines"].values())
 
 
 def test_side_by_side_html_holds_one_stepper_per_compilation(tmp_path: Path) -> None:
@@ -553,9 +557,8 @@ def test_mimebundle_has_the_widget_an_svg_picture_and_text() -> None:
 
 
 def test_every_stage_draws_as_valid_svg_with_its_statuses() -> None:
-    data = compilation_data(compiled())
     seen = set()
-    for stage in data["stages"]:
+    for stage in expand(compilation_data(compiled())):
         svg = ET.fromstring(graph_svg(stage))
         groups = [g for g in svg.iter("{http://www.w3.org/2000/svg}g") if "data-status" in g.attrib]
         assert len(groups) == len(stage["nodes"])

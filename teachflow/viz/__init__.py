@@ -1,5 +1,16 @@
 """Seeing what the compiler does: graph layout, the pass stepper widget, static pages.
 
+The chapters, in reading order:
+
+- `layout`: where each node is drawn, the same place in every stage;
+- `values`: every value on the example inputs, as a summary of a few numbers;
+- `expand`: the stepper's data as full stages, as the browser puts them together;
+- `data`: a compilation as the stepper's data: each node once, each stage as what it has (its
+  docstring says the format);
+- `assets`, `stepper`: the front-end's files, and the notebook widget;
+- `html`: the stepper as one self-contained page;
+- `svg`: a static picture of one stage.
+
 ``side_by_side({"title": compilation, ...})`` shows several steppers in one row in a notebook;
 ``side_by_side_html`` writes them on one page."""
 

@@ -1,158 +1,369 @@
-"""A compilation as plain data: what the pass stepper (in the browser) needs, sent once.
+"""A compilation as plain data for the pass stepper: every node sent once, each stage as a list.
 
-Everything the learner can look at is computed here, in Python, and serialised to JSON-ready
-dicts: every stage's nodes with their place in the layout, their status against the stage before
-(added, replaced, merged, fused, kept), their details (op, type, the user's source line, lineage,
-a fused kernel's generated source, the value on the example inputs: `teachflow.viz.values`),
-every edge with its route, the stage's changes in plain words, its figures, and its text form.
-The front-end only draws it, so stepping needs no round trip to the kernel and still works from a
-saved notebook or page.
+Everything the learner can look at is computed here, in Python, and sent to the browser once as
+JSON-ready data: each node with its place in the layout, its details (op, type, the user's
+source line, lineage, a fused kernel's generated sources, the value on the example inputs), each
+stage's nodes, its changes in plain words, its figures. The front-end only draws it, so stepping
+needs no round trip to the kernel and still works from a saved notebook or page.
 
-A control-flow node (a ``cond``, a loop) owns graphs, and its data holds them (``subgraphs``),
-each drawn as a stage's graph is: its nodes with their places in a layout of their own, its
-edges, the nodes this pass removed from it, and every node's status, worked out from the same
-changes as the graph around it (a pass rewrites inside the graphs a node owns, and says so). The
-front-end draws the node as a box the learner opens to see them. So that a closed box does not
-hide what a pass did inside it, the node counts the changes inside (``changes_inside``), and each
-change names the boxes it happened in (``within``, outermost first).
+Most nodes survive most passes, so a stage is not sent whole: each node goes once into a table
+(``nodes``), and a stage lists the entries it has. A node gets a second entry, with the same id,
+only when a pass changes it (rewires an operand, say). Whatever follows from the table and a
+stage's changes is worked out again in the browser (`teachflow.viz.expand` does the same in
+Python): which nodes a pass made, merged, fused or removed; the edges (from each node's
+operands); the stage's text form (from each node's line). A value travels as a summary of a few
+numbers (`teachflow.viz.values`), once; a fused kernel's sources once per kernel, compressed.
+
+A control-flow node (a ``cond``, a loop) owns graphs, and its entry holds them (``subgraphs``),
+each drawn as a stage's graph is: its nodes with their places in a layout of their own, and
+every node's status, worked out from the same changes as the graph around it (a pass rewrites
+inside the graphs a node owns, and says so). The front-end draws the node as a box the learner
+opens to see them. So that a closed box does not hide what a pass did inside it, the node counts
+the changes inside (``changes_inside``), and each change names the boxes it happened in
+(``within``, outermost first).
+
+The format (``"format": 2``)
+----------------------------
+
+``compilation_data`` returns::
+
+    {"format": 2, "name": the function's name,
+     "nodes": [entry, ...],         every node of every stage: one entry per version
+     "stages": [stage, ...],
+     "values": {id: summary},       each value on the example inputs (`values.summarize`)
+     "kernels": [kernel, ...],      each fused kernel once
+     "sources": base64 text,        the kernels' generated sources: gzip of JSON, a list with
+                                    {"numpy", "c", "cuda"} per kernel (null: not generated)
+     "lines": {"file.py:12": code}, the user's source lines the nodes came from
+     "routes": {"3>7": [[x, y], ...]}}  the bends of edge 3 -> 7, in layout units (an edge
+                                    keeps its route from stage to stage)
+
+A **stage** is ``{"index", "pass", "changed", "changes", "stats", "updates", "nodes", "head",
+"tail"}``: ``changes`` are what the pass did, each ``{"kind", "nodes", "result", "rule",
+"sentence", "within"}``; ``updates`` the state each call writes back, ``{"state", "value"}``;
+``nodes`` its entries in the graph's order, as runs of consecutive indices into the table
+(``[0, 5000]`` is entries 0 to 4999; ``[0, 10, 12, 3]`` is 0 to 9 and 12 to 14); ``head`` and
+``tail`` the lines of its text form before and after the nodes' lines.
+
+An **entry** is ``{"id", "label", "op", "type", "text", "x", "y"}`` and, where they are not the
+default in brackets: ``kind`` ("node"; or "input", "capture", "const"), ``device`` ("cpu"),
+``source`` (""), ``lineage`` ([id]), ``inputs`` (the value id each operand reads, null for a
+Python number: the edges come from these; []), ``is_output`` (false), ``updates`` (the state it
+is written back into; []), ``line`` (its line of the text form: ``text``), ``body`` (lines
+printed under it, as a fused kernel's ops; a number n stands for two spaces and entry n's
+``text``), ``owned`` (lines of the graphs it owns, printed under it), ``kernel`` (its index in
+``kernels``), ``results`` (one ``{"id", "name", "type"}`` per result, for a node with several),
+``subgraphs`` and ``changes_inside``. A **part** (a graph a node owns) is ``{"key", "name",
+"inputs", "outputs", "changes", "values_from", "nodes"}``, its nodes as a stage's are.
+
+A **kernel** is ``{"name", "ran"}`` and ``missing`` (why a source is null, by language): ``ran``
+says which kernel ran on the CPU, and why (or that none has run yet). The ops it computes are
+its node's ``body``, as the text form prints them under the node.
+
+`teachflow.viz.expand` turns this back into full stages, what the front-end draws: a stage's
+nodes (each with its ``status``, ``source_line``, ``value`` and ``kernel``), its ``edges`` (with
+their ``route``), the nodes it ``removed``, and its ``text``.
 """
 
 from __future__ import annotations
 
+import base64
+import gc
+import gzip
+import json
 import linecache
 from typing import TYPE_CHECKING, Any
 
-from teachflow.graph import Graph, Node, format_node, subgraphs
+from teachflow.graph import Graph, Node, Value, format_node, subgraphs
+from teachflow.graph.graph import _format_constant, _fused_body
+from teachflow.viz.expand import DEFAULTS, derived, value_type
 from teachflow.viz.layout import Layout, layout_stages, layout_subgraphs
-from teachflow.viz.values import Notes, stage_values
+from teachflow.viz.values import Values
 
 if TYPE_CHECKING:  # (the compiler shows itself with these; they only read what it made)
     from teachflow.compiler import Compilation, Snapshot
 
+FORMAT = 2
+#: A fused kernel's generated sources: where the data keeps each, and the op's name for it.
+SOURCES = {"numpy": "numpy_source", "c": "c_source", "cuda": "cuda_source"}
+
 
 def compilation_data(compilation: Compilation, example_inputs: list | None = None) -> dict:
     """The whole compilation as a JSON-ready dict (see the module docstring)."""
-    snapshots = compilation.snapshots
-    layouts = layout_stages(snapshots)
-    inner = layout_subgraphs(snapshots)
-    stages: list[dict] = []
-    summaries: dict[int, dict] = {}  # a node keeps its id, and its value, across the passes
-    for i, (snap, lay, owned) in enumerate(zip(snapshots, layouts, inner, strict=True)):
-        values, notes = (stage_values(snap.graph, example_inputs, summaries)
-                         if example_inputs is not None else ({}, {}))
-        stages.append(stage_data(snap, lay, values, previous=stages[-1] if stages else None,
-                                 index=i, inner=owned, notes=notes))
-    return {"name": compilation.graph.name, "stages": stages}
+    # The data holds many small objects until it is sent: the cyclic garbage collector would
+    # rescan them all, and the compilation's, again and again (as it would in the passes).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _Table(compilation, example_inputs).data()
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
-def stage_data(snap: Snapshot, lay: Layout, values: dict[int, Any], previous: dict | None,
-               index: int, inner: dict[tuple[int, str], Layout] | None = None,
-               notes: Notes | None = None) -> dict:
-    """One stage as the front-end draws it. `inner` lays out the graphs its nodes own
-    (`layout_subgraphs`); `notes` say which run their values are from (`stage_values`)."""
-    g = snap.nx
-    parts = _Parts(snap, values, inner or {}, notes or {}, previous)
-    drawn = parts.part(g, snap.graph, lay, previous, ())
-    changes = [{"kind": c.kind, "nodes": list(c.nodes), "result": list(c.result),
-                "rule": c.rule, "sentence": c.sentence, "within": parts.within(c)}
-               for c in snap.changes]
-    return {
-        "index": index,
-        "pass": snap.pass_name,
-        "changed": bool(snap.changes),
-        **drawn,
-        "changes": changes,
-        "stats": dict(snap.stats),
-        "text": str(snap.graph),
-        # What a call writes back after the graph runs: (state, the node whose value it takes).
-        "updates": [{"state": name, "value": value} for name, value in g.graph["updates"]],
-    }
+def runs(indices: list[int]) -> list[int]:
+    """``[4, 5, 6, 9]`` -> ``[4, 3, 9, 1]``: runs of consecutive numbers, each as its first and
+    how many there are."""
+    out: list[int] = []
+    for i in indices:
+        if out and out[-2] + out[-1] == i:
+            out[-1] += 1
+        else:
+            out += [i, 1]
+    return out
 
 
-class _Parts:
-    """One stage's graph, and each graph its nodes own, as drawable parts: nodes, edges, and the
-    nodes this pass removed (drawn faded)."""
+class _Table:
+    """The compilation's nodes as a table of entries, filled stage by stage."""
 
-    def __init__(self, snap: Snapshot, values: dict[int, Any],
-                 inner: dict[tuple[int, str], Layout], notes: Notes,
-                 previous: dict | None) -> None:
-        self.changes = snap.changes
-        # What a pass did to a node, wherever it is (ids are unique across the graphs).
-        self.status = {i: c.kind for c in snap.changes for i in c.result}
-        self.values, self.inner, self.notes = values, inner, notes
-        self.before = dict(_owned_parts(previous)) if previous else {}
-        # id of a node inside an owned graph -> the nodes whose graphs hold it, outermost first
-        self.owners: dict[int, tuple[int, ...]] = {}
+    def __init__(self, compilation: Compilation, example_inputs: list | None) -> None:
+        self.compilation = compilation
+        self.values = Values(example_inputs) if example_inputs is not None else None
+        self.entries: list[dict] = []
+        self.latest: dict[int, int] = {}  # node id -> its latest entry
+        self.made_from: dict[int, Any] = {}  # entry -> the Node (or Value) it was made from
+        self.by_text: dict[str, int] = {}  # a node's text -> an entry with that text
+        self.types: dict[Any, str] = {}  # a TensorSpec -> how it prints
+        self.kernels: list[dict] = []
+        self.kernel_of: dict[int, int] = {}  # id() of a fused op -> its kernel
+        self.sources: list[dict] = []
+        self.lines: dict[str, str] = {}
+        self.routes: dict[str, list] = {}
+        self.parts: dict[tuple[int, str], list[int]] = {}  # a part's entries, the stage before
 
-    def part(self, g: Any, graph: Graph, lay: Layout, before: dict | None,
-             within: tuple[int, ...]) -> dict:
-        """The nodes, edges and removed nodes of `g` (``graph`` as networkx), placed by `lay`;
-        `before` is the same graph's part at the stage before, `within` the owners it is in."""
-        by_id = {v.id: v for v in graph.values()}
-        nodes = [self.node(n, attrs, by_id[n].producer, by_id[n], lay.positions[n], within)
-                 for n, attrs in sorted(g.nodes(data=True))]
-        edges = [{"from": u, "to": v, "index": d["index"], "indices": list(d["indices"]),
-                  "route": [list(p) for p in lay.routes[(u, v)]]}
-                 for u, v, d in sorted(g.edges(data=True))]
-        present = set(g.nodes)
-        removed = [n for n in before["nodes"] if n["id"] not in present] if before else []
-        if not within:  # (the front-end finds the whole graph's removed edges itself)
-            return {"nodes": nodes, "edges": edges, "removed": removed}
-        self.owners.update((n["id"], within) for n in [*nodes, *removed])
-        gone = {n["id"] for n in removed}
-        return {"nodes": nodes, "edges": edges, "removed": removed,
-                "removed_edges": [e for e in before["edges"] if e["from"] in gone
-                                  or e["to"] in gone] if before else []}
-
-    def node(self, n: int, attrs: dict, node: Node | None, value: Any, at: tuple[float, float],
-             within: tuple[int, ...]) -> dict:
-        x, y = at
-        data = {
-            "id": n,
-            "label": attrs["label"],
-            "op": attrs["op"],
-            "kind": value.kind,
-            "type": ", ".join(str(v.spec) for v in node.outputs) if node and node.outputs[1:]
-                    else str(value.spec),
-            "shape": list(value.spec.shape),
-            "dtype": value.spec.dtype.name,
-            "device": value.spec.device,
-            "source": attrs["source"],
-            "source_line": _source_line(node),
-            "lineage": list(attrs["lineage"]),
-            "status": self.status.get(n, "kept"),
-            "text": format_node(node) if node else f"{value} = {value.kind}",
-            "is_output": attrs["is_output"],
-            "updates": list(attrs["updates"]),  # the state this value is written back into
-            "x": x,
-            "y": y,
-            "kernel": _kernel(node),
-            "value": self.values.get(n),
+    def data(self) -> dict:
+        snapshots = self.compilation.snapshots
+        layouts = layout_stages(snapshots)
+        inner = layout_subgraphs(snapshots)
+        stages = []
+        for i, (snap, lay, owned) in enumerate(zip(snapshots, layouts, inner, strict=True)):
+            if self.values is not None:
+                self.values.add(snap.graph)
+            stages.append(self.stage(snap, lay, owned, i))
+        sources = json.dumps(self.sources, separators=(",", ":")).encode()
+        return {
+            "format": FORMAT,
+            "name": self.compilation.graph.name,
+            "nodes": self.entries,
+            "stages": stages,
+            "values": self.summaries(),
+            "kernels": self.kernels,
+            "sources": base64.b64encode(gzip.compress(sources, mtime=0)).decode("ascii"),
+            "lines": self.lines,
+            "routes": self.routes,
         }
-        if node is not None and len(node.outputs) > 1:  # one entry per result
-            data["results"] = [{"id": v.id, "name": str(v), "type": str(v.spec),
-                                "value": self.values.get(v.id)} for v in node.outputs]
-        if attrs.get("subgraphs"):
-            data["subgraphs"] = self.owned(n, attrs["subgraphs"], subgraphs(node), within)
-            inside = {i for part in data["subgraphs"] for i in _ids(part)}
-            data["changes_inside"] = self.count(inside)
-        return data
 
-    def owned(self, n: int, graphs_nx: dict[str, Any], graphs: dict[str, Graph],
-              within: tuple[int, ...]) -> list[dict]:
-        """The graphs node `n` owns, each a part with its name, inputs, outputs, the changes
-        inside it and which run its values are from."""
-        parts = []
-        for key, sub in graphs_nx.items():
-            graph = graphs[key]
-            part = self.part(sub, graph, self.inner[(n, key)], self.before.get((n, key)),
-                             (*within, n))
-            parts.append({"key": key, "name": graph.name,
-                          "inputs": [v.id for v in graph.inputs],
-                          "outputs": [v.id for v in graph.outputs],
-                          "changes": self.count(set(_ids(part))),
-                          "values_from": self.notes.get((n, key), ""), **part})
-        return parts
+    def summaries(self) -> dict[str, dict]:
+        """The summary of each value a node shows, by id, without the shape and dtype that its
+        type says (`expand.value_type`)."""
+        if self.values is None:
+            return {}
+        out = {}
+        for e in self.entries:
+            full = {**derived(e), **e}
+            for i, type_ in [(e["id"], full["type"])] if "results" not in e else [
+                    (r["id"], r["type"]) for r in e["results"]]:
+                summary = self.values.summaries.get(i)
+                if summary is None or str(i) in out:
+                    continue
+                said = value_type(type_)
+                out[str(i)] = {k: x for k, x in summary.items() if said.get(k, ...) != x}
+        return out
+
+    # --- A stage ----------------------------------------------------------------------------
+
+    def stage(self, snap: Snapshot, lay: Layout, inner: dict[tuple[int, str], Layout],
+              index: int) -> dict:
+        graph = snap.graph
+        self.changes = snap.changes
+        self.inner = inner
+        self.owners: dict[int, tuple[int, ...]] = {}  # a node inside a box -> its boxes
+        nodes, _ = self.graph_entries(graph, lay, ())
+        return {
+            "index": index,
+            "pass": snap.pass_name,
+            "changed": bool(snap.changes),
+            "changes": [{"kind": c.kind, "nodes": list(c.nodes), "result": list(c.result),
+                         "rule": c.rule, "sentence": c.sentence, "within": self.within(c)}
+                        for c in snap.changes],
+            "stats": dict(snap.stats),
+            # What a call writes back after the graph runs: (state, the node whose value it is).
+            "updates": [{"state": u.slot.name,
+                         "value": None if u.output is None else graph.outputs[u.output].id}
+                        for u in graph.updates],
+            "nodes": runs(nodes),
+            "head": _head(graph),
+            "tail": _tail(graph),
+        }
+
+    def graph_entries(self, graph: Graph, lay: Layout,
+                      within: tuple[int, ...]) -> tuple[list[int], set[int]]:
+        """The entries of `graph`'s nodes (made where new), placed by `lay`, `within` the
+        boxes given; and the ids of the nodes of the graphs they own, at any depth."""
+        results = set(graph.results)
+        written: dict[int, list[str]] = {}  # value id -> the state it is written back into
+        for u in graph.updates:
+            if u.output is not None:
+                written.setdefault(graph.outputs[u.output].id, []).append(u.slot.name)
+        indices, inside = [], set()
+        for v in graph.values():
+            node = v.producer
+            if node is not None and v is not node.output:
+                continue  # (a further result of an op with several: its node's entry)
+            place, outputs = lay.positions[v.id], node.outputs if node else (v,)
+            context = {"x": place[0], "y": place[1],
+                       "is_output": any(o in results for o in outputs),
+                       "updates": [name for o in outputs for name in written.get(o.id, ())]}
+            if node is not None and subgraphs(node):
+                entry, ids = self.box_entry(node, context, within, lay)
+                inside |= ids
+                indices.append(self.add(entry, node))
+            else:
+                indices.append(self.entry_for(v, node, context, lay))
+        return indices, inside
+
+    def keep_routes(self, node: Node, lay: Layout) -> None:
+        """Keep the bends of the edges into `node`, once: an edge keeps its route from stage to
+        stage (`layout_stages`)."""
+        for o in node.inputs:
+            if isinstance(o, Value):
+                u = o.producer.id if o.producer else o.id
+                bends = lay.routes[(u, node.id)][1:-1]
+                if bends:
+                    self.routes.setdefault(f"{u}>{node.id}", [list(p) for p in bends])
+
+    # --- Entries ----------------------------------------------------------------------------
+
+    def entry_for(self, v: Value, node: Node | None, context: dict, lay: Layout) -> int:
+        """The entry of `v` (made by `node`, or an input, capture or constant): the latest one
+        of its id when nothing about it changed, else a new one."""
+        at = self.latest.get(v.id)
+        if at is not None and node is not None:
+            before = self.made_from[at]
+            entry = self.entries[at]
+            if (isinstance(before, Node) and _same_node(before, node)
+                    and all(entry.get(k, DEFAULTS.get(k)) == x for k, x in context.items())):
+                self.made_from[at] = node
+                return at
+        return self.add(self.node_entry(v, node, context, lay), node or v)
+
+    def add(self, entry: dict, made_from: Any) -> int:
+        """The index of `entry` in the table: the latest entry of its id if equal, or a new
+        one."""
+        at = self.latest.get(entry["id"])
+        if at is None or self.entries[at] != entry:
+            at = len(self.entries)
+            self.entries.append(entry)
+            self.latest[entry["id"]] = at
+            self.by_text.setdefault(entry["text"], at)
+        self.made_from[at] = made_from
+        return at
+
+    def node_entry(self, v: Value, node: Node | None, context: dict, lay: Layout) -> dict:
+        """A fresh entry for `v` (see the module docstring)."""
+        if node is None:
+            entry = {"id": v.id, "label": f"{v} ({v.kind})", "op": v.kind, "type": self.type(v),
+                     "text": f"{v} = {v.kind}", "kind": v.kind}
+            if v.kind != "input":  # (an input's line is the head's)
+                entry["line"] = _line_of(v)
+        else:
+            text = format_node(node)
+            outputs = ", ".join(str(o) for o in node.outputs)
+            entry = {"id": v.id, "label": f"{outputs} = {node.op.name}", "op": node.op.name,
+                     "type": ", ".join(self.type(o) for o in node.outputs), "text": text}
+            if node.source is not None:
+                entry["source"] = source = str(node.source)
+                if source not in self.lines:
+                    self.lines[source] = linecache.getline(node.source.filename,
+                                                           node.source.lineno).strip()
+            if node.lineage != (v.id,):
+                entry["lineage"] = list(node.lineage)
+            operands = [o.id if isinstance(o, Value) else None for o in node.inputs]
+            if operands:
+                entry["inputs"] = operands
+                self.keep_routes(node, lay)
+            if len(node.outputs) > 1:
+                entry["results"] = [{"id": o.id, "name": str(o), "type": self.type(o)}
+                                    for o in node.outputs]
+            if getattr(node.op, "group", None) is not None:
+                entry["body"] = [self.ref(line) for line, _ in _fused_body(node)]
+                entry["kernel"] = self.kernel(node)
+        for key, x in derived(entry).items():  # (what its text says need not be sent)
+            if entry.get(key) == x:
+                del entry[key]
+        entry.update({"x": context["x"], "y": context["y"]})
+        if v.spec.device != "cpu":
+            entry["device"] = v.spec.device
+        entry.update({k: x for k, x in context.items() if k not in "xy" and x})
+        return entry
+
+    def box_entry(self, node: Node, context: dict, within: tuple[int, ...],
+                  lay: Layout) -> tuple[dict, set[int]]:
+        """The entry of a node that owns graphs, with a part for each (every stage, as what
+        happens inside may change), and the ids inside them."""
+        entry = self.node_entry(node.output, node, context, lay)
+        owned = subgraphs(node)
+        entry["owned"] = [f"  {line}" for key, sub in owned.items()
+                          for line in sub._text(f"{key}: {sub.name}")]
+        parts, inside = [], set()
+        for key, sub in owned.items():
+            present, deeper = self.graph_entries(sub, self.inner[(node.id, key)],
+                                                 (*within, node.id))
+            before = self.parts.get((node.id, key), [])
+            self.parts[(node.id, key)] = present
+            ids = {self.entries[i]["id"] for i in present}
+            gone = [i for i in before if self.entries[i]["id"] not in ids]
+            ids |= deeper | {self.entries[i]["id"] for i in gone}
+            for i in gone:
+                ids |= _ids_inside(self.entries, self.entries[i])
+            self.owners.update((i, (*within, node.id)) for i in ids - deeper)
+            values_from = self.values.notes.get((node.id, key), "") if self.values else ""
+            parts.append({"key": key, "name": sub.name, "inputs": [v.id for v in sub.inputs],
+                          "outputs": [v.id for v in sub.outputs], "changes": self.count(ids),
+                          "values_from": values_from, "nodes": runs(present)})
+            inside |= ids
+        entry["subgraphs"] = parts
+        entry["changes_inside"] = self.count(inside)
+        return entry, inside
+
+    def type(self, v: Value) -> str:
+        """``f32[16,16]``: how `v`'s spec prints (worked out once per spec: it takes a while)."""
+        text = self.types.get(v.spec)
+        if text is None:
+            text = self.types[v.spec] = str(v.spec)
+        return text
+
+    def ref(self, line: str) -> int | str:
+        """A line that is two spaces and an entry's text, as that entry's index; else the
+        line."""
+        at = self.by_text.get(line[2:]) if line.startswith("  ") else None
+        return line if at is None else at
+
+    def kernel(self, node: Node) -> int:
+        """The index of `node`'s fused kernel in the kernels' table (each kernel once)."""
+        op = node.op
+        if id(op) in self.kernel_of:
+            return self.kernel_of[id(op)]
+        sources, missing = {}, {}
+        for lang, name in SOURCES.items():
+            try:
+                sources[lang] = getattr(op, name)
+            except Exception as err:  # (a generator not written yet, or failing)
+                sources[lang] = None
+                missing[lang] = f"{type(err).__name__}: {err}"
+        try:
+            ran = op.ran
+        except Exception:  # (an op that cannot say)
+            ran = None
+        kernel = {"name": op.group.name, "ran": ran}
+        if missing:
+            kernel["missing"] = missing
+        self.kernel_of[id(op)] = len(self.kernels)
+        self.kernels.append(kernel)
+        self.sources.append(sources)
+        return self.kernel_of[id(op)]
+
+    # --- Changes inside boxes ---------------------------------------------------------------
 
     def count(self, ids: set[int]) -> int:
         """How many of this stage's changes act on, or make, a node among `ids`."""
@@ -166,33 +377,56 @@ class _Parts:
         return []
 
 
-def _owned_parts(stage: dict) -> Any:
-    """Every graph part the nodes of a stage (or of a part) own, by (owner id, key)."""
-    for n in stage["nodes"]:
-        for part in n.get("subgraphs", []):
-            yield (n["id"], part["key"]), part
-            yield from _owned_parts(part)
+def _same_node(a: Node, b: Node) -> bool:
+    """Whether `b` is `a` again (a pass copies every node it keeps): the same op on the same
+    operands, with the same parameters, results, source and lineage."""
+    if (a.op is not b.op or a.source != b.source or a.lineage != b.lineage
+            or len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs)):
+        return False
+    for x, y in zip(a.inputs, b.inputs, strict=True):
+        if isinstance(x, Value) or isinstance(y, Value):
+            if not (isinstance(x, Value) and isinstance(y, Value) and x.id == y.id):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    if any(x.id != y.id or x.spec != y.spec for x, y in zip(a.outputs, b.outputs, strict=True)):
+        return False
+    try:
+        return bool(a.params == b.params)
+    except (TypeError, ValueError):  # (an array among them: compared as different)
+        return False
 
 
-def _ids(part: dict) -> Any:
-    """The ids of a part's nodes (removed ones too), and of the nodes of graphs they own."""
-    for n in [*part["nodes"], *part["removed"]]:
-        yield n["id"]
-        for sub in n.get("subgraphs", []):
-            yield from _ids(sub)
+def _ids_inside(entries: list[dict], entry: dict) -> set[int]:
+    """The ids of the nodes inside the graphs `entry` owns, at any depth."""
+    ids: set[int] = set()
+    for part in entry.get("subgraphs", ()):
+        for start, count in zip(part["nodes"][::2], part["nodes"][1::2], strict=True):
+            for inner in entries[start:start + count]:
+                ids.add(inner["id"])
+                ids |= _ids_inside(entries, inner)
+    return ids
 
 
-def _source_line(node: Node | None) -> str:
-    if node is None or node.source is None:
-        return ""
-    return linecache.getline(node.source.filename, node.source.lineno).strip()
+def _line_of(v: Value) -> str:
+    """A capture's or a constant's line of the text form (an input's is in the head)."""
+    if v.kind == "const":
+        return f"{v} = const {_format_constant(v.data)}{v.spec}"
+    return f"{v} = {v.kind} {v.spec}"
 
 
-def _kernel(node: Node | None) -> dict | None:
-    """A fused node's generated sources, and the nodes it stands for."""
-    if node is None or getattr(node.op, "group", None) is None:
-        return None
-    group = node.op.group
-    members = [*group.nodes, *([group.reduction] if group.reduction else [])]
-    return {"name": group.name, "numpy": node.op.numpy_source, "cuda": node.op.cuda_source,
-            "members": [format_node(m) for m in members]}
+def _head(graph: Graph) -> str:
+    """The first line of `graph`'s text form: ``graph f(%x: f32[3]) {``."""
+    args = ", ".join(f"{v}: {v.spec}" for v in graph.inputs)
+    name = "" if graph.name == "graph" else f" {graph.name}"
+    return f"graph{name}({args}) {{"
+
+
+def _tail(graph: Graph) -> list[str]:
+    """The lines of `graph`'s text form after its nodes: what it returns, the state it writes
+    back, and the closing brace."""
+    lines = [f"  return {', '.join(str(v) for v in graph.results)}"] if graph.results else []
+    for u in graph.updates:
+        new = "None" if u.output is None else str(graph.outputs[u.output])
+        lines.append(f"  %{u.slot.name} <- {new}")
+    return [*lines, "}"]

@@ -33,6 +33,8 @@ from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
 
+from teachflow.graph import Graph, Value, subgraphs
+
 #: Distance between neighbouring nodes in a layer, and between layers.
 X_GAP, Y_GAP = 1.0, 1.0
 #: Barycenter sweeps (each one down and one up).
@@ -62,8 +64,11 @@ class Layout:
 
 def layout(graph: Any) -> Layout:
     """Lay out an ``nx.DiGraph`` (such as ``Snapshot.nx``) top to bottom."""
-    nodes = sorted(graph.nodes)
-    edges = sorted(graph.edges)
+    return layout_edges(sorted(graph.nodes), sorted(graph.edges))
+
+
+def layout_edges(nodes: list, edges: list[tuple]) -> Layout:
+    """Lay out the graph of `nodes` and `edges` (pairs of nodes) top to bottom."""
     layer = assign_layers(nodes, edges)
     order, chains = _with_dummies(nodes, edges, layer)
     order = reduce_crossings(order, chains)
@@ -135,12 +140,20 @@ def reduce_crossings(order: list[list], chains: dict, sweeps: int = SWEEPS) -> l
             down[a].append(b)
             up[b].append(a)
     # Only neighbours in adjacent layers pull on a node (long edges are drawn, not ordered).
+    # A layer of one node has nothing to sort; and once a whole sweep moves nothing, no later
+    # sweep will (a long chain of ops is mostly such layers, and settles at once).
     order = [list(layer) for layer in order]
+    busy = [i for i, layer in enumerate(order) if len(layer) > 1]
     for _ in range(sweeps):
-        for i in range(1, len(order)):
-            order[i] = _by_barycenter(order[i], order[i - 1], up)
-        for i in range(len(order) - 2, -1, -1):
-            order[i] = _by_barycenter(order[i], order[i + 1], down)
+        before = [order[i] for i in busy]
+        for i in busy:
+            if i > 0:
+                order[i] = _by_barycenter(order[i], order[i - 1], up)
+        for i in reversed(busy):
+            if i < len(order) - 1:
+                order[i] = _by_barycenter(order[i], order[i + 1], down)
+        if all(order[i] == layer for i, layer in zip(busy, before, strict=True)):
+            break
     return order
 
 
@@ -186,10 +199,11 @@ def count_crossings(order: list[list], chains: dict) -> int:
 
 
 def layout_stages(snapshots: Iterable[Any]) -> list[Layout]:
-    """One layout per snapshot. The first (the trace) is laid out; each later stage keeps every
-    surviving node's place and puts each new node where the nodes it replaced were."""
+    """One layout per snapshot (its ``graph`` and ``changes``). The first (the trace) is laid
+    out; each later stage keeps every surviving node's place and puts each new node where the
+    nodes it replaced were."""
     snapshots = list(snapshots)
-    base = layout(snapshots[0].nx)
+    base = layout_edges(*nodes_and_edges(snapshots[0].graph))
     place = dict(base.positions)
     layouts = [base]
     for snap in snapshots[1:]:
@@ -198,13 +212,17 @@ def layout_stages(snapshots: Iterable[Any]) -> list[Layout]:
             for i in change.result:
                 if i not in place and origins:
                     place[i] = origins[-1]  # the last op replaced: a fused kernel's root
-        g = snap.nx
-        for n in sorted(g.nodes):
+        nodes, edges = nodes_and_edges(snap.graph)
+        users: dict[Any, list] = defaultdict(list)
+        for u, v in edges:
+            users[u].append(v)
+        for n in nodes:
             if n not in place:  # a value no change accounts for: beside its first user
-                users = [place[s] for s in g.successors(n) if s in place]
-                place[n] = (users[0][0] - X_GAP / 2, users[0][1] - Y_GAP) if users else (0.0, 0.0)
-        positions = {n: place[n] for n in g.nodes}
-        routes = {(u, v): _route(base, u, v, positions) for u, v in g.edges}
+                placed = [place[s] for s in users[n] if s in place]
+                place[n] = ((placed[0][0] - X_GAP / 2, placed[0][1] - Y_GAP) if placed
+                            else (0.0, 0.0))
+        positions = {n: place[n] for n in nodes}
+        routes = {(u, v): _route(base, u, v, positions) for u, v in edges}
         layouts.append(Layout(positions, routes, {}))
     return layouts
 
@@ -216,8 +234,8 @@ def layout_subgraphs(snapshots: Iterable[Any]) -> list[dict[tuple[Any, str], Lay
     snapshots = list(snapshots)
     stages: dict[tuple[Any, str], list[tuple[int, Any]]] = defaultdict(list)
     for i, snap in enumerate(snapshots):
-        for path, sub in _owned_graphs(snap.nx):  # (what layout_stages reads of a snapshot)
-            stages[path].append((i, SimpleNamespace(nx=sub, changes=snap.changes)))
+        for path, sub in _owned_graphs(snap.graph):  # (what layout_stages reads of a snapshot)
+            stages[path].append((i, SimpleNamespace(graph=sub, changes=snap.changes)))
     layouts: list[dict[tuple[Any, str], Layout]] = [{} for _ in snapshots]
     for path, found in stages.items():
         for (i, _), lay in zip(found, layout_stages(s for _, s in found), strict=True):
@@ -225,12 +243,23 @@ def layout_subgraphs(snapshots: Iterable[Any]) -> list[dict[tuple[Any, str], Lay
     return layouts
 
 
-def _owned_graphs(graph: Any) -> Iterable[tuple[tuple[Any, str], Any]]:
-    """Every graph a node of the ``nx.DiGraph`` `graph` owns, at any depth, with its owner's id
-    and its parameter name (see `Graph.to_networkx`)."""
-    for n in sorted(graph.nodes):
-        for key, sub in graph.nodes[n].get("subgraphs", {}).items():
-            yield (n, key), sub
+def nodes_and_edges(graph: Graph) -> tuple[list[int], list[tuple[int, int]]]:
+    """The nodes of `graph` as its drawing has them, one per input, capture, constant and op
+    (an op with several results is one node, by its first result's id), and its edges, from
+    the node that makes an operand to the node that reads it: both sorted, as in
+    `Graph.to_networkx`."""
+    nodes = [v.id for v in graph.values() if v.producer is None or v is v.producer.output]
+    edges = {(o.producer.id if o.producer else o.id, node.id)
+             for node in graph.nodes for o in node.inputs if isinstance(o, Value)}
+    return sorted(nodes), sorted(edges)
+
+
+def _owned_graphs(graph: Graph) -> Iterable[tuple[tuple[int, str], Graph]]:
+    """Every graph a node of `graph` owns, at any depth, with its owner's id and its parameter
+    name."""
+    for node in graph.nodes:
+        for key, sub in subgraphs(node).items():
+            yield (node.id, key), sub
             yield from _owned_graphs(sub)
 
 

@@ -2,12 +2,12 @@
 
 The pass stepper needs a browser that runs its JavaScript. Where there is none (a notebook on
 GitHub, nbconvert without widget state, a terminal), the compilation's rich output falls back to
-this picture of the final graph. It draws what the stepper draws, from the same data
-(`teachflow.viz.data.stage_data`): each node a box at its place in the layout with its label,
-each edge a polyline along its route, and each node's change status told by an Okabe–Ito colour,
-an outline style and a word badge, as in the widget (``widgets/stepper.css``). A control-flow
-node is drawn as the widget draws its box closed: the names of the graphs it owns under its
-label, and how many changes the pass made inside them.
+this picture of the final graph. It draws what the stepper draws, from the same data (a stage
+of `teachflow.viz.data`, put together by `teachflow.viz.expand`): each node a box at its place
+in the layout with its label, each edge a polyline along its route, and each node's change
+status told by an Okabe–Ito colour, an outline style and a word badge, as in the widget
+(``widgets/stepper.css``). A control-flow node is drawn as the widget draws its box closed: the
+names of the graphs it owns under its label, and how many changes the pass made inside them.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ STYLE = {
 
 
 def graph_svg(stage: dict) -> str:
-    """An SVG document of one stage (a dict of `compilation_data(...)["stages"]`).
+    """An SVG document of one stage, full (`expand_stage(compilation_data(...), i)`).
 
     The layout's rows that this stage leaves empty (the rows of nodes a pass removed) are
     closed up: the widget keeps them so nodes stay put from stage to stage, a picture need not.

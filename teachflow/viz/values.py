@@ -1,9 +1,17 @@
-"""Every value of a stage on the example inputs, summarised for the stepper's node details.
+"""Every value of a compilation on the example inputs, summarised for the stepper's details.
 
-Each stage's graph runs once on the example inputs, node by node (`executor.interpret`), and
-each result is summarised: its shape and dtype, a few numbers, and min, max and mean. A node that
-survives a pass keeps its id and computes the same value, so a summary made at one stage serves
-every later one: only the nodes a pass created are summarised again.
+A value's summary is its shape and dtype, a few numbers, and min, max and mean: a few hundred
+bytes, however big the array. No array ever goes to the browser, only its summary.
+
+The trace runs once on the example inputs, node by node (`executor.interpret`), and each result
+is summarised. A node that survives a pass keeps its id and computes the same value, so its
+summary serves every later stage, and only what a pass made is new (`Values.add`):
+
+- a constant (what `constant_fold` made) is summarised from its own data;
+- a fused kernel's results are the values of its group's outputs, which the stage before had;
+- any other new node is computed on its own, from the values it reads, kept from the runs
+  before (while they fit in `KEEP_BYTES`). Where they are not kept, or what is new lies inside a
+  graph a node owns, the stage runs whole again, as the trace did.
 
 A control-flow node (`teachflow.control`) has one result per value its branches or its loop give,
 so it gets one summary per result. The values *inside* the graphs it owns are no results of the
@@ -16,14 +24,17 @@ such graph gets a few words saying which run its values are from.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from teachflow.autodiff import no_grad
 from teachflow.control.cond import COND
 from teachflow.control.loops import FORI, WHILE
-from teachflow.errors import TeachflowError
+from teachflow.dispatch import bind
+from teachflow.errors import TeachflowError, on_behalf_of
 from teachflow.executor import interpret
 from teachflow.graph import Graph, Node, Value, subgraphs
 from teachflow.spec import short_dtype
@@ -31,35 +42,114 @@ from teachflow.tensor import Tensor, as_tensor
 
 #: Values with more elements than this are summarised (shape, min, max, mean, a few numbers).
 PREVIEW_ELEMENTS = 12
+#: The computed tensors kept (by the bytes they hold) so that a later stage computes only its
+#: new nodes; past this the cache is dropped, and each stage with new nodes runs whole.
+KEEP_BYTES = 256 * 2**20
 
 #: (id of the node that owns a graph, the graph's parameter name) -> what its values are from.
 Notes = dict[tuple[int, str], str]
+
+
+class Values:
+    """The values of a compilation's stages on `inputs`, added stage by stage (`add`):
+    `summaries` by value id, and `notes`, for each graph a node owns, which run its values are
+    from."""
+
+    def __init__(self, inputs: Sequence[Tensor]) -> None:
+        self.inputs = list(inputs)
+        self.summaries: dict[int, dict] = {}
+        self.notes: Notes = {}
+        self.seen: set[int] = set()  # the ids of every value of the stages added so far
+        self.kept: dict[int, Tensor] | None = {}  # None: dropped (past KEEP_BYTES)
+        self.kept_bytes = 0
+
+    def add(self, graph: Graph) -> None:
+        """Summarise each value of `graph` (a stage) that no stage before had."""
+        new = [i for i in _value_ids(graph) if i not in self.seen]
+        self.seen.update(new)
+        if not new:
+            return
+        with np.errstate(all="ignore"), no_grad():
+            on_top = {v.id for v in graph.values()}
+            if not self.summaries or not on_top.issuperset(new) or not self._compute(graph):
+                self._run(graph)
+
+    def keep(self, value: Value, t: Tensor) -> None:
+        """Summarise `t`, the value of `value`, unless it was; keep it while there is room."""
+        array = t.numpy()
+        if value.id not in self.summaries:
+            self.summaries[value.id] = summarize(array)
+        if self.kept is not None and value.id not in self.kept:
+            self.kept_bytes += array.nbytes
+            if self.kept_bytes <= KEEP_BYTES:
+                self.kept[value.id] = t
+            else:
+                self.kept = None
+
+    def _compute(self, graph: Graph) -> bool:
+        """Summarise the new values of `graph`, all of them results of its own nodes or
+        constants, without running the stage whole: False if that cannot be done."""
+        for v in graph.constants:
+            if v.id not in self.summaries:
+                self.keep(v, as_tensor(v.data))
+        for node in graph.live()[0]:
+            if all(v.id in self.summaries for v in node.outputs) or self._fused(node):
+                continue
+            if self.kept is None or subgraphs(node):
+                return False
+            args = [self.kept.get(o.id) if isinstance(o, Value) else o for o in node.inputs]
+            if any(a is None for a in args):
+                return False
+            with on_behalf_of(node.source):
+                result = bind(node.op, *args, **node.params)
+            for v, t in zip(node.outputs, result if len(node.outputs) > 1 else (result,),
+                            strict=True):
+                self.keep(v, t)
+        return True
+
+    def _fused(self, node: Node) -> bool:
+        """A fused kernel computes its group's outputs: give its results their summaries."""
+        group = getattr(node.op, "group", None)
+        outputs = getattr(group, "outputs", ())
+        if len(outputs) != len(node.outputs) or any(
+                g.id not in self.summaries or g.spec != v.spec
+                for v, g in zip(node.outputs, outputs, strict=True)):
+            return False
+        for v, g in zip(node.outputs, outputs, strict=True):
+            self.summaries[v.id] = self.summaries[g.id]
+            if self.kept is not None and g.id in self.kept:
+                self.kept[v.id] = self.kept[g.id]
+        return True
+
+    def _run(self, graph: Graph) -> None:
+        """Run the stage whole, as the trace runs."""
+        # The state the graph reads, as it is now (a .grad that is None now reads as zeros).
+        state = {v.data: v.data.read(self.inputs) for v in graph.captures}
+        state = {slot: as_tensor(np.zeros(v.shape, v.dtype)) if t is None else t
+                 for (slot, t), v in zip(state.items(), graph.captures, strict=True)}
+        _run(graph, self.inputs, state, self)
 
 
 def stage_values(graph: Graph, inputs: list, known: dict[int, dict]) -> tuple[dict, Notes]:
     """Each value of `graph` (and of the graphs its nodes own) on `inputs`, summarised, by value
     id; and, for each graph a node owns, which run its values are from. `known` holds the
     summaries of earlier stages and gets this stage's new ones."""
-    # The state the graph reads, as it is now (a .grad that is None now reads as zeros).
-    state = {v.data: v.data.read(inputs) for v in graph.captures}
-    state = {slot: as_tensor(np.zeros(v.shape, v.dtype)) if t is None else t
-             for (slot, t), v in zip(state.items(), graph.captures, strict=True)}
-    notes: Notes = {}
-    with np.errstate(all="ignore"):
-        _run(graph, inputs, state, known, notes)
-    return {i: known[i] for i in _value_ids(graph) if i in known}, notes
+    values = Values(inputs)
+    values.summaries = known
+    values.kept = None  # (one stage on its own: nothing computed before to read)
+    values.add(graph)
+    return {i: known[i] for i in _value_ids(graph) if i in known}, values.notes
 
 
-def _run(graph: Graph, inputs: Sequence[Tensor], state: dict, known: dict[int, dict],
-         notes: Notes) -> list[Tensor]:
-    """Run `graph`, summarising every value it computes; each control-flow node's graphs run
-    again as they first ran (see the module docstring). Returns the graph's outputs."""
+def _run(graph: Graph, inputs: Sequence[Tensor], state: dict, values: Values) -> list[Tensor]:
+    """Run `graph`, summarising every value it computes into `values`; each control-flow node's
+    graphs run again as they first ran (see the module docstring). Returns the graph's
+    outputs."""
     env: dict[Value, Tensor] = {}  # what a control-flow node's operands are
 
     def keep(value: Value, t: Tensor) -> None:
         env[value] = t
-        if value.id not in known:
-            known[value.id] = summarize(t.numpy())
+        values.keep(value, t)
 
     for v, t in zip(graph.inputs, inputs, strict=True):
         keep(v, t)
@@ -77,13 +167,13 @@ def _run(graph: Graph, inputs: Sequence[Tensor], state: dict, known: dict[int, d
             args = [env[o] if isinstance(o, Value) else o for o in node.inputs]
 
             def run(key: str, sub_inputs: list) -> list[Tensor]:
-                return _run(owned[key], sub_inputs, state, known, notes)
+                return _run(owned[key], sub_inputs, state, values)
 
             try:
                 said = _first_runs(node, args, run)
             except TeachflowError as err:  # (it ran inside the node, so this should not be)
                 said = dict.fromkeys(owned, f"not computed: {err.message}")
-            notes.update({(node.id, key): words for key, words in said.items()})
+            values.notes.update({(node.id, key): words for key, words in said.items()})
 
     return interpret(graph, inputs, on_node=on_node, state=state)
 
@@ -128,21 +218,80 @@ def _value_ids(graph: Graph) -> Iterator[int]:
 
 
 def summarize(array: Any) -> dict:
-    """Shape, dtype, a few numbers, and for a number array min/max/mean."""
+    """Shape, dtype, a few numbers, and for a number array min/max/mean (each to 7 significant
+    digits: the stepper shows 4)."""
     array = np.asarray(array)
-    flat = array.reshape(-1)
-    shown = array if array.size <= PREVIEW_ELEMENTS else flat[:PREVIEW_ELEMENTS]
+    shown = array if array.size <= PREVIEW_ELEMENTS else array.reshape(-1)[:PREVIEW_ELEMENTS]
     summary: dict[str, Any] = {
-        "shape": list(array.shape), "dtype": short_dtype(array.dtype),
-        "preview": np.array2string(shown, precision=4, separator=", "),
-        "truncated": bool(array.size > PREVIEW_ELEMENTS)}
+        "shape": list(array.shape), "dtype": _short_dtype(array.dtype),
+        "preview": preview(shown), "truncated": bool(array.size > PREVIEW_ELEMENTS)}
     if array.size and array.dtype.kind in "fiu":
         with np.errstate(all="ignore"):
-            summary.update(min=_number(np.nanmin(array)), max=_number(np.nanmax(array)),
-                           mean=_number(np.nanmean(array)))
+            low, high, mean = array.min(), array.max(), array.mean()
+            if array.dtype.kind == "f" and np.isnan(low):  # (NaN wins min and max: skip it)
+                low, high, mean = np.nanmin(array), np.nanmax(array), np.nanmean(array)
+        summary.update(min=_number(low), max=_number(high), mean=_number(mean))
     return summary
+
+
+def preview(array: np.ndarray) -> str:
+    """A few numbers as NumPy prints them (``[0.5, 2., -1.0213]``, ``True``), on one line.
+
+    (`np.array2string` aligns columns and wraps lines, and takes a thousand times as long as a
+    number takes to write: for every value of a big compilation, that is seconds.)"""
+    kind = array.dtype.kind
+    numbers = array.reshape(-1).tolist()
+    if kind == "b":
+        words = ["True" if x else "False" for x in numbers]
+    elif kind in "iu":
+        words = [str(x) for x in numbers]
+    elif kind == "f":
+        words = _floats(numbers)
+    else:
+        return np.array2string(array, precision=4, separator=", ")
+    return _nested(words, array.shape)
+
+
+def _floats(numbers: list[float]) -> list[str]:
+    """Floats as NumPy prints them at precision 4: ``2.``, ``0.5``, ``-1.0213``, and all in
+    scientific notation (``1.e-07``) when they span more than NumPy writes positionally."""
+    sizes = [abs(x) for x in numbers if math.isfinite(x) and x != 0]
+    scientific = bool(sizes) and (max(sizes) >= 1e8 or min(sizes) < 1e-4
+                                  or max(sizes) / min(sizes) > 1e3)
+    words = []
+    for x in numbers:
+        if not math.isfinite(x):
+            words.append(str(x))
+        elif scientific:
+            digits, exponent = f"{x:.4e}".split("e")
+            words.append(f"{digits.rstrip('0')}e{exponent}")
+        else:
+            words.append(f"{x:.4f}".rstrip("0"))
+    return words
+
+
+def _nested(words: list[str], shape: tuple[int, ...]) -> str:
+    """Numbers in rows, as a nested list of `shape` prints."""
+    if not shape:
+        return words[0]
+    if len(shape) == 1:
+        return f"[{', '.join(words)}]"
+    step = len(words) // shape[0] if shape[0] else 0
+    rows = (_nested(words[k * step:(k + 1) * step], shape[1:]) for k in range(shape[0]))
+    return f"[{', '.join(rows)}]"
+
+
+_SHORT_DTYPES: dict[Any, str] = {}
+
+
+def _short_dtype(dtype: np.dtype) -> str:
+    """`short_dtype`, remembered (it is asked for every value of a compilation)."""
+    name = _SHORT_DTYPES.get(dtype)
+    if name is None:
+        name = _SHORT_DTYPES[dtype] = short_dtype(dtype)
+    return name
 
 
 def _number(x: Any) -> float | None:
     x = float(x)
-    return x if np.isfinite(x) else None
+    return float(f"{x:.7g}") if math.isfinite(x) else None

@@ -65,12 +65,6 @@ export function plural(n, word) {
   return `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
 }
 
-/** "%7 = add" -> "%7"; "%5, %6 = while" -> "%5, %6"; "%x (input)" -> "%x". */
-export function shortName(label) {
-  const text = String(label);
-  return text.includes(" = ") ? text.split(" = ")[0] : text.split(" ")[0];
-}
-
 export function prettyRule(rule) {
   return String(rule).replace(/ -> /g, " → ");
 }

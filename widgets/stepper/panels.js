@@ -6,6 +6,7 @@
  */
 
 import { esc, human, isOp, operandWords, plural, prettyRule, r1, STATUS } from "./common.js";
+import { kernelHtml, resultsHtml } from "./kernel.js";
 import { info, nodeHistory, nodeIn, presentIn } from "./stage.js";
 
 /** The figures per stage: [key in `stats`, name, what it measures]. */
@@ -17,6 +18,8 @@ const FIGURES = [
 ];
 /** Changes listed at once in the rule card (the arrows reach the rest). */
 const LIST_LIMIT = 200;
+/** Nodes named in a line of a node's lineage (a kernel may stand for thousands). */
+const LINEAGE_NAMES = 8;
 
 // --- Stages and figures -------------------------------------------------------------------------
 
@@ -198,7 +201,8 @@ export function detailsHtml(st) {
   return (
     `<h3 class="tf-details-title" data-node-id-shown="${n.id}"><code>${esc(n.text)}</code></h3>` +
     `<table class="tf-details-table">${table}</table>` +
-    lineage(st, inf, n) + kernel(n) + valuesHtml(n, inside?.part, st.hasValues)
+    resultsHtml(inf, n, (id) => nodeLink(st, inf, id)) + kernelHtml(n) + lineage(st, inf, n) +
+    valuesHtml(n, inside?.part, st.hasValues)
   );
 }
 
@@ -216,7 +220,7 @@ function lineage(st, inf, n) {
     `${esc(st.data.stages[s].pass)}</button>`;
   for (const { s, c } of made.get(n.id) ?? []) {
     if (c.nodes.length === 1 && c.nodes[0] === n.id) continue;
-    const from = c.nodes.map((id) => esc(st.names.get(id) ?? `%${id}`)).join(", ");
+    const from = namesList(st, c.nodes);
     const what = {
       merged: `${from} merged into it by`,
       fused: `made from ${from} by`,
@@ -241,22 +245,16 @@ function lineage(st, inf, n) {
   return `<h4>lineage</h4><ul class="tf-lineage">${items.join("")}</ul>`;
 }
 
+/** "%2, %3, %4" (the first LINEAGE_NAMES names, and how many more). */
+function namesList(st, ids) {
+  const names = ids.slice(0, LINEAGE_NAMES).map((id) => esc(st.names.get(id) ?? `%${id}`));
+  const more = ids.length - names.length;
+  return names.join(", ") + (more ? ` and ${more.toLocaleString("en")} more` : "");
+}
+
 function fusedName(st, s, id) {
   const n = presentIn(info(st, s), id);
   return n?.kernel?.name ?? st.names.get(id) ?? "";
-}
-
-function kernel(n) {
-  if (!n.kernel) return "";
-  const k = n.kernel;
-  return (
-    `<h4>fused kernel ${esc(k.name)}</h4><p>${plural(k.members.length, "op")} in one kernel:</p>` +
-    `<pre class="tf-members">${esc(k.members.join("\n"))}</pre>` +
-    `<details class="tf-kernel" open><summary>generated NumPy</summary>` +
-    `<pre class="tf-code" data-lang="numpy">${esc(k.numpy)}</pre></details>` +
-    `<details class="tf-kernel"><summary>generated CUDA C</summary>` +
-    `<pre class="tf-code" data-lang="cuda">${esc(k.cuda)}</pre></details>`
-  );
 }
 
 /** A node's value on the example inputs (one per result for a node with several), and for a

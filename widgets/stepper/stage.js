@@ -1,11 +1,12 @@
 /**
- * Lookups into the compilation's data, built on first use and kept: for one stage (`info`: its
- * nodes by id, what it removed, where removed nodes are drawn, its fused groups, the nodes inside
- * its control-flow boxes) and across stages (`nodeHistory`: what made each node and what became
- * of it). Each takes the stepper's state `st`, reads only `st.data`, and keeps what it builds in
- * `st.cache` and `st.history`.
+ * Lookups into the compilation's data, built on first use and kept: for one stage (`info`: the
+ * stage put together, `stageAt`; its nodes by id, what it removed, where removed nodes are
+ * drawn, its fused groups, the nodes inside its control-flow boxes) and across stages
+ * (`nodeHistory`: what made each node and what became of it). Each takes the stepper's state
+ * `st`, reads only `st.data`, and keeps what it builds in `st.cache` and `st.history`.
  */
 
+import { stageAt } from "./data.js";
 import { ghostPlaces } from "./ghosts.js";
 
 /** A stage with more nodes than this (its own plus the ones drawn faded) opens on the
@@ -16,8 +17,8 @@ const BIG = 300;
 export function info(st, i) {
   let found = st.cache.get(i);
   if (found) return found;
-  const stage = st.data.stages[i];
-  const previous = i > 0 ? st.data.stages[i - 1] : null;
+  const stage = stageAt(st, i);
+  const previous = i > 0 ? stageAt(st, i - 1) : null;
   const byId = new Map(stage.nodes.map((n) => [n.id, n]));
   const removedById = new Map(stage.removed.map((n) => [n.id, n]));
   const removedEdges = previous
@@ -58,15 +59,6 @@ function innerNodes(stage) {
   };
   walk(stage.nodes, []);
   return inner;
-}
-
-/** Every node of a stage, the ones inside its control-flow boxes too (not the removed ones). */
-export function everyNode(nodes, out = []) {
-  for (const n of nodes) {
-    out.push(n);
-    for (const part of n.subgraphs ?? []) everyNode(part.nodes, out);
-  }
-  return out;
 }
 
 /** A node of the stage (inside a box or not), or one it removed (drawn faded); null if

@@ -6,15 +6,16 @@
  * `showStage` redraws every part of the page for it.
  */
 
-import { shortName } from "./common.js";
+import { namesOf } from "./data.js";
 import {
   drawGraph, markMatches, markSelected, openBlock, scrollToNodes, toggleBox,
 } from "./graph.js";
 import { irPanel } from "./ir.js";
+import { sourcesHtml } from "./kernel.js";
 import {
   detailsHtml, figuresHtml, figureValue, narration, ruleHtml, stageListHtml,
 } from "./panels.js";
-import { everyNode, info, nodeIn } from "./stage.js";
+import { info, nodeIn } from "./stage.js";
 import { pageOf } from "./view.js";
 
 /** Milliseconds per stage when playing. */
@@ -41,6 +42,11 @@ export function stepperState(model, root, ui, uid) {
     size: { w: 0, h: 0 }, // of the graph's view, kept by a ResizeObserver (never read while drawing)
     timer: null,
     cache: new Map(), // per stage: lookups built on first use
+    full: new Map(), // per stage: the stage put together (data.js)
+    kernels: new Map(), // per kernel: its data, and its sources once loaded (data.js)
+    sourcesLoading: null, // the promise of the kernels' sources, once asked for
+    sourcesOf: null, // the kernel whose sources are shown
+    sourcesFull: new Set(), // its sources shown whole ("numpy", "c", "cuda")
     names: new Map(), // node id -> "%7" over all stages
     history: null, // node id -> the changes that made it and the ones it went into
     // what is on screen: node ids drawn one by one, where each is, the collapsed blocks and theirs
@@ -50,16 +56,17 @@ export function stepperState(model, root, ui, uid) {
 
 export function setData(st, data) {
   const { ui } = st;
-  st.data = data && Array.isArray(data.stages) ? data : { name: "", stages: [] };
+  // (A notebook saved with an older teachflow keeps that one's data: it shows no stages.)
+  st.data = data?.format === 2 ? data : { name: data?.name ?? "", stages: [], nodes: [], values: {} };
   st.cache = new Map();
+  st.full = new Map();
+  st.kernels = new Map();
+  st.sourcesLoading = null;
   st.history = null;
-  st.names = new Map();
-  st.hasValues = st.data.stages.some((stage) => stage.nodes.some((n) => n.value));
+  st.names = namesOf(st.data);
+  st.hasValues = Object.keys(st.data.values).length > 0;
   st.openBoxes = new Set();
-  st.root.dataset.hasBoxes = String(st.data.stages.some((stage) => stage.nodes.some((n) => n.subgraphs)));
-  for (const stage of st.data.stages) {
-    for (const n of everyNode(stage.nodes)) st.names.set(n.id, shortName(n.label));
-  }
+  st.root.dataset.hasBoxes = String(st.data.nodes.some((e) => e.subgraphs));
   ui.title.textContent = st.data.name ? `${st.data.name}` : "";
   st.root.setAttribute("aria-label", `Pass stepper for ${st.data.name || "a compilation"}: ` +
     "use the arrow keys or j and k to step through the passes");
@@ -222,6 +229,25 @@ function renderRule(st) {
 
 function renderDetails(st) {
   st.ui.details.innerHTML = detailsHtml(st);
+  renderSources(st);
+}
+
+/** The panel of the selected fused kernel's sources, under the graph (hidden for any other
+ * node). */
+export function renderSources(st) {
+  const n = st.node === null ? null : nodeIn(info(st, st.stage), st.node);
+  const panel = st.ui.sources;
+  if (!n?.kernel) {
+    panel.hidden = true;
+    panel.innerHTML = "";
+    return;
+  }
+  if (st.sourcesOf !== n.kernel) st.sourcesFull = new Set(); // (each kernel opens short)
+  st.sourcesOf = n.kernel;
+  panel.hidden = false;
+  panel.innerHTML = sourcesHtml(st, n, st.sourcesFull, () => {
+    if (st.node === n.id) renderSources(st);
+  });
 }
 
 /** The IR panel, drawn only while it is open (it is drawn again when opened). */

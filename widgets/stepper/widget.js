@@ -4,9 +4,10 @@
  * An anywidget front-end: this module's `render` draws the stepper in a notebook's output (and
  * `teachflow.viz.html.to_html` runs it in a static page, with a small stand-in for anywidget's
  * model). Everything it shows was computed once in Python (`teachflow.viz.data.compilation_data`)
- * and arrives as the synced trait `data`: every stage's nodes with their place in the layout and
- * their change status, the edges and their routes, the changes in plain words, the figures and
- * the text of the IR. The stage on show is the synced trait `stage`, so stepping needs no round
+ * and arrives as the synced trait `data`: every node once, with its place in the layout, and
+ * each stage as the nodes it has, its changes in plain words and its figures; `data.js` puts a
+ * stage back together (statuses, edges, removed nodes, the text of the IR) when it is first
+ * shown. The stage on show is the synced trait `stage`, so stepping needs no round
  * trip to the kernel and Python can read or set it. A control-flow node (a `cond`, a loop) is
  * drawn as a box that the learner opens to see the graphs it owns, with what each pass changed
  * inside them (`boxes.js`).
@@ -19,6 +20,7 @@
  *
  * The stepper is a few ES modules, one idea each, read in this order:
  *   common.js    sizes, status words, text helpers
+ *   data.js      the data as sent: a stage put back together, the kernels' sources inflated
  *   ir.js        the IR's line diff, and the IR panel
  *   ghosts.js    where removed nodes are drawn when a new node stands in their place
  *   stage.js     lookups into one stage's data, and across stages
@@ -26,6 +28,7 @@
  *   boxes.js     control flow: a node that owns graphs, as a box that opens to show them
  *   view.js      choosing what to draw for a big graph, and where each box goes
  *   draw.js      the graph's SVG, as one string
+ *   kernel.js    a fused kernel: its ops, its results, what ran, its three sources side by side
  *   panels.js    the stage list, the figures, the rule card, the node's details, the narration
  *   graph.js     the drawn graph on the page: draw, mark, scroll, zoom, open a block or a box
  *   stepping.js  the state `st`, stepping from stage to stage, keys and the slider
@@ -41,8 +44,8 @@ import {
   autoZoom, drawGraph, fit, openBlock, scrollToFocus, setZoom, toggleBox,
 } from "./graph.js";
 import {
-  clampStage, go, onHide, onKey, onSlider, renderIR, selectChange, selectNode, setData, showStage,
-  step, stepperState, stopPlaying, togglePlay,
+  clampStage, go, onHide, onKey, onSlider, renderIR, renderSources, selectChange, selectNode,
+  setData, showStage, step, stepperState, stopPlaying, togglePlay,
 } from "./stepping.js";
 
 let instances = 0;
@@ -92,6 +95,8 @@ function skeleton(uid) {
       <section class="tf-details" aria-label="The selected node"></section>
     </aside>
   </div>
+  <section class="tf-kernel-sources" aria-label="The selected fused kernel's sources" hidden>
+  </section>
   <details class="tf-ir" open>
     <summary>Text IR of this stage <span class="tf-ir-summary"></span></summary>
     <pre class="tf-ir-text"></pre>
@@ -141,6 +146,7 @@ function render({ model, el }) {
     graph: $(".tf-graph"),
     rule: $(".tf-rule"),
     details: $(".tf-details"),
+    sources: $(".tf-kernel-sources"),
     ir: $(".tf-ir"),
     irSummary: $(".tf-ir-summary"),
     irText: $(".tf-ir-text"),
@@ -174,7 +180,10 @@ function render({ model, el }) {
     } else if ((found = hit(".tf-zoom-in"))) setZoom(st, st.drawn.zoom * 1.25);
     else if ((found = hit(".tf-zoom-out"))) setZoom(st, st.drawn.zoom / 1.25);
     else if ((found = hit(".tf-fit"))) fit(st);
-    else if ((found = hit(".tf-ir-skip"))) {
+    else if ((found = hit(".tf-source-all"))) {
+      st.sourcesFull.add(found.dataset.lang);
+      renderSources(st);
+    } else if ((found = hit(".tf-ir-skip"))) {
       st.irFull = true;
       renderIR(st);
     }
