@@ -85,14 +85,10 @@ class _Kernels:
             from teachflow.kernels.cuda_fused import cuda_kernel
 
             return cuda_kernel(self.group, xp)
+        from teachflow.kernels.c_fused import c_kernel
         from teachflow.kernels.numpy_fused import numpy_kernel
 
-        try:  # TEMPORARY until c_fused lands
-            from teachflow.kernels.c_fused import c_kernel
-        except ImportError:
-            kernel, self.cpu = None, "NumPy"
-        else:
-            kernel, self.cpu = c_kernel(self.group)
+        kernel, self.cpu = c_kernel(self.group)
         return kernel if kernel is not None else numpy_kernel(self.group, xp)
 
 
