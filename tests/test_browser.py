@@ -495,11 +495,13 @@ def _notebook_dir(root: Path) -> None:
     nbformat.write(notebook, root / "stepper.ipynb")
 
 
-#: Where Jupyter keeps what a user's runs leave behind, each moved into the test's own folder.
+#: Where Jupyter keeps what a user's runs leave behind, each moved into the test's own folder;
+#: also teachflow's cache of compiled C kernels (else ~/.cache/teachflow/kernels).
 PRIVATE_DIRS = {"JUPYTER_CONFIG_DIR": "config", "JUPYTER_DATA_DIR": "data",
                 "JUPYTER_RUNTIME_DIR": "runtime", "JUPYTERLAB_WORKSPACES_DIR": "workspaces",
                 "JUPYTERLAB_SETTINGS_DIR": "settings", "IPYTHONDIR": "ipython",
-                "npm_config_cache": "npm"}  # (JupyterLab asks npm for its prefix: npm logs)
+                "npm_config_cache": "npm",  # (JupyterLab asks npm for its prefix: npm logs)
+                "TEACHFLOW_CACHE": "kernels"}
 
 
 def private_jupyter_env(base: Path, home: Path) -> dict[str, str]:

@@ -153,6 +153,8 @@ def c_kernel(group: FusedGroup) -> tuple[Callable[..., Any] | None, str]:
         function, how = _compiled(writer)
     except Declined as declined:
         return None, f"NumPy: {declined}"
+    except Exception as exc:  # a bug in this file must not stop a learner's program
+        return None, f"NumPy: the C kernel could not be written ({type(exc).__name__}: {exc})"
     if function is None:
         return None, f"NumPy: the C kernel did not build ({how})"
     uses = f" with libmvec's {', '.join(writer.declared)}" if writer.declared else ""
