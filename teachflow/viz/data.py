@@ -52,7 +52,8 @@ Python number: the edges come from these; []), ``is_output`` (false), ``updates`
 is written back into; []), ``line`` (its line of the text form: ``text``), ``body`` (lines
 printed under it, as a fused kernel's ops; a number n stands for two spaces and entry n's
 ``text``), ``owned`` (lines of the graphs it owns, printed under it), ``kernel`` (its index in
-``kernels``), ``results`` (one ``{"id", "name", "type"}`` per result, for a node with several),
+``kernels``), ``results`` (one ``{"id", "name", "type"}`` per result, for a node with several;
+a kernel's say which of its ops' values each is: ``writes``),
 ``subgraphs`` and ``changes_inside``. A **part** (a graph a node owns) is ``{"key", "name",
 "inputs", "outputs", "changes", "values_from", "nodes"}``, its nodes as a stage's are.
 
@@ -72,11 +73,12 @@ import gc
 import gzip
 import json
 import linecache
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.graph.graph import _format_constant, _fused_body
-from teachflow.viz.expand import DEFAULTS, derived, value_type
+from teachflow.viz.expand import derived, value_type
 from teachflow.viz.layout import Layout, layout_stages, layout_subgraphs
 from teachflow.viz.values import Values
 
@@ -124,6 +126,7 @@ class _Table:
         self.made_from: dict[int, Any] = {}  # entry -> the Node (or Value) it was made from
         self.by_text: dict[str, int] = {}  # a node's text -> an entry with that text
         self.types: dict[Any, str] = {}  # a TensorSpec -> how it prints
+        self.types_shown: dict[int, str] = {}  # the id of a value a node shows -> its type
         self.kernels: list[dict] = []
         self.kernel_of: dict[int, int] = {}  # id() of a fused op -> its kernel
         self.sources: list[dict] = []
@@ -159,13 +162,9 @@ class _Table:
         if self.values is None:
             return {}
         out = {}
-        for e in self.entries:
-            full = {**derived(e), **e}
-            for i, type_ in [(e["id"], full["type"])] if "results" not in e else [
-                    (r["id"], r["type"]) for r in e["results"]]:
-                summary = self.values.summaries.get(i)
-                if summary is None or str(i) in out:
-                    continue
+        for i, type_ in self.types_shown.items():
+            summary = self.values.summaries.get(i)
+            if summary is not None:
                 said = value_type(type_)
                 out[str(i)] = {k: x for k, x in summary.items() if said.get(k, ...) != x}
         return out
@@ -210,11 +209,12 @@ class _Table:
             node = v.producer
             if node is not None and v is not node.output:
                 continue  # (a further result of an op with several: its node's entry)
-            place, outputs = lay.positions[v.id], node.outputs if node else (v,)
-            context = {"x": place[0], "y": place[1],
-                       "is_output": any(o in results for o in outputs),
-                       "updates": [name for o in outputs for name in written.get(o.id, ())]}
-            if node is not None and subgraphs(node):
+            outputs = node.outputs if node else (v,)
+            x, y = lay.positions[v.id]
+            context = {"x": x, "y": y, "is_output": any(o in results for o in outputs),
+                       "updates": [name for o in outputs for name in written.get(o.id, ())]
+                       if written else []}
+            if node is not None and node.params and subgraphs(node):
                 entry, ids = self.box_entry(node, context, within, lay)
                 inside |= ids
                 indices.append(self.add(entry, node))
@@ -239,10 +239,11 @@ class _Table:
         of its id when nothing about it changed, else a new one."""
         at = self.latest.get(v.id)
         if at is not None and node is not None:
-            before = self.made_from[at]
-            entry = self.entries[at]
-            if (isinstance(before, Node) and _same_node(before, node)
-                    and all(entry.get(k, DEFAULTS.get(k)) == x for k, x in context.items())):
+            before, entry = self.made_from[at], self.entries[at]
+            if (entry["x"] == context["x"] and entry["y"] == context["y"]
+                    and entry.get("is_output", False) == context["is_output"]
+                    and entry.get("updates", []) == context["updates"]
+                    and isinstance(before, Node) and _same_node(before, node)):
                 self.made_from[at] = node
                 return at
         return self.add(self.node_entry(v, node, context, lay), node or v)
@@ -285,6 +286,10 @@ class _Table:
             if len(node.outputs) > 1:
                 entry["results"] = [{"id": o.id, "name": str(o), "type": self.type(o)}
                                     for o in node.outputs]
+                written = getattr(getattr(node.op, "group", None), "outputs", ())
+                if len(written) == len(node.outputs):  # a kernel's: the values it writes
+                    for result, member in zip(entry["results"], written, strict=True):
+                        result["writes"] = str(member)
             if getattr(node.op, "group", None) is not None:
                 entry["body"] = [self.ref(line) for line, _ in _fused_body(node)]
                 entry["kernel"] = self.kernel(node)
@@ -294,7 +299,10 @@ class _Table:
         entry.update({"x": context["x"], "y": context["y"]})
         if v.spec.device != "cpu":
             entry["device"] = v.spec.device
-        entry.update({k: x for k, x in context.items() if k not in "xy" and x})
+        if context["is_output"]:
+            entry["is_output"] = True
+        if context["updates"]:
+            entry["updates"] = context["updates"]
         return entry
 
     def box_entry(self, node: Node, context: dict, within: tuple[int, ...],
@@ -331,6 +339,7 @@ class _Table:
         text = self.types.get(v.spec)
         if text is None:
             text = self.types[v.spec] = str(v.spec)
+        self.types_shown[v.id] = text
         return text
 
     def ref(self, line: str) -> int | str:
@@ -344,13 +353,7 @@ class _Table:
         op = node.op
         if id(op) in self.kernel_of:
             return self.kernel_of[id(op)]
-        sources, missing = {}, {}
-        for lang, name in SOURCES.items():
-            try:
-                sources[lang] = getattr(op, name)
-            except Exception as err:  # (a generator not written yet, or failing)
-                sources[lang] = None
-                missing[lang] = f"{type(err).__name__}: {err}"
+        sources, missing = kernel_sources(op)
         try:
             ran = op.ran
         except Exception:  # (an op that cannot say)
@@ -377,22 +380,46 @@ class _Table:
         return []
 
 
+#: The sources made for each fused op (weakly: they go with the op), made once per kernel: its
+#: three generators take a while on a big kernel, and a compilation may be shown many times.
+_SOURCES_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def kernel_sources(op: Any) -> tuple[dict[str, str | None], dict[str, str]]:
+    """A fused op's generated sources by language (None where none could be made), and why
+    not, where not."""
+    made = _SOURCES_MADE.get(op)
+    if made is None:
+        sources, missing = {}, {}
+        for lang, name in SOURCES.items():
+            try:
+                sources[lang] = getattr(op, name)
+            except Exception as err:  # (a generator not written yet, or failing)
+                sources[lang] = None
+                missing[lang] = f"{type(err).__name__}: {err}"
+        made = _SOURCES_MADE[op] = sources, missing
+    return made
+
+
 def _same_node(a: Node, b: Node) -> bool:
     """Whether `b` is `a` again (a pass copies every node it keeps): the same op on the same
-    operands, with the same parameters, results, source and lineage."""
-    if (a.op is not b.op or a.source != b.source or a.lineage != b.lineage
-            or len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs)):
+    operands, with the same parameters, results, source and lineage. (A copy shares most of
+    these with its original: `is` answers first.)"""
+    if (a.op is not b.op or len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs)
+            or (a.source is not b.source and a.source != b.source)
+            or (a.lineage is not b.lineage and a.lineage != b.lineage)):
         return False
     for x, y in zip(a.inputs, b.inputs, strict=True):
-        if isinstance(x, Value) or isinstance(y, Value):
-            if not (isinstance(x, Value) and isinstance(y, Value) and x.id == y.id):
+        if isinstance(x, Value):
+            if not isinstance(y, Value) or x.id != y.id:
                 return False
-        elif type(x) is not type(y) or x != y:
+        elif isinstance(y, Value) or type(x) is not type(y) or x != y:
             return False
-    if any(x.id != y.id or x.spec != y.spec for x, y in zip(a.outputs, b.outputs, strict=True)):
-        return False
+    for x, y in zip(a.outputs, b.outputs, strict=True):
+        if x.id != y.id or (x.spec is not y.spec and x.spec != y.spec):
+            return False
     try:
-        return bool(a.params == b.params)
+        return a.params is b.params or bool(a.params == b.params)
     except (TypeError, ValueError):  # (an array among them: compared as different)
         return False
 

@@ -97,7 +97,8 @@ class _Stage:
         n = {**DEFAULTS, "lineage": [i], **derived(entry), **entry}
         n.update({"status": self.status.get(i, "kept"),
                   "source_line": self.data["lines"].get(n["source"], ""),
-                  "value": self.value(i, n["type"]),
+                  "value": self.value(i, entry["results"][0]["type"] if "results" in entry
+                                      else n["type"]),
                   "kernel": self.kernel(entry["kernel"]) if "kernel" in entry else None,
                   "body": body(self.data, entry)})
         if "results" in entry:

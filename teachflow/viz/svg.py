@@ -112,6 +112,9 @@ def _node(node: dict, x: float, y: float) -> str:
     above = top - (12 if owned else 9)  # (clear of a box's two lines of text)
     if badge:
         out.append(_badge(badge, left + NODE_W - (len(badge) * 6 + 8) + 6, above, colour))
+    results = len(node.get("results") or ())
+    if results > 1 and not owned:  # a kernel with several results: as many edges leave it
+        out.append(_badge(f"{results} results", left - 6, top + NODE_H - 5, "#e0e0e0"))
     if node.get("changes_inside"):
         k = node["changes_inside"]
         out.append(_badge(f"{k} change{'s' * (k != 1)} inside", left - 6,

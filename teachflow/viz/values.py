@@ -227,7 +227,8 @@ def summarize(array: Any) -> dict:
         "preview": preview(shown), "truncated": bool(array.size > PREVIEW_ELEMENTS)}
     if array.size and array.dtype.kind in "fiu":
         with np.errstate(all="ignore"):
-            low, high, mean = array.min(), array.max(), array.mean()
+            low, high = array.min(), array.max()
+            mean = np.add.reduce(array, axis=None, dtype=np.float64) / array.size
             if array.dtype.kind == "f" and np.isnan(low):  # (NaN wins min and max: skip it)
                 low, high, mean = np.nanmin(array), np.nanmax(array), np.nanmean(array)
         summary.update(min=_number(low), max=_number(high), mean=_number(mean))
@@ -255,19 +256,15 @@ def preview(array: np.ndarray) -> str:
 def _floats(numbers: list[float]) -> list[str]:
     """Floats as NumPy prints them at precision 4: ``2.``, ``0.5``, ``-1.0213``, and all in
     scientific notation (``1.e-07``) when they span more than NumPy writes positionally."""
-    sizes = [abs(x) for x in numbers if math.isfinite(x) and x != 0]
-    scientific = bool(sizes) and (max(sizes) >= 1e8 or min(sizes) < 1e-4
-                                  or max(sizes) / min(sizes) > 1e3)
-    words = []
-    for x in numbers:
-        if not math.isfinite(x):
-            words.append(str(x))
-        elif scientific:
-            digits, exponent = f"{x:.4e}".split("e")
-            words.append(f"{digits.rstrip('0')}e{exponent}")
-        else:
-            words.append(f"{x:.4f}".rstrip("0"))
-    return words
+    sizes = [abs(x) for x in numbers if x and x - x == 0]  # (x - x is nan for inf and nan)
+    if sizes and (max(sizes) >= 1e8 or min(sizes) < 1e-4 or max(sizes) / min(sizes) > 1e3):
+        return [_scientific(x) if x - x == 0 else str(x) for x in numbers]
+    return [f"{x:.4f}".rstrip("0") if x - x == 0 else str(x) for x in numbers]
+
+
+def _scientific(x: float) -> str:
+    digits, exponent = f"{x:.4e}".split("e")
+    return f"{digits.rstrip('0')}e{exponent}"
 
 
 def _nested(words: list[str], shape: tuple[int, ...]) -> str:

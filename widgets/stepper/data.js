@@ -141,7 +141,7 @@ function fullNode(ctx, entry) {
   const n = { ...DEFAULTS, lineage: [id], ...derived(entry), ...entry };
   n.status = ctx.status.get(id) ?? "kept";
   n.source_line = data.lines[n.source] ?? "";
-  n.value = summaryOf(data, id, n.type);
+  n.value = summaryOf(data, id, entry.results ? entry.results[0].type : n.type);
   n.kernel = entry.kernel === undefined ? null : kernelOf(st, entry.kernel);
   n.body = bodyOf(data, entry);
   if (entry.results) n.results = entry.results.map((r) => ({ ...r, value: summaryOf(data, r.id, r.type) }));

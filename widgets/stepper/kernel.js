@@ -46,8 +46,9 @@ function readersOf(inf) {
   return inf.readers;
 }
 
-/** The results of a node with several (a kernel's, a loop's), each with its type and the nodes
- * that read it: the edges that leave the node. `link` names a node as a button. */
+/** The results of a node with several (a kernel's, a loop's), each with its type (for a kernel,
+ * which of its ops' values it is) and the nodes that read it: the edges that leave the node.
+ * `link` names a node as a button. */
 export function resultsHtml(inf, n, link) {
   if (!n.results) return "";
   const readers = readersOf(inf);
@@ -56,7 +57,8 @@ export function resultsHtml(inf, n, link) {
     const read = by.length ? `read by ${by.slice(0, 6).map(link).join(", ")}` +
       (by.length > 6 ? ` and ${(by.length - 6).toLocaleString("en")} more` : "")
       : n.is_output ? "returned" : "read by no node";
-    return `<li><code>${esc(r.name)}</code> <code>${esc(r.type)}</code>: ${read}</li>`;
+    const writes = r.writes ? ` (the value of its <code>${esc(r.writes)}</code>)` : "";
+    return `<li><code>${esc(r.name)}</code> <code>${esc(r.type)}</code>${writes}: ${read}</li>`;
   });
   return `<h4>${plural(n.results.length, "result")}</h4><ul class="tf-results">${items.join("")}</ul>`;
 }

@@ -201,7 +201,8 @@ export function detailsHtml(st) {
   return (
     `<h3 class="tf-details-title" data-node-id-shown="${n.id}"><code>${esc(n.text)}</code></h3>` +
     `<table class="tf-details-table">${table}</table>` +
-    resultsHtml(inf, n, (id) => nodeLink(st, inf, id)) + kernelHtml(n) + lineage(st, inf, n) +
+    resultsHtml(inf, n, (id) => `${nodeLink(st, inf, id)} ${esc(nodeIn(inf, id)?.op ?? "")}`) +
+    kernelHtml(n) + lineage(st, inf, n) +
     valuesHtml(n, inside?.part, st.hasValues)
   );
 }

@@ -7,7 +7,8 @@
 import { esc, NODE_H, NODE_W, r1, STATUS } from "./common.js";
 
 /** One node's box, with its label, its status badge (and how many fused ops it stands for when
- * `folded`), and a pill for the state it writes back. */
+ * `folded`), a pill for the state it writes back, and one saying how many results it has when
+ * it has several. */
 export function nodeSvg(n, status, [x, y], folded) {
   const badge = STATUS[status]?.badge ?? "";
   const text = folded ? `${badge} ×${folded}` : badge;
@@ -23,6 +24,10 @@ export function nodeSvg(n, status, [x, y], folded) {
   // A value the call writes back into state (p -= lr * g): "→ w" under the box.
   if (n.updates?.length && status !== "removed") {
     out += badgeSvg(`→ ${n.updates.join(", ")}`, 6, NODE_H - 5, "tf-writes");
+  }
+  // A kernel that writes several results: so many edges leave it, one per result read.
+  if (n.results?.length > 1 && status !== "removed") {
+    out += badgeSvg(`${n.results.length} results`, -6, NODE_H - 5, "tf-results-pill", true);
   }
   return `${out}</g>`;
 }
