@@ -21,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 import tracemalloc
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from unittest import mock
@@ -271,6 +272,31 @@ def test_edge_cases_match_numpy(case: str) -> None:
     assert assert_c_matches(group, inputs).startswith("C, compiled by")
 
 
+@needs_cc
+def test_numpys_warnings_come_from_the_numpy_kernel_run_again() -> None:
+    """The C kernel reports the CPU's floating-point flags; where NumPy would warn (or raise, as
+    np.errstate says), the NumPy kernel runs again and does. Where NumPy keeps quiet, or the
+    data raise nothing, the C result stands."""
+    x = np.array([-1.0, 0.0, 2.0, 4.0], np.float32)
+    group, _ = traced_group(lambda x: (x.log() * 2 + 1) / x, x)
+    kernel, _ = c_kernel(group)
+    with np.errstate(all="ignore"):
+        want = eager_results(group, [x])[0]
+    with pytest.warns(RuntimeWarning) as caught:
+        np.testing.assert_array_equal(kernel(x), want)
+    assert {str(w.message).split(" encountered")[0] for w in caught} >= {
+        "invalid value", "divide by zero"}
+    with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+        kernel(x)
+    fine = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+    with mock.patch.object(c_fused, "numpy_kernel", side_effect=AssertionError("NumPy ran")):
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(kernel(x), want)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert_close(kernel(fine), eager_results(group, [fine])[0], group)
+
+
 # --- What C declines ----------------------------------------------------------------------------
 
 
@@ -457,7 +483,7 @@ def test_the_source_names_every_node_and_its_operands() -> None:
         assert f"//   {format_node(node)}" in source  # in the header, with its spec
         assert f"// {format_node(node).rsplit(' : ', 1)[0]}" in source  # beside its line
     assert f"//   out0 = {group.output}" in source
-    assert "void fused_k0(const float *restrict in0, const int *restrict in1, " \
+    assert "int fused_k0(const float *restrict in0, const int *restrict in1, " \
            "double *restrict out0)" in source
     assert "(double)in1[i1]" in source  # float32 + int32 computes in float64, as NumPy does
     assert "(in0[i0 * 3 + i1] * 2.0f)" in source  # a weak literal takes float32
@@ -568,7 +594,7 @@ def test_no_compiler_means_the_numpy_kernel_and_says_why(monkeypatch) -> None:
     monkeypatch.setenv("PATH", "")
     assert c_kernel(group) == (None, "NumPy: no C compiler (cc not found on PATH)")
     source = c_source(group)  # still written, for reading: plain C, nothing probed
-    assert "void fused_k0(" in source and "tanhf(" in source and "simd(" not in source
+    assert "int fused_k0(" in source and "tanhf(" in source and "simd(" not in source
     monkeypatch.setenv("TEACHFLOW_CC", "")
     assert c_kernel(group) == (None, "NumPy: C kernels are turned off (TEACHFLOW_CC is empty)")
     monkeypatch.setenv("TEACHFLOW_CC", "/nowhere/cc")

@@ -36,8 +36,11 @@ The C computes what NumPy computes: operands cast to NumPy's types, integers wra
 overflow, ``a*b + c`` rounded twice (see `native.py` for the flags). Where C cannot match NumPy
 the group is *declined*, and its NumPy kernel runs: float16 and complex values, an integer power
 whose exponent may be negative (NumPy raises), a maths function with no vector version here.
-`c_kernel` says in one sentence which kernel runs and why. Unlike NumPy, the C kernel gives no
-warnings: a division by zero gives inf silently.
+`c_kernel` says in one sentence which kernel runs and why. NumPy warns of a division by zero, an
+overflow or an invalid operation (``log(-1)``) by reading the CPU's floating-point flags after
+each loop; so does the C kernel, which returns them, and when NumPy would warn, the NumPy kernel
+runs again to warn at the learner's line (a NaN compared with ``>`` raises the flag too, so data
+with NaNs costs that second run).
 
 `c_source` is the C translation unit, for reading; `c_kernel` compiles it (once per machine:
 `native.py` caches it) and returns the function that calls it with the arrays. An input whose
@@ -68,6 +71,7 @@ from teachflow.kernels.c_expr import (
     node_line,
 )
 from teachflow.kernels.group import FusedGroup
+from teachflow.kernels.numpy_fused import numpy_kernel
 from teachflow.kernels.runtime import Recycler
 
 #: C as the system's compiler reads it: ``math.h`` names NaN and infinity.
@@ -83,6 +87,10 @@ BLOCKS = 64
 #: A block of the innermost axis has at least this many elements: whole vectors, whole cache
 #: lines, and no core writing next to another's.
 MIN_RUN = 1024
+
+#: The floating-point exceptions a kernel reports, as bits of the number it returns, by the
+#: names `np.errstate` gives them.
+EXCEPTIONS = {"divide": 1, "over": 2, "invalid": 4}
 
 #: The dtypes the C kernel computes in.
 C_DTYPES = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -129,7 +137,7 @@ class Declined(Exception):
 
 
 def c_source(group: FusedGroup) -> str:
-    """The C translation unit computing `group`, with ``void <group.name>(in0, ..., out0, ...)``;
+    """The C translation unit computing `group`, with ``int <group.name>(in0, ..., out0, ...)``;
     or, for a group the C kernel declines, a C comment saying why."""
     found = native.compiler()
     try:
@@ -169,7 +177,7 @@ def _compiled(writer: _KernelWriter) -> tuple[Callable[..., None] | None, str]:
         return None, how
     function = getattr(library, writer.group.name)
     function.argtypes = [ctypes.c_void_p] * (len(writer.group.inputs) + len(writer.outputs))
-    function.restype = None
+    function.restype = ctypes.c_int  # the floating-point exceptions raised
     return function, how
 
 
@@ -190,6 +198,7 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
     results = [Recycler(np) if returned else None for returned in group.returned]
     variants: dict[tuple, Callable[..., None] | None] = {}  # a kernel for each input layout
     single = len(specs) == 1
+    numpy: list[Callable[..., Any]] = []  # the NumPy kernel, made if it is ever needed
 
     def fresh(k: int) -> np.ndarray:
         spec = specs[k]
@@ -223,7 +232,11 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
         targets = [fresh(k) for k in range(len(specs))] if given is None else [
             o if _writable_target(o, spec, arrays) else fresh(k)
             for k, (o, spec) in enumerate(zip(given, specs, strict=True))]
-        kernel(*addresses, *map(_address, targets))
+        raised = kernel(*addresses, *map(_address, targets))
+        if raised and _warns(raised):  # NumPy would warn: its kernel runs again, and says so
+            if not numpy:                 # at the learner's line
+                numpy.append(numpy_kernel(group, np))
+            return numpy[0](*arrays, out=out)
         if given is not None:
             for o, target in zip(given, targets, strict=True):
                 if o is not target:
@@ -233,6 +246,13 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
 
     run.__name__ = run.__qualname__ = group.name
     return run
+
+
+def _warns(raised: int) -> bool:
+    """True if NumPy would act (warn, raise, ...) on the floating-point exceptions `raised`,
+    under the caller's `np.errstate`."""
+    errors = np.geterr()
+    return any(raised & bit and errors[name] != "ignore" for name, bit in EXCEPTIONS.items())
 
 
 def _variant(group: FusedGroup, strides: tuple, found: native.Compiler
@@ -326,7 +346,8 @@ def _collapsed(sizes: tuple, strides: list[list[int]]) -> tuple[list[int], list[
 
 
 class _KernelWriter:
-    """Writes one kernel's C: ``void <name>(const T *restrict in0, ..., U *restrict out0, ...)``.
+    """Writes one kernel's C: ``int <name>(const T *restrict in0, ..., U *restrict out0, ...)``,
+    which returns the floating-point exceptions raised.
 
     Names in the C: ``in0, in1, ...`` are the inputs, ``out0, out1, ...`` the outputs, ``v7``
     the value of node ``%7`` for one element, ``i0, i1, ...`` the loop's axes (after collapsing),
@@ -368,8 +389,10 @@ class _KernelWriter:
             body.append(node_line(node, names, self.dialect))
         loops = self.reduction_loops(names, body) if group.reduction else \
             self.elementwise_loops(names, body)
+        start = ["int raised = 0;  // the exceptions raised, returned at the end",
+                 "feclearexcept(FE_ALL_EXCEPT);"]
         return "\n".join([*self.header(), "", *self.preamble(), *self.signature(),
-                          *_indent(loops), "}", ""])
+                          *_indent([*start, *loops, "return raised | exceptions();"]), "}", ""])
 
     def kept_shape(self) -> tuple:
         """The output's shape with the reduced axes kept as size 1 (the elementwise shape when
@@ -402,7 +425,14 @@ class _KernelWriter:
         return f", read with strides {list(self.strides[i])} (elements)"
 
     def preamble(self) -> list[str]:
-        lines = ["#include <math.h>", "#include <stdbool.h>", ""]
+        lines = ["#include <fenv.h>", "#include <math.h>", "#include <stdbool.h>", "",
+                 "// The floating-point exceptions NumPy warns about, as the CPU flagged them: "
+                 "1 a division", "// by zero, 2 an overflow, 4 an invalid operation (log(-1), "
+                 "0/0, a NaN compared).",
+                 "static inline int exceptions(void)", "{",
+                 "    return (fetestexcept(FE_DIVBYZERO) ? 1 : 0) | "
+                 "(fetestexcept(FE_OVERFLOW) ? 2 : 0) |",
+                 "           (fetestexcept(FE_INVALID) ? 4 : 0);", "}", ""]
         if self.declared:
             lines += ["// Vector versions from glibc's libmvec (-lmvec): in a vectorised loop, "
                       "each call computes", "// several elements at once."]
@@ -427,11 +457,11 @@ class _KernelWriter:
         params = [f"const {c_type(v.dtype)} *restrict in{i}"
                   for i, v in enumerate(self.group.inputs)]
         params += [f"{c_type(v.dtype)} *restrict out{k}" for k, v in enumerate(self.outputs)]
-        lines = [f"void {self.group.name}("]
+        lines = [f"int {self.group.name}("]
         for k, param in enumerate(params):
             param += ")" if k == len(params) - 1 else ","
             if len(lines[-1]) + len(param) > 99 and not lines[-1].endswith("("):
-                lines.append(" " * len(f"void {self.group.name}("))
+                lines.append(" " * len(f"int {self.group.name}("))
             lines[-1] += param if lines[-1].endswith(("(", " ")) else f" {param}"
         return [*lines, "{"]
 
@@ -512,11 +542,12 @@ class _KernelWriter:
         axis, blocks = split
         size = self.sizes[axis]
         return [f"// {what}, in {blocks} blocks shared between the cores.",
-                "#pragma omp parallel for schedule(static)",
+                "#pragma omp parallel for schedule(static) reduction(|:raised)",
                 f"for (long block = 0; block < {blocks}; block++) {{",
                 f"    const long first = block * {size}L / {blocks}, "
                 f"last = (block + 1) * {size}L / {blocks};",
-                *_indent(inner), "}"]
+                "    feclearexcept(FE_ALL_EXCEPT);  // this core's flags, for this block",
+                *_indent(inner), "    raised |= exceptions();", "}"]
 
     def elementwise_loops(self, names: dict[Value, str], body: list[tuple[str, str]]
                           ) -> list[str]:
