@@ -30,9 +30,12 @@ import time
 from pathlib import Path
 
 import pytest
+from stepper_cases import CASES, chain
 
 import teachflow as tfl
 from teachflow.viz import side_by_side_html
+from teachflow.viz.data import compilation_data
+from teachflow.viz.expand import expand
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ROOT = Path(__file__).parent.parent
@@ -362,6 +365,85 @@ def test_a_big_compilation_opens_and_steps_without_freezing(page, tmp_path) -> N
     assert members.count() == len(compilation.snapshots[0].nx)  # the input too
     page.click(".tf-expand")
     assert page.locator(".tf-graph .tf-block").count() >= 1
+    assert not page.errors, page.errors
+
+
+def test_chromium_rebuilds_each_stage_as_python_does(page) -> None:
+    """The front-end's data.js, run by Chromium itself: each stage it puts together from the
+    data is the full stage `teachflow.viz.expand` makes (which the stepper's tests check
+    against the compilation)."""
+    module = re.sub(r"^export ", "", (ROOT / "widgets" / "stepper" / "data.js").read_text(
+        encoding="utf-8"), flags=re.M)
+    page.set_content(f'<script type="module">{module}\n'
+                     "window.stepperData = { loadSources, stageAt };</script>")
+    page.wait_for_function("window.stepperData")
+    for case, compile_case in sorted(CASES.items()):
+        compilation = compile_case()
+        data = compilation_data(compilation, compilation.example_inputs)
+        rebuilt = page.evaluate("""async (data) => {
+            const { loadSources, stageAt } = window.stepperData;
+            const st = { data, full: new Map(), kernels: new Map() };
+            await loadSources(st);
+            return data.stages.map((_, i) => stageAt(st, i));
+        }""", data)
+        assert rebuilt == json.loads(json.dumps(expand(data))), case
+    assert not page.errors, page.errors
+
+
+def test_a_fused_kernel_shows_its_results_and_its_three_sources_side_by_side(page,
+                                                                             tmp_path) -> None:
+    compilation = CASES["two results"]()
+    compilation(*compilation.example_inputs)  # (it has run: which CPU kernel ran is known)
+    open_page(page, compilation, tmp_path / "kernel.html")
+    go_to(page, len(compilation.snapshots) - 1)
+    (kernel,) = [n for n in compilation.graph.nodes if n.op.name.startswith("fused")]
+    box = page.locator(f'.tf-nodes [data-node-id="{kernel.id}"]')
+    assert "2 results" in box.text_content()  # two edges leave it, one per result
+    box.click()
+    details = page.locator(".tf-details").text_content()
+    readers = {n.inputs[0].id: n for n in compilation.graph.nodes if n is not kernel}
+    for value in kernel.outputs:  # each result, the op whose value it is, and who reads it
+        reader = readers[value.id]
+        assert f"{value} {value.spec} (the value of its " in details
+        assert f"%{reader.id} {reader.op.name}" in details
+    assert f"On the CPU: {kernel.op.ran}" in details
+    page.wait_for_selector(".tf-kernel-sources .tf-sources")
+    columns = page.locator(".tf-kernel-sources .tf-source").all()
+    assert [c.get_attribute("data-lang") for c in columns] == ["numpy", "c", "cuda"]
+    boxes = [c.bounding_box() for c in columns]  # side by side: one row, left to right
+    assert len({round(b["y"]) for b in boxes}) == 1
+    assert boxes[0]["x"] < boxes[1]["x"] < boxes[2]["x"]
+    for column, name in zip(columns, ("numpy_source", "c_source", "cuda_source"), strict=True):
+        try:
+            source = getattr(kernel.op, name)
+        except Exception:  # (a generator not there yet: the column says so)
+            assert "Not generated" in column.text_content()
+            continue
+        assert column.locator(".tf-code").text_content() == source
+    ran = "c" if kernel.op.ran.startswith("C") else "numpy"
+    marked = page.locator('.tf-source[data-ran="true"]')
+    assert marked.get_attribute("data-lang") == ran and "ran on the CPU" in marked.text_content()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "static-page-kernel-sources.png"), full_page=True)
+    assert not page.errors, page.errors
+
+
+def test_a_big_kernel_shows_the_start_of_each_source_then_all_of_it(page, tmp_path) -> None:
+    compilation = tfl.compile(chain, tfl.randn(8, 8), 200)  # 800 ops in one kernel
+    open_page(page, compilation, tmp_path / "chain.html")
+    go_to(page, len(compilation.snapshots) - 1)
+    (kernel,) = compilation.graph.nodes
+    page.locator(f'.tf-nodes [data-node-id="{kernel.id}"]').click()
+    numpy = page.locator('.tf-source[data-lang="numpy"]')
+    numpy.locator(".tf-code").wait_for()
+    shown = numpy.locator(".tf-code").text_content()
+    assert kernel.op.numpy_source.startswith(shown) and shown.count("\n") == 299
+    numpy.locator(".tf-source-all").click()
+    assert numpy.locator(".tf-code").text_content() == kernel.op.numpy_source
+    assert "800 ops in one kernel" in page.locator(".tf-details").text_content()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.locator(".tf-kernel-sources").screenshot(
+        path=str(ARTIFACTS / "static-page-big-kernel.png"))
     assert not page.errors, page.errors
 
 
