@@ -113,3 +113,12 @@ def test_every_stage_edge_has_a_route_between_its_ends() -> None:
             route = lay.routes[(u, v)]
             assert route[0] == lay.positions[u] and route[-1] == lay.positions[v]
     assert np.isfinite(lay.width) and lay.height > 0
+
+
+def test_an_edge_keeps_its_route_in_every_stage_that_has_it() -> None:
+    """The stepper's data sends each edge's route once (`teachflow.viz.data`)."""
+    c = compiled()
+    routes: dict = {}
+    for lay in layout_stages(c.snapshots):
+        for edge, route in lay.routes.items():
+            assert routes.setdefault(edge, route) == route

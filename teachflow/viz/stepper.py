@@ -2,14 +2,15 @@
 
 The Python side is small on purpose. `PassStepper` is an anywidget whose front-end is the ES
 modules of ``widgets/stepper/`` (with ``widgets/stepper.css``); it syncs two traits: ``data``, the
-whole compilation as plain data (`teachflow.viz.data.compilation_data`), sent once, and ``stage``,
-the stage on show. Stepping happens in the browser, so it needs no round trip to the kernel (which
-may be busy, or gone, once the stepper is drawn). A notebook saved with its widget state shows it
-again when reopened; one saved without shows that the widget's model is not found, and the cell
-must run again (`Compilation.to_html` keeps a page that needs no kernel at all).
-``compilation.show()`` makes one; displaying a compilation shows one too. `side_by_side` puts
-several in one row (the same program captured two ways, say): each stepper fits its own width,
-stacking its columns when it is narrow.
+whole compilation as plain data (`teachflow.viz.data.compilation_data`: each node once, each
+stage as the nodes it has), sent once, and ``stage``, the stage on show. Stepping happens in
+the browser, so it needs no round trip to the kernel (which may be busy, or gone, once the
+stepper is drawn). A notebook saved with its widget state shows it again when reopened; one
+saved without shows that the widget's model is not found, and the cell must run again
+(`Compilation.to_html` keeps a page that needs no kernel at all). ``compilation.show()`` makes
+one; displaying a compilation shows one too. `side_by_side` puts several in one row (the same
+program captured two ways, say): each stepper fits its own width, stacking its columns when it
+is narrow.
 
 The front-end is a few small ES modules (``widgets/stepper/``, one idea each), but anywidget
 loads one module, from a string, so an ``import ... from "./draw.js"`` in it would have nothing
