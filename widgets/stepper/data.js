@@ -104,9 +104,10 @@ function kernelOf(st, k) {
  * the graphs its nodes own are put together without what it removed from them. */
 function context(st, i, shallow) {
   const stage = st.data.stages[i];
+  if (!st.routes) st.routes = routesByEnds(st.data.routes);
   const status = new Map();
   for (const c of stage.changes) for (const id of c.result) status.set(id, c.kind);
-  const ctx = { st, data: st.data, stage, status, before: null, partsBefore: new Map() };
+  const ctx = { st, data: st.data, routes: st.routes, stage, status, before: null, partsBefore: new Map() };
   if (i > 0 && !shallow) {
     ctx.before = context(st, i - 1, true);
     partsOf(st.data, entriesOf(st.data, ctx.before.stage.nodes), ctx.partsBefore);
@@ -124,7 +125,7 @@ function fullStage(ctx) {
     pass: stage.pass,
     changed: stage.changed,
     nodes,
-    edges: edgesOf(nodes, data.routes),
+    edges: edgesOf(nodes, ctx.routes),
     removed: before
       ? entriesOf(data, before.stage.nodes).filter((e) => !present.has(e.id)).map((e) => fullNode(before, e))
       : [],
@@ -159,16 +160,27 @@ function summaryOf(data, id, type) {
 function fullPart(ctx, owner, part) {
   const { data, before } = ctx;
   const nodes = entriesOf(data, part.nodes).map((e) => fullNode(ctx, e));
-  const full = { ...part, nodes, edges: edgesOf(nodes, data.routes), removed: [], removed_edges: [] };
+  const full = { ...part, nodes, edges: edgesOf(nodes, ctx.routes), removed: [], removed_edges: [] };
   const old = ctx.partsBefore.get(`${owner}/${part.key}`);
   if (old) {
     const present = new Set(nodes.map((n) => n.id));
     const oldNodes = entriesOf(data, old.nodes).map((e) => fullNode(before, e));
     full.removed = oldNodes.filter((n) => !present.has(n.id));
     const gone = new Set(full.removed.map((n) => n.id));
-    full.removed_edges = edgesOf(oldNodes, data.routes).filter((e) => gone.has(e.from) || gone.has(e.to));
+    full.removed_edges = edgesOf(oldNodes, ctx.routes).filter((e) => gone.has(e.from) || gone.has(e.to));
   }
   return full;
+}
+
+/** The data's routes ({"3>7": bends}) as maps: to -> from -> bends. */
+function routesByEnds(routes) {
+  const byEnds = new Map();
+  for (const key of Object.keys(routes)) {
+    const [from, to] = key.split(">").map(Number);
+    if (!byEnds.has(to)) byEnds.set(to, new Map());
+    byEnds.get(to).set(from, routes[key]);
+  }
+  return byEnds;
 }
 
 /** Every part the entries own, at any depth, by "owner/key". */
@@ -182,31 +194,35 @@ function partsOf(data, entries, out) {
 }
 
 /** The edges between `nodes` (full nodes of one graph), from their operands: from the node
- * that makes each operand to the node that reads it, sorted; each through its route. */
+ * that makes each operand to the node that reads it, sorted; each through its route (`routes`:
+ * the bends of each edge, by the node it goes to and the node it comes from). */
 function edgesOf(nodes, routes) {
   const maker = new Map(); // value id -> the node that makes it
   for (const n of nodes) {
-    maker.set(n.id, n.id);
-    for (const r of n.results ?? []) maker.set(r.id, n.id);
+    maker.set(n.id, n);
+    if (n.results) for (const r of n.results) maker.set(r.id, n);
   }
-  const at = new Map(nodes.map((n) => [n.id, [n.x, n.y]]));
-  const found = new Map();
+  const edges = [];
   for (const n of nodes) {
-    n.inputs.forEach((value, index) => {
-      if (value === null) return;
-      const from = maker.get(value) ?? value;
-      const key = `${from}>${n.id}`;
-      const edge = found.get(key);
-      if (edge) edge.indices.push(index);
-      else found.set(key, { from, to: n.id, index, indices: [index], key });
-    });
+    const first = edges.length; // this node's edges: one per node it reads
+    for (let index = 0; index < n.inputs.length; index++) {
+      const value = n.inputs[index];
+      if (value === null) continue;
+      const source = maker.get(value);
+      const from = source ? source.id : value;
+      let k = first;
+      while (k < edges.length && edges[k].from !== from) k++;
+      if (k < edges.length) {
+        edges[k].indices.push(index);
+        continue;
+      }
+      const bends = routes.get(n.id)?.get(from);
+      const ends = [[source.x, source.y], [n.x, n.y]];
+      const route = bends ? [ends[0], ...bends, ends[1]] : ends;
+      edges.push({ from, to: n.id, index, indices: [index], route });
+    }
   }
-  const edges = [...found.values()].sort((a, b) => a.from - b.from || a.to - b.to);
-  for (const e of edges) {
-    e.route = [at.get(e.from), ...(routes[e.key] ?? []), at.get(e.to)];
-    delete e.key;
-  }
-  return edges;
+  return edges.sort((a, b) => a.from - b.from || a.to - b.to);
 }
 
 /** The lines printed under a node (a fused kernel's ops), as text. */

@@ -43,6 +43,7 @@ export function stepperState(model, root, ui, uid) {
     timer: null,
     cache: new Map(), // per stage: lookups built on first use
     full: new Map(), // per stage: the stage put together (data.js)
+    routes: null, // the edges' routes by their ends (data.js)
     kernels: new Map(), // per kernel: its data, and its sources once loaded (data.js)
     sourcesLoading: null, // the promise of the kernels' sources, once asked for
     sourcesOf: null, // the kernel whose sources are shown
@@ -60,6 +61,7 @@ export function setData(st, data) {
   st.data = data?.format === 2 ? data : { name: data?.name ?? "", stages: [], nodes: [], values: {} };
   st.cache = new Map();
   st.full = new Map();
+  st.routes = null;
   st.kernels = new Map();
   st.sourcesLoading = null;
   st.history = null;
