@@ -157,6 +157,12 @@ export function showStage(st, i) {
   ui.narration.textContent = narration(st);
   st.root.dataset.currentStage = String(i);
   st.root.dataset.renderMs = (performance.now() - started).toFixed(1);
+  // While the learner reads, put the next stage together, so that stepping on is quick.
+  const idle = globalThis.requestIdleCallback ?? ((f) => setTimeout(f, 50));
+  const { data } = st;
+  idle(() => {
+    if (st.data === data && i + 1 < data.stages.length) info(st, i + 1);
+  });
 }
 
 export function selectChange(st, k) {
