@@ -20,6 +20,8 @@ const FIGURES = [
 const LIST_LIMIT = 200;
 /** Nodes named in a line of a node's lineage (a kernel may stand for thousands). */
 const LINEAGE_NAMES = 8;
+/** Nodes listed before and after a change (a fusion may take thousands). */
+const CHANGE_NODES = 40;
 
 // --- Stages and figures -------------------------------------------------------------------------
 
@@ -114,10 +116,11 @@ export function ruleHtml(st) {
   }
   const c = changes[st.change];
   const texts = (ids, lookup) =>
-    ids.map((id) => {
+    ids.slice(0, CHANGE_NODES).map((id) => {
       const n = lookup(id);
       return `<li>${nodeLink(st, inf, id)} <code>${esc(n ? n.text : "")}</code></li>`;
-    }).join("");
+    }).join("") + (ids.length > CHANGE_NODES
+      ? `<li class="tf-more">and ${(ids.length - CHANGE_NODES).toLocaleString("en")} more</li>` : "");
   const previous = st.stage > 0 ? info(st, st.stage - 1) : null;
   const before = texts(c.nodes, (id) => (previous && presentIn(previous, id)) ?? nodeIn(inf, id));
   const after = texts(c.result, (id) => presentIn(inf, id));
@@ -212,8 +215,10 @@ function lineage(st, inf, n) {
   const items = [];
   const traced = n.lineage.filter((id) => id !== n.id);
   if (traced.length) {
+    const more = traced.length - LINEAGE_NAMES;
     items.push(`<li>stands for traced ${traced.length === 1 ? "node" : "nodes"} ` +
-      `${traced.map((id) => nodeLink(st, inf, id)).join(", ")}</li>`);
+      `${traced.slice(0, LINEAGE_NAMES).map((id) => nodeLink(st, inf, id)).join(", ")}` +
+      `${more > 0 ? ` and ${more.toLocaleString("en")} more` : ""}</li>`);
   }
   const { made, became } = nodeHistory(st);
   const stageButton = (s) =>
