@@ -26,11 +26,12 @@ makes the loop fast:
   the source. Broadcasting is a stride of 0, and axes that follow one another in memory for
   every operand are one axis: the common cases (same shapes, scalars) are one flat loop.
 
-A final reduction accumulates as the loop goes: per output element when it reduces trailing
-axes (a last-axis sum), per block, the blocks' parts then combined in order, when it reduces
-everything, and into the output's row when it reduces leading axes (a column sum). Partial
-results combine as the reduction's `Partials` say: an OpenMP reduction named after the
-combining op. Sums of floats accumulate in double.
+A final reduction accumulates as the loop goes. Over trailing axes (a last-axis sum), each
+output element has an accumulator, in double for floats; over everything, each block has one,
+and the blocks' parts are combined in order afterwards, the same result on any number of cores;
+over leading axes (a column sum), each row of the loop is combined into the output's row, in
+row order as NumPy does. Partial results combine as the reduction's `Partials` say, and OpenMP
+is told so (``#pragma omp declare reduction``) to vectorise the accumulation.
 
 The C computes what NumPy computes: operands cast to NumPy's types, integers wrapping on
 overflow, ``a*b + c`` rounded twice (see `native.py` for the flags). Where C cannot match NumPy
@@ -237,12 +238,12 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
             if not numpy:                 # at the learner's line
                 numpy.append(numpy_kernel(group, np))
             return numpy[0](*arrays, out=out)
-        if given is not None:
-            for o, target in zip(given, targets, strict=True):
-                if o is not target:
-                    np.copyto(o, target)
-            targets = list(given)
-        return targets[0] if single else tuple(targets)
+        if given is None:
+            return targets[0] if single else tuple(targets)
+        for o, target in zip(given, targets, strict=True):
+            if o is not target:
+                np.copyto(o, target)
+        return out
 
     run.__name__ = run.__qualname__ = group.name
     return run
@@ -489,7 +490,7 @@ class _KernelWriter:
             if not isinstance(self.compiler, str):
                 kind = native.vector_function(self.compiler, spelled, c_type(dtype), arity)
             if kind == "scalar":
-                raise Declined(f"{spelled} has no vector version here (no libmvec), and a C "
+                raise Declined(f"{spelled} has no vector version here (not in libmvec), and a C "
                                f"loop calling it per element is far slower than NumPy's SIMD")
             self.maths[spelled] = (c_type(dtype), arity, kind)
 
