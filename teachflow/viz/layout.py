@@ -133,13 +133,15 @@ def _with_dummies(nodes: list, edges: list[tuple], layer: dict) -> tuple[list[li
 def reduce_crossings(order: list[list], chains: dict, sweeps: int = SWEEPS) -> list[list]:
     """Barycenter sweeps: sort each layer by the mean position of its neighbours in the layer
     just above (sweeping down) or just below (sweeping up)."""
+    # Only neighbours in adjacent layers pull on a node (long edges are drawn, not ordered).
+    level = {n: i for i, layer in enumerate(order) for n in layer}
     up: dict[Any, list] = defaultdict(list)
     down: dict[Any, list] = defaultdict(list)
     for chain in chains.values():
         for a, b in pairwise(chain):
-            down[a].append(b)
-            up[b].append(a)
-    # Only neighbours in adjacent layers pull on a node (long edges are drawn, not ordered).
+            if level[b] == level[a] + 1:
+                down[a].append(b)
+                up[b].append(a)
     # A layer of one node has nothing to sort; and once a whole sweep moves nothing, no later
     # sweep will (a long chain of ops is mostly such layers, and settles at once).
     order = [list(layer) for layer in order]
