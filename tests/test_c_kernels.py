@@ -287,7 +287,7 @@ def test_numpys_warnings_come_from_the_numpy_kernel_run_again() -> None:
         np.testing.assert_array_equal(kernel(x), want)
     assert {str(w.message).split(" encountered")[0] for w in caught} >= {
         "invalid value", "divide by zero"}
-    with np.errstate(invalid="raise"), pytest.raises(FloatingPointError):
+    with np.errstate(divide="ignore", invalid="raise"), pytest.raises(FloatingPointError):
         kernel(x)
     fine = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
     with mock.patch.object(c_fused, "numpy_kernel", side_effect=AssertionError("NumPy ran")):
@@ -414,7 +414,8 @@ def test_several_results_come_from_one_loop() -> None:
     assert source.count("out0[") == source.count("out1[") == source.count("out2[") == 1
     assert assert_c_matches(group, inputs).startswith("C")
     kernel, _ = c_kernel(group)
-    first = kernel(*inputs)
+    with np.errstate(invalid="ignore"):  # the square root of negatives
+        first = kernel(*inputs)
     assert isinstance(first, tuple) and len(first) == 3
 
 
