@@ -143,6 +143,7 @@ class _Table:
             if self.values is not None:
                 self.values.add(snap.graph)
             stages.append(self.stage(snap, lay, owned, i))
+        # (gzip's level 3: a fifth bigger than its default, in a third of the time)
         sources = json.dumps(self.sources, separators=(",", ":")).encode()
         return {
             "format": FORMAT,
@@ -151,7 +152,7 @@ class _Table:
             "stages": stages,
             "values": self.summaries(),
             "kernels": self.kernels,
-            "sources": base64.b64encode(gzip.compress(sources, mtime=0)).decode("ascii"),
+            "sources": base64.b64encode(gzip.compress(sources, 3, mtime=0)).decode("ascii"),
             "lines": self.lines,
             "routes": self.routes,
         }
