@@ -77,7 +77,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
-from teachflow.graph.graph import _format_constant, _fused_body
+from teachflow.graph.graph import _format_constant, _fused_body  # (lines as str(graph) has)
 from teachflow.viz.expand import derived, value_type
 from teachflow.viz.layout import Layout, layout_stages, layout_subgraphs
 from teachflow.viz.values import Values
@@ -133,6 +133,11 @@ class _Table:
         self.lines: dict[str, str] = {}
         self.routes: dict[str, list] = {}
         self.parts: dict[tuple[int, str], list[int]] = {}  # a part's entries, the stage before
+        # The stage being made: its changes, the layouts of the graphs its nodes own, and the
+        # boxes each node inside one is in.
+        self.changes: list = []
+        self.inner: dict[tuple[int, str], Layout] = {}
+        self.owners: dict[int, tuple[int, ...]] = {}
 
     def data(self) -> dict:
         snapshots = self.compilation.snapshots
@@ -175,9 +180,7 @@ class _Table:
     def stage(self, snap: Snapshot, lay: Layout, inner: dict[tuple[int, str], Layout],
               index: int) -> dict:
         graph = snap.graph
-        self.changes = snap.changes
-        self.inner = inner
-        self.owners: dict[int, tuple[int, ...]] = {}  # a node inside a box -> its boxes
+        self.changes, self.inner, self.owners = snap.changes, inner, {}
         nodes, _ = self.graph_entries(graph, lay, ())
         return {
             "index": index,
@@ -312,7 +315,7 @@ class _Table:
         happens inside may change), and the ids inside them."""
         entry = self.node_entry(node.output, node, context, lay)
         owned = subgraphs(node)
-        entry["owned"] = [f"  {line}" for key, sub in owned.items()
+        entry["owned"] = [f"  {line}" for key, sub in owned.items()  # (as str(graph) has them)
                           for line in sub._text(f"{key}: {sub.name}")]
         parts, inside = [], set()
         for key, sub in owned.items():
