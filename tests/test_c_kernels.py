@@ -15,6 +15,7 @@ builds, no compiler at all. Without a compiler, only the tests of that path run.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import subprocess
@@ -36,8 +37,8 @@ from test_fused_kernels import (
     DTYPES,
     LITERALS,
     REDUCTIONS,
-    StubCupy,
     group_of,
+    multi_output_group,
     random_array,
     traced_group,
 )
@@ -47,7 +48,6 @@ from teachflow.dispatch import bind
 from teachflow.graph import Value, format_node
 from teachflow.kernels import c_fused, native
 from teachflow.kernels.c_fused import c_kernel, c_source
-from teachflow.kernels.cuda_fused import cuda_kernel, cuda_source
 from teachflow.kernels.group import FusedGroup
 from teachflow.kernels.numpy_fused import numpy_kernel
 from teachflow.ops import OPS
@@ -76,21 +76,6 @@ def kernel_cache(tmp_path_factory):
 
 
 # --- Comparing with NumPy ---------------------------------------------------------------------
-
-
-def multi_group(fn, *arrays: np.ndarray, returned: tuple[bool, ...] | None = None
-                ) -> tuple[FusedGroup, list[np.ndarray]]:
-    """The traced elementwise graph of `fn` as one group whose outputs are the graph's."""
-    graph = tfl.trace(fn, *[tfl.tensor(a) for a in arrays])
-    nodes = tuple(graph.live(list(graph.outputs))[0])
-    made = {n.output for n in nodes}
-    inputs = tuple(dict.fromkeys(o for n in nodes for o in n.inputs
-                                 if isinstance(o, Value) and o not in made))
-    outputs = tuple(graph.outputs)
-    group = FusedGroup("fused_k0", nodes, None, inputs, outputs,
-                       returned or (True,) * len(outputs))
-    by_input = dict(zip(graph.inputs, arrays, strict=True))
-    return group, [by_input[v] for v in inputs]
 
 
 def eager_results(group: FusedGroup, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -269,7 +254,7 @@ EDGES = {
 @pytest.mark.parametrize("case", sorted(EDGES))
 def test_edge_cases_match_numpy(case: str) -> None:
     fn, arrays = EDGES[case]
-    group, inputs = multi_group(fn, *arrays)
+    group, inputs = multi_output_group(fn, *arrays)
     assert assert_c_matches(group, inputs).startswith("C, compiled by")
 
 
@@ -406,7 +391,8 @@ def test_several_results_come_from_one_loop() -> None:
         a = x * 2 + 1
         return a.tanh(), (a * y).sqrt(), a > 0
 
-    group, inputs = multi_group(two, x, y, returned=(True, False, True))
+    group, inputs = multi_output_group(two, x, y)
+    group = dataclasses.replace(group, returned=(True, False, True))
     assert len(group.outputs) == 3
     source = c_source(group)
     for param in ("float *restrict out0,", "double *restrict out1,", "bool *restrict out2)"):
@@ -417,23 +403,6 @@ def test_several_results_come_from_one_loop() -> None:
     with np.errstate(invalid="ignore"):  # the square root of negatives
         first = kernel(*inputs)
     assert isinstance(first, tuple) and len(first) == 3
-
-
-def test_cuda_kernels_with_several_results() -> None:
-    x = np.ones((4, 3), np.float32)
-    group, _ = multi_group(lambda x: ((x * 2).tanh(), x * 2 + 1.5), x)
-    text = cuda_source(group)
-    assert 'out_params="float32 result0, float32 result1"' in text
-    assert "result0 = v" in text and "result1 = v" in text
-    assert "returns (result0, result1)" in text
-    cupy = StubCupy()
-    run = cuda_kernel(group, cupy)
-    (kind, arguments), = cupy.built
-    assert kind == "ElementwiseKernel" and arguments["out_params"].count("result") == 2
-    run("a")
-    run("a", out=("o0", "o1"))
-    assert cupy.calls == [(("a",), {}), (("a", "o0", "o1"), {})]
-    exec(text, {"cupy": StubCupy()})  # the shown text is the call that builds it
 
 
 BIG = {  # (function, arrays): each loop big enough to be shared between the cores

@@ -84,6 +84,20 @@ def group_of(graph: Graph, name: str = "fused_k0") -> FusedGroup:
     return FusedGroup(name, tuple(nodes), reduction, tuple(inputs), (output,), (True,))
 
 
+def multi_output_group(fn, *arrays: np.ndarray) -> tuple[FusedGroup, list[np.ndarray]]:
+    """The traced elementwise graph of `fn` as one group whose outputs are the graph's (each
+    returned), and the arrays in its input order."""
+    graph = tfl.trace(fn, *[tfl.tensor(a) for a in arrays])
+    nodes = tuple(graph.live(list(graph.outputs))[0])
+    made = {n.output for n in nodes}
+    inputs = tuple(dict.fromkeys(o for n in nodes for o in n.inputs
+                                 if isinstance(o, Value) and o not in made))
+    group = FusedGroup("fused_k0", nodes, None, inputs, tuple(graph.outputs),
+                       (True,) * len(graph.outputs))
+    by_input = dict(zip(graph.inputs, arrays, strict=True))
+    return group, [by_input[v] for v in inputs]
+
+
 def traced_group(fn, *arrays: np.ndarray) -> tuple[FusedGroup, list[np.ndarray]]:
     """Trace `fn` on tensors holding `arrays`; the group and the arrays in its input order."""
     graph = tfl.trace(fn, *[tfl.tensor(a) for a in arrays])
@@ -414,6 +428,8 @@ def _cuda_groups() -> dict[str, FusedGroup]:
         "elementwise": traced_group(lambda x, y: (lambda s: tfl.where(s > 0.5, s, 1).tanh())(
             x * 2 + y), x32, i32)[0],
         "reduction": traced_group(lambda x, y: (x * 2 + y).tanh().mean(axis=1), x32, i32)[0],
+        "several results": multi_output_group(lambda x, y: ((x * y).tanh(), x * y + 1), x32,
+                                              i32)[0],
     }
 
 
@@ -436,6 +452,15 @@ def test_cuda_source_is_the_cupy_call_with_typed_locals() -> None:
         assert part in text, part
 
 
+def test_cuda_source_with_several_results_writes_each() -> None:
+    group, _ = multi_output_group(lambda x: ((x * 2).tanh(), x * 2 + 1.5), np.ones((4, 3),
+                                                                                np.float32))
+    text = cuda_source(group)
+    assert 'out_params="float32 result0, float32 result1"' in text
+    assert re.search(r"result0 = v\d+;", text) and re.search(r"result1 = v\d+;", text)
+    assert "which returns (result0, result1), or fused_k0(in0, *out)" in text
+
+
 class StubCupy(types.ModuleType):
     """Records how kernels are built and called, standing in for CuPy where there is none."""
 
@@ -454,7 +479,7 @@ class StubCupy(types.ModuleType):
         self.ReductionKernel = kernel_class("ReductionKernel")
 
 
-@pytest.mark.parametrize("kind", ["elementwise", "reduction"])
+@pytest.mark.parametrize("kind", ["elementwise", "reduction", "several results"])
 def test_cuda_source_runs_as_python_and_builds_what_cuda_kernel_builds(kind: str) -> None:
     group = _cuda_groups()[kind]
     from_text, from_kernel = StubCupy(), StubCupy()
@@ -471,6 +496,10 @@ def test_cuda_source_runs_as_python_and_builds_what_cuda_kernel_builds(kind: str
     run("a", "b", out="o")
     if kind == "elementwise":
         assert from_kernel.calls == [(("a", "b"), {}), (("a", "b", "o"), {})]
+    elif kind == "several results":
+        run("a", "b", out=("o0", "o1"))
+        assert from_kernel.calls == [(("a", "b"), {}), (("a", "b", "o"), {}),
+                                     (("a", "b", "o0", "o1"), {})]
     else:
         assert from_kernel.calls == [(("a", "b"), {"axis": (1,), "keepdims": False, "out": None}),
                                      (("a", "b"), {"axis": (1,), "keepdims": False, "out": "o"})]
@@ -493,20 +522,22 @@ def _standalone(code: CudaKernelCode, group: FusedGroup, index: int) -> str:
     thread per element for an elementwise kernel; a sequential loop for a reduction (the C of
     map, reduce and post-map is what is being checked, not CuPy's indexing)."""
     params = [p.split() for p in code.arguments["in_params"].split(", ")]
-    out_dtype, out_name = code.arguments["out_params"].split()
-    pointers = ", ".join(f"const {c_type(d)}* _raw_{n}" for d, n in params)
+    outs = [p.split() for p in code.arguments["out_params"].split(", ")]
+    pointers = ", ".join([*(f"const {c_type(d)}* _raw_{n}" for d, n in params),
+                          *(f"{c_type(d)}* _raw_{n}" for d, n in outs)])
     loads = "\n".join(f"    const {c_type(d)} {n} = _raw_{n}[_i];" for d, n in params)
-    head = (f'extern "C" __global__ void k{index}_{group.name}({pointers}, '
-            f"{c_type(out_dtype)}* _raw_{out_name}, long long _n)")
+    head = f'extern "C" __global__ void k{index}_{group.name}({pointers}, long long _n)'
     if code.kind == "ElementwiseKernel":
+        stores = "\n".join(f"    {c_type(d)}& {n} = _raw_{n}[_i];" for d, n in outs)
         return f"""{head} {{
     long long _i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (_i >= _n) return;
 {loads}
-    {c_type(out_dtype)}& {out_name} = _raw_{out_name}[_i];
+{stores}
 {textwrap.indent(code.arguments["operation"], "    ")}
 }}
 """
+    (out_dtype, out_name), = outs
     arguments, own = code.arguments, f"k{index}_map"  # map functions of their own names
     preamble = arguments["preamble"].replace(f"{group.name}_map", own)
     map_expr = arguments["map_expr"].replace(f"{group.name}_map", own)
@@ -584,6 +615,7 @@ def test_generated_cuda_compiles_with_nvcc(tmp_path) -> None:
                 groups.append(traced_group(
                     lambda x, r=reduction, a=axis: getattr(tfl, r)(bind(OPS["identity"], x),
                                                                    axis=a), x)[0])
+        groups.append(multi_output_group(lambda x: (x * 2 + 1, (x * 2 > 1) * x), x)[0])
     sources = [_standalone(cuda_code(g), g, i) for i, g in enumerate(groups)]
     done = _compile(sources, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
