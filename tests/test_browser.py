@@ -390,6 +390,18 @@ def test_chromium_rebuilds_each_stage_as_python_does(page) -> None:
     assert not page.errors, page.errors
 
 
+def test_a_page_of_an_older_format_says_to_run_the_cell_again(page, tmp_path) -> None:
+    """A notebook saved by an older teachflow keeps its widget's data in that one's format."""
+    from teachflow.viz.html import page_html
+
+    path = tmp_path / "older.html"
+    path.write_text(page_html({"name": "f", "stages": [{"pass": "trace", "nodes": []}]}),
+                    encoding="utf-8")
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tf-narration:has-text('older teachflow')")
+    assert not page.errors, page.errors
+
+
 def test_a_fused_kernel_shows_its_results_and_its_three_sources_side_by_side(page,
                                                                              tmp_path) -> None:
     compilation = CASES["two results"]()

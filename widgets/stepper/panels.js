@@ -1,7 +1,7 @@
 /**
  * The panels around the graph, as HTML strings: the stage list and the figures on the left, the
- * rule card (what the pass changed, and why) and the selected node's details on the right, and
- * the narration line. Pure functions of the stepper's state `st` (the data, the stage on show,
+ * rule card (what the pass changed, and why) and the selected node's details on the right (a
+ * fused kernel's part of them comes from `kernel.js`), and the narration line. Pure functions of the stepper's state `st` (the data, the stage on show,
  * the selected change and node); the page sets each with one innerHTML.
  */
 

@@ -29,6 +29,7 @@ export function stepperState(model, root, ui, uid) {
     ui,
     uid,
     data: { name: "", stages: [] },
+    older: false, // the data is of an older format (a notebook saved by an older teachflow)
     stage: -1, // the stage on show
     change: -1, // the selected change of that stage
     node: null, // the selected node id
@@ -57,7 +58,8 @@ export function stepperState(model, root, ui, uid) {
 
 export function setData(st, data) {
   const { ui } = st;
-  // (A notebook saved with an older teachflow keeps that one's data: it shows no stages.)
+  // (A notebook saved by an older teachflow keeps data of an older format: it is not drawn.)
+  st.older = Boolean(data?.stages?.length) && data.format !== 2;
   st.data = data?.format === 2 ? data : { name: data?.name ?? "", stages: [], nodes: [], values: {} };
   st.cache = new Map();
   st.full = new Map();
@@ -137,7 +139,9 @@ export function showStage(st, i) {
   const { ui } = st;
   if (!st.data.stages.length) {
     ui.graph.innerHTML = "";
-    ui.narration.textContent = "This compilation has no stages to show.";
+    ui.narration.textContent = st.older
+      ? "This stepper was saved by an older teachflow: run its cell again to draw it."
+      : "This compilation has no stages to show.";
     return;
   }
   const started = performance.now();
@@ -261,7 +265,7 @@ export function renderSources(st) {
 /** The IR panel, drawn only while it is open (it is drawn again when opened). */
 export function renderIR(st) {
   const { ui } = st;
-  if (!ui.ir.open) return;
+  if (!ui.ir.open || st.stage < 0) return;
   const { summary, text, html } = irPanel(info(st, st.stage), st.irFull);
   ui.irSummary.textContent = summary;
   if (html === undefined) ui.irText.textContent = text;
