@@ -283,6 +283,21 @@ def test_numpys_warnings_come_from_the_numpy_kernel_run_again() -> None:
             assert_close(kernel(fine), eager_results(group, [fine])[0], group)
 
 
+@needs_cc
+@pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4)])
+@pytest.mark.parametrize("reduction", [None, "sum", "mean"])
+def test_arrays_with_no_elements(shape: tuple, reduction: str | None) -> None:
+    """Nothing to compute, but a reduction's result is where it starts (a mean is 0 / 0)."""
+    def f(x):
+        y = x * 2 + 1
+        return y if reduction is None else getattr(tfl, reduction)(y, axis=len(shape) - 1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's mean of an empty slice
+        group, inputs = traced_group(f, np.ones(shape, np.float32))
+    assert assert_c_matches(group, inputs).startswith("C")
+
+
 # --- What C declines ----------------------------------------------------------------------------
 
 

@@ -337,8 +337,6 @@ def _collapsed(sizes: tuple, strides: list[list[int]]) -> tuple[list[int], list[
             axes[-1] = (axes[-1][0] * size, steps)
         else:
             axes.append((size, steps))
-    if any(size == 0 for size in sizes):
-        axes = [(0, [0] * len(strides))]
     return [size for size, _ in axes], [[steps[k] for _, steps in axes]
                                         for k in range(len(strides))]
 
@@ -388,8 +386,12 @@ class _KernelWriter:
             for name, arity in function_calls(node.op.fusion):
                 self.spell(name, arity, node)
             body.append(node_line(node, names, self.dialect))
-        loops = self.reduction_loops(names, body) if group.reduction else \
-            self.elementwise_loops(names, body)
+        if math.prod(element) == 0:
+            loops = self.no_elements()
+        elif group.reduction is not None:
+            loops = self.reduction_loops(names, body)
+        else:
+            loops = self.elementwise_loops(names, body)
         start = ["int raised = 0;  // the exceptions raised, returned at the end",
                  "feclearexcept(FE_ALL_EXCEPT);"]
         return "\n".join([*self.header(), "", *self.preamble(), *self.signature(),
@@ -591,6 +593,17 @@ class _KernelWriter:
             return total
         return f"({c_type(node.spec.dtype)})" + (total if re.fullmatch(r"[\w\[\]]+", total)
                                                  else f"({total})")
+
+    def no_elements(self) -> list[str]:
+        """No element to compute: a reduction's output is what it starts from (finished: the
+        mean of nothing is 0 / 0)."""
+        if self.group.reduction is None:
+            return [f"// {self.group.elementwise_spec} has no elements: nothing to compute."]
+        dtype = self.accumulator()
+        return [f"// {self.group.elementwise_spec} has no elements: each output element is "
+                "where a reduction starts.",
+                f"for (long i = 0; i < {self.group.reduction.spec.size}; i++) "
+                f"out0[i] = {self.finished(self.identity(dtype), dtype)};"]
 
     def reduction_loops(self, names: dict[Value, str], body: list[str]) -> list[str]:
         node = self.group.reduction
