@@ -295,7 +295,7 @@ def test_arrays_with_no_elements(shape: tuple, reduction: str | None) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's mean of an empty slice
         group, inputs = traced_group(f, np.ones(shape, np.float32))
-    assert assert_c_matches(group, inputs).startswith("C")
+        assert assert_c_matches(group, inputs).startswith("C")
 
 
 # --- What C declines ----------------------------------------------------------------------------
