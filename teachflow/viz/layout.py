@@ -260,7 +260,7 @@ def _owned_graphs(graph: Graph) -> Iterable[tuple[tuple[int, str], Graph]]:
     """Every graph a node of `graph` owns, at any depth, with its owner's id and its parameter
     name."""
     for node in graph.nodes:
-        for key, sub in subgraphs(node).items():
+        for key, sub in subgraphs(node).items() if node.params else ():
             yield (node.id, key), sub
             yield from _owned_graphs(sub)
 
