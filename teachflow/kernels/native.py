@@ -76,6 +76,8 @@ def compiler() -> Compiler | str:
 
 @functools.cache
 def _probe_compiler(chosen: str | None, path: str) -> Compiler | str:
+    """Find the compiler (`chosen`, else ``cc``, on `path`) and which flags it takes, each
+    learned by building a probe with it."""
     if chosen == "":
         return "C kernels are turned off (TEACHFLOW_CC is empty)"
     command = shutil.which(chosen or "cc", path=path)
