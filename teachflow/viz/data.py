@@ -30,7 +30,11 @@ The format (``"format": 2``)
     {"format": 2, "name": the function's name,
      "nodes": [entry, ...],         every node of every stage: one entry per version
      "stages": [stage, ...],
-     "values": {id: summary},       each value on the example inputs (`values.summarize`)
+     "values": {id: summary},       each value on the example inputs (`values.summarize`),
+                                    without the shape and dtype its node's type says, nor
+                                    "truncated" where the shape says it: more elements
+                                    than "preview_elements"
+     "preview_elements": 12,        the numbers a summary's preview shows at most
      "kernels": [kernel, ...],      each fused kernel once
      "sources": base64 text,        the kernels' generated sources: gzip of JSON, a list with
                                     {"numpy", "c", "cuda"} per kernel (null: not generated)
@@ -73,6 +77,7 @@ import gc
 import gzip
 import json
 import linecache
+import math
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +85,7 @@ from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.graph.graph import _format_constant, _fused_body  # (lines as str(graph) has)
 from teachflow.viz.expand import derived, value_type
 from teachflow.viz.layout import Layout, layout_stages, layout_subgraphs
-from teachflow.viz.values import Values
+from teachflow.viz.values import PREVIEW_ELEMENTS, Values
 
 if TYPE_CHECKING:  # (the compiler shows itself with these; they only read what it made)
     from teachflow.compiler import Compilation, Snapshot
@@ -156,6 +161,7 @@ class _Table:
             "nodes": self.entries,
             "stages": stages,
             "values": self.summaries(),
+            "preview_elements": PREVIEW_ELEMENTS,
             "kernels": self.kernels,
             "sources": base64.b64encode(gzip.compress(sources, 3, mtime=0)).decode("ascii"),
             "lines": self.lines,
@@ -164,14 +170,16 @@ class _Table:
 
     def summaries(self) -> dict[str, dict]:
         """The summary of each value a node shows, by id, without the shape and dtype that its
-        type says (`expand.value_type`)."""
+        type says (`expand.value_type`), nor whether its preview is cut short when its shape
+        says so."""
         if self.values is None:
             return {}
         out = {}
         for i, type_ in self.types_shown.items():
             summary = self.values.summaries.get(i)
             if summary is not None:
-                said = value_type(type_)
+                said = {**value_type(type_), "truncated": math.prod(summary["shape"])
+                        > PREVIEW_ELEMENTS}
                 out[str(i)] = {k: x for k, x in summary.items() if said.get(k, ...) != x}
         return out
 

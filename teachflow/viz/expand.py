@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import math
 from typing import Any
 
 #: What an entry that leaves a key out has there (``lineage`` leaves out its own id).
@@ -109,10 +110,14 @@ class _Stage:
         return n
 
     def value(self, i: int, type_: str) -> dict | None:
-        """Value `i`'s summary, with the shape and dtype its type gives where it leaves them
-        out."""
+        """Value `i`'s summary, with the shape and dtype its type gives, and whether its
+        preview is cut short, where it leaves them out."""
         summary = self.data["values"].get(str(i))
-        return None if summary is None else {**value_type(type_), **summary}
+        if summary is None:
+            return None
+        value = {**value_type(type_), **summary}
+        value.setdefault("truncated", math.prod(value["shape"]) > self.data["preview_elements"])
+        return value
 
     def part(self, owner: int, part: dict) -> dict:
         nodes = [self.node(e) for e in entries(self.data, part["nodes"])]

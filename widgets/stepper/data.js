@@ -150,9 +150,16 @@ function fullNode(ctx, entry) {
   return n;
 }
 
+/** Value `id`'s summary, with the shape and dtype its type gives, and whether its preview is
+ * cut short, where it leaves them out. */
 function summaryOf(data, id, type) {
   const summary = data.values[String(id)];
-  return summary === undefined ? null : { ...valueType(type), ...summary };
+  if (summary === undefined) return null;
+  const value = { ...valueType(type), ...summary };
+  if (value.truncated === undefined) {
+    value.truncated = value.shape.reduce((a, b) => a * b, 1) > data.preview_elements;
+  }
+  return value;
 }
 
 /** A graph node `owner` owns, put together as a stage is, with the nodes it lost since the
