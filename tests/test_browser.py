@@ -345,6 +345,10 @@ def test_a_big_compilation_opens_and_steps_without_freezing(page, tmp_path) -> N
     assert drawn < 20, drawn  # the members are folded away, not drawn one by one
     note = page.locator(".tf-view-note").inner_text()  # counts nodes as everywhere else
     assert f"of {len(compilation.snapshots[0].graph.nodes):,} nodes" in note, note
+    ir = page.locator(".tf-ir-text")  # its first 400 lines, then all of them on a click
+    assert ir.text_content().endswith("more lines (show all)\n")
+    page.click(".tf-ir-text .tf-ir-skip")
+    assert ir.text_content() == str(compilation.snapshots[0].graph)
     page.click(".tf-next")
     assert stage_of(page) == 1
     opened = time.perf_counter() - start

@@ -122,15 +122,25 @@ export function irDiff(inf) {
 /** What the IR panel shows for a stage: a `summary`, and either the plain `text` of its IR or
  * the `html` of its diff against the stage before (every line when `full`). */
 export function irPanel(inf, full) {
-  if (!inf.previous) return { summary: "(as traced)", text: inf.stage.text };
+  if (!inf.previous) return plainPanel("(as traced)", inf.stage.text, full);
   const { lines, added, removed } = irDiff(inf);
-  if (!added && !removed) {
-    return { summary: "(the same as the stage before)", text: inf.stage.text };
-  }
+  if (!added && !removed) return plainPanel("(the same as the stage before)", inf.stage.text, full);
   const summary = `(against ${inf.previous.pass}: +${added} −${removed} lines)`;
   if (full) return { summary, html: diffHtml(lines, true) };
   if (!inf.irHtml) inf.irHtml = diffHtml(lines, false);
   return { summary, html: inf.irHtml };
+}
+
+/** A stage's text as it is, its first IR_LINES lines unless `full` (a click shows them all). */
+function plainPanel(summary, text, full) {
+  const lines = text.split("\n");
+  if (full || lines.length <= IR_LINES) return { summary, text };
+  const more = (lines.length - IR_LINES).toLocaleString("en");
+  return {
+    summary,
+    html: `${esc(lines.slice(0, IR_LINES).join("\n"))}\n` +
+      `<span class="tf-ir-skip" role="button" tabindex="0">… ${more} more lines (show all)</span>\n`,
+  };
 }
 
 /** The diff's lines as HTML: the changed lines and a little context, the rest folded (runs of 3
