@@ -49,15 +49,17 @@ A **stage** is ``{"index", "pass", "changed", "changes", "stats", "updates", "no
 (``[0, 5000]`` is entries 0 to 4999; ``[0, 10, 12, 3]`` is 0 to 9 and 12 to 14); ``head`` and
 ``tail`` the lines of its text form before and after the nodes' lines.
 
-An **entry** is ``{"id", "label", "op", "type", "text", "x", "y"}`` and, where they are not the
-default in brackets: ``kind`` ("node"; or "input", "capture", "const"), ``device`` ("cpu"),
-``source`` (""), ``lineage`` ([id]), ``inputs`` (the value id each operand reads, null for a
-Python number: the edges come from these; []), ``is_output`` (false), ``updates`` (the state it
-is written back into; []), ``line`` (its line of the text form: ``text``), ``body`` (lines
-printed under it, as a fused kernel's ops; a number n stands for two spaces and entry n's
-``text``), ``owned`` (lines of the graphs it owns, printed under it), ``kernel`` (its index in
-``kernels``), ``results`` (one ``{"id", "name", "type"}`` per result, for a node with several;
-a kernel's say which of its ops' values each is: ``writes``),
+An **entry** is ``{"id", "text", "x", "y"}`` (``text``: ``%7 = mul %5, 2.0 : f32[3]``; ``x``,
+``y``: its place in the layout) and, where they are not the default in brackets: ``op``,
+``label``, ``type`` (what its text says: mul, ``%7 = mul``, ``f32[3]``; for an input, capture or
+constant, its kind and ``%x (input)``), ``kind`` ("node"; or "input", "capture", "const"),
+``device`` ("cpu"), ``source`` (""), ``lineage`` ([id]), ``inputs`` (the value id each operand
+reads, null for a Python number: the edges come from these; []), ``is_output`` (false),
+``updates`` (the state it is written back into; []), ``line`` (its line of the text form:
+``text``), ``body`` (lines printed under it, as a fused kernel's ops; a number n stands for two
+spaces and entry n's ``text``), ``owned`` (lines of the graphs it owns, printed under it),
+``kernel`` (its index in ``kernels``), ``results`` (one ``{"id", "name", "type"}`` per result,
+for a node with several; a kernel's say which of its ops' values each is: ``writes``),
 ``subgraphs`` and ``changes_inside``. A **part** (a graph a node owns) is ``{"key", "name",
 "inputs", "outputs", "changes", "values_from", "nodes"}``, its nodes as a stage's are.
 
