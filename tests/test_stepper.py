@@ -569,6 +569,16 @@ def test_every_stage_draws_as_valid_svg_with_its_statuses() -> None:
     assert {"kept", "replaced", "merged", "fused"} <= seen
 
 
+def test_the_picture_marks_a_kernel_with_several_results() -> None:
+    compilation = CASES["two results"]()
+    svg = graph_svg(expand_stage(compilation_data(compilation), -1))
+    root = ET.fromstring(svg)
+    (kernel,) = [n for n in compilation.graph.nodes if n.op.name.startswith("fused")]
+    box = next(g for g in root.iter("{http://www.w3.org/2000/svg}g")
+               if g.attrib.get("data-node-id") == str(kernel.id))
+    assert "2 results" in ET.tostring(box, encoding="unicode")
+
+
 # --- The data's format: each node once, each stage put back together -------------------------
 
 
