@@ -224,7 +224,10 @@ def layout_stages(snapshots: Iterable[Any]) -> list[Layout]:
                 place[n] = ((placed[0][0] - X_GAP / 2, placed[0][1] - Y_GAP) if placed
                             else (0.0, 0.0))
         positions = {n: place[n] for n in nodes}
-        routes = {(u, v): _route(base, u, v, positions) for u, v in edges}
+        # An edge the trace had keeps its route (its ends kept their places); a new one is
+        # drawn straight.
+        traced = base.routes
+        routes = {(u, v): traced.get((u, v)) or [positions[u], positions[v]] for u, v in edges}
         layouts.append(Layout(positions, routes, {}))
     return layouts
 
@@ -263,11 +266,3 @@ def _owned_graphs(graph: Graph) -> Iterable[tuple[tuple[int, str], Graph]]:
         for key, sub in subgraphs(node).items() if node.params else ():
             yield (node.id, key), sub
             yield from _owned_graphs(sub)
-
-
-def _route(base: Layout, u: Any, v: Any, positions: dict) -> list[tuple[float, float]]:
-    """The trace's route for an edge that was there already; a straight line otherwise."""
-    route = base.routes.get((u, v))
-    if route and route[0] == positions[u] and route[-1] == positions[v]:
-        return route
-    return [positions[u], positions[v]]
