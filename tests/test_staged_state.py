@@ -181,7 +181,8 @@ def test_the_text_form_shows_what_the_call_writes_back() -> None:
     assert graph.results == [graph.outputs[0]] and len(graph.outputs) == 3
     nxg = graph.to_networkx()
     assert sorted(name for name, _ in nxg.graph["updates"]) == ["p", "w"]
-    assert any(d["updates"] == ["w"] for _, d in nxg.nodes(data=True))
+    # (the node that makes w's new value says so, also when it is a kernel with several results)
+    assert any("w" in d["updates"] for _, d in nxg.nodes(data=True))
 
 
 def test_a_compilation_writes_back_too() -> None:

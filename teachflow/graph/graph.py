@@ -285,7 +285,8 @@ class Graph:
                     label=f"{', '.join(map(str, node.outputs))} = {node.op.name}",
                     shapes=[v.spec.shape for v in node.outputs],
                     dtypes=[v.spec.dtype.name for v in node.outputs],
-                    is_output=any(v in results for v in node.outputs))
+                    is_output=any(v in results for v in node.outputs),
+                    updates=[name for v in node.outputs for name in updated.get(v.id, [])])
             if subgraphs(node):
                 g.nodes[node.id]["subgraphs"] = {k: sub.to_networkx()
                                                  for k, sub in subgraphs(node).items()}
