@@ -65,8 +65,10 @@ class Compiler:
         """``cc -O3 -march=native -fopenmp (2 threads)``."""
         shown = [f for f in self.flags if f in ("-O3", "-march=native", "-fopenmp",
                                                  "-fopenmp-simd")]
-        threads = f" ({self.threads} threads)" if "-fopenmp" in self.flags else ""
-        return f"{Path(self.command).name} {' '.join(shown)}{threads}"
+        described = f"{Path(self.command).name} {' '.join(shown)}"
+        if "-fopenmp" not in self.flags:
+            return described
+        return f"{described} ({self.threads} thread{'' if self.threads == 1 else 's'})"
 
 
 def compiler() -> Compiler | str:
