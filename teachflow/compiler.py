@@ -19,6 +19,7 @@ valid program.
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -188,7 +189,7 @@ def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
 def _bytes(v: Any) -> int:
     if not isinstance(v, Value) or None in v.shape:
         return 0
-    return int(np.prod(v.shape, dtype=np.int64)) * v.dtype.itemsize
+    return math.prod(v.shape) * v.dtype.itemsize
 
 
 def node_flops(node: Node) -> int:

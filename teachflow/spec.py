@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -98,6 +99,7 @@ def checked_shape(shape: Any, op: str = "TensorSpec") -> tuple[int | None, ...]:
     return tuple(None if d is None else int(d) for d in shape)
 
 
+@cache
 def short_dtype(dtype: Any) -> str:
     """``float32 -> "f32"``: the compact dtype names the graph printer uses."""
     name = np.dtype(dtype).name

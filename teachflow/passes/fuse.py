@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -35,24 +36,25 @@ from teachflow.passes.grouping import Group, group_nodes, grouped_order
 
 @dataclass(frozen=True, eq=False)
 class FusedOp(Op):
-    """The op of a fused node: one generated kernel for a whole group."""
+    """The op of a fused node: one generated kernel for a whole group (its sources are
+    written once, when first read)."""
 
     group: FusedGroup | None = field(default=None, repr=False)
     kernels: _Kernels | None = field(default=None, repr=False)
 
-    @property
+    @cached_property
     def numpy_source(self) -> str:
         from teachflow.kernels.numpy_fused import numpy_source
 
         return numpy_source(self.group)
 
-    @property
+    @cached_property
     def c_source(self) -> str:
         from teachflow.kernels.c_fused import c_source
 
         return c_source(self.group)
 
-    @property
+    @cached_property
     def cuda_source(self) -> str:
         from teachflow.kernels.cuda_fused import cuda_source
 
