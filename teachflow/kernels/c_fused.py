@@ -457,9 +457,10 @@ class _KernelWriter:
         return lines
 
     def signature(self) -> list[str]:
-        params = [f"const {c_type(v.dtype)} *restrict in{i}"
+        params = [f"const {_element_type(v.dtype)} *restrict in{i}"
                   for i, v in enumerate(self.group.inputs)]
-        params += [f"{c_type(v.dtype)} *restrict out{k}" for k, v in enumerate(self.outputs)]
+        params += [f"{_element_type(v.dtype)} *restrict out{k}"
+                   for k, v in enumerate(self.outputs)]
         lines = [f"int {self.group.name}("]
         for k, param in enumerate(params):
             param += ")" if k == len(params) - 1 else ","
@@ -667,6 +668,13 @@ class _KernelWriter:
         if finish != "out0[i]":
             lines.append(f"for (long i = 0; i < {size}; i++) out0[i] = {finish};")
         return lines
+
+
+def _element_type(dtype: np.dtype) -> str:
+    """The C type of an array's elements. NumPy keeps a bool as one byte holding 0 or 1: read
+    and written as ``unsigned char``, a loop storing comparisons is vectorised, where ``bool``
+    stores keep it one element at a time (and 9 times slower). Locals stay ``bool``."""
+    return "unsigned char" if dtype == np.bool_ else c_type(dtype)
 
 
 def _cast(value: str, dtype: np.dtype, to: np.dtype) -> str:

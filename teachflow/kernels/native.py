@@ -18,7 +18,10 @@ arrays' addresses. Three things make that practical:
 The flags keep NumPy's results: ``-fwrapv`` makes signed overflow wrap, as NumPy's integers do
 (in C it is undefined); ``-ffp-contract=off`` keeps ``a*b + c`` two roundings instead of one
 fused multiply-add; ``-fno-math-errno`` lets ``sqrtf`` be one instruction, since nobody reads
-``errno``. There is no ``-ffast-math``, which would let the compiler reorder float arithmetic.
+``errno``; ``-fno-trapping-math`` lets a comparison (``relu``'s ``x > 0``) be computed 8 at a
+time, in a vector select, though it may then raise a flag for a lane it did not need (a kernel
+whose flags NumPy would warn about runs again as NumPy, which says what it says: see
+`c_fused.py`). There is no ``-ffast-math``, which would let the compiler reorder float arithmetic.
 
 The compiler is ``cc`` on the PATH, or $TEACHFLOW_CC (empty turns C kernels off). The cache is
 $TEACHFLOW_CACHE, else $XDG_CACHE_HOME/teachflow/kernels (by default ~/.cache/...), else a
@@ -41,7 +44,7 @@ from pathlib import Path
 
 #: Every build: optimised, a shared library, and NumPy's arithmetic (see the module docstring).
 BASE_FLAGS = ("-O3", "-std=c11", "-shared", "-fPIC", "-fwrapv", "-fno-math-errno",
-              "-ffp-contract=off")
+              "-fno-trapping-math", "-ffp-contract=off")
 
 #: A build that takes longer than this is given up (a kernel of thousands of ops takes seconds).
 COMPILE_SECONDS = 600
