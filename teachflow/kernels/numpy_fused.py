@@ -72,8 +72,8 @@ def numpy_kernel(group: FusedGroup, xp: ModuleType = np) -> Callable[..., Any]:
     writer = _KernelWriter(group)
     source = writer.source()
     namespace: dict[str, Any] = {
-        "np": xp, "in_blocks": partial(in_blocks, xp=xp), "results": Recycler(xp),
-        **{f"results{k}": Recycler(xp) for k in range(len(group.outputs))},
+        "np": xp, "in_blocks": partial(in_blocks, xp=xp),
+        **{name: Recycler(xp) for name in writer.recyclers.values()},
         "__name__": "teachflow.generated",
         **{name: op.kernel(xp) for name, op in writer.kernels.items()}}
     # Each line that computes a node runs as the user's line of that node (its comment names
@@ -129,6 +129,10 @@ class _KernelWriter:
         # The arrays the kernel writes: ``out``, or ``out0, out1, ...`` for several results.
         single = len(group.outputs) == 1
         self.results = {v: "out" if single else f"out{k}" for k, v in enumerate(group.outputs)}
+        # The recycler of each result handed to the caller (see `allocation`).
+        self.recyclers = {v: "results" if single else f"results{k}"
+                          for k, (v, returned) in enumerate(zip(group.outputs, group.returned,
+                                                                strict=True)) if returned}
 
     def source(self) -> str:
         group = self.group
@@ -176,9 +180,9 @@ class _KernelWriter:
         new, and freed when the call ends."""
         group = self.group
         made = []
-        for k, (v, returned) in enumerate(zip(group.outputs, group.returned, strict=True)):
-            recycler = "results" if len(group.outputs) == 1 else f"results{k}"
-            made.append(f"{recycler}.empty({v.shape!r}, {_dtype(v.dtype)})" if returned
+        for v in group.outputs:
+            made.append(f"{self.recyclers[v]}.empty({v.shape!r}, {_dtype(v.dtype)})"
+                        if v in self.recyclers
                         else f"np.empty({v.shape!r}, dtype={_dtype(v.dtype)})")
         if len(made) == 1:
             comment = ("  # last call's result, if nobody holds it any more; else new"
