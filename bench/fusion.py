@@ -25,6 +25,12 @@ value read three times: DAG fusion makes it one kernel) on 1M float32, against e
 op. It is bound by ``tanh``, so the C kernel must vectorise it to win; the NumPy kernel is timed
 beside it, and the line says which one the compiled function ran.
 
+**Small groups: C or NumPy?** A call into C costs microseconds of Python handing over the
+arrays; a small group's few NumPy calls may cost less. For chains of 2, 4 and 8 ops on 16 to
+32,768 float32 elements, and for small reductions, the C kernel and the NumPy kernel side by
+side, and which one the compiler picks (`c_fused.small_group`): the pick should be the quicker
+one, or near it at the crossing.
+
 On a GPU (if CuPy finds one), the 8-op chain runs as one CUDA kernel and is compared with a
 device-to-device copy.
 
@@ -44,10 +50,10 @@ from unittest import mock
 import numpy as np
 
 import teachflow as tfl
-from teachflow.kernels.c_fused import c_kernel
+from teachflow.kernels.c_fused import c_kernel, small_group
 from teachflow.kernels.numpy_fused import numpy_kernel
 
-from timing import best_wall_time
+from timing import best_wall_time, interleaved_best
 
 
 def chain_numpy(x, y):
@@ -239,6 +245,40 @@ def held_between_calls(n: int) -> None:
           f"{held / x.numpy().nbytes:.2f}x its result (its intermediate is not kept)")
 
 
+def small_groups() -> None:
+    """C against NumPy on small groups, and which one `small_group` picks."""
+    def chain(ops):
+        def f(x, y):
+            for k in range(ops):
+                x = x * y if k % 2 else x + y
+            return x
+        return f
+
+    cases = [(f"{ops} ops", chain(ops), (n,)) for ops in (2, 4, 8)
+             for n in (16, 512, 2048, 8192, 32768)]
+    cases += [("neg, mean", lambda x, y: (-x).mean(), (64, 10)),
+              ("mul, row sums", lambda x, y: (x * y).sum(axis=-1, keepdims=True), (64, 10))]
+    rng = np.random.default_rng(0)
+    print("\nSmall groups, float32, best time per call (C needs a compiler):")
+    print("  group             elements      C us   NumPy us   picked  quicker")
+    for name, fn, shape in cases:
+        x, y = (rng.random(shape, dtype=np.float32) for _ in range(2))
+        (node,) = [n for n in tfl.compile(fn, tfl.tensor(x), tfl.tensor(y), verify=False)
+                   .graph.nodes if hasattr(n.op, "group")]
+        group = node.op.group
+        in_c, _ = c_kernel(group)
+        if in_c is None:
+            print("  (no C kernel here)")
+            return
+        in_numpy, args = numpy_kernel(group), (x, y)[:len(group.inputs)]
+        t = interleaved_best({"c": lambda k=in_c, a=args: k(*a),
+                              "numpy": lambda k=in_numpy, a=args: k(*a)}, 1000, 3, 3)
+        picked = "NumPy" if small_group(group) else "C"
+        quicker = "C" if t["c"] < t["numpy"] else "NumPy"
+        print(f"  {name:<16} {x.size:9,}  {t['c'] * 1e6:8.2f}  {t['numpy'] * 1e6:8.2f}"
+              f"   {picked:<6}  {quicker} ({max(t.values()) / min(t.values()):.2f}x)")
+
+
 def gpu_benchmark(n: int, repeat: int) -> None:
     import cupy
 
@@ -274,6 +314,7 @@ def main() -> None:
     args = parser.parse_args()
     cpu_benchmark(args.n, args.repeat)
     tanh_chain_benchmark(1_000_000)
+    small_groups()
     if "gpu" in tfl.devices():
         gpu_benchmark(args.n, 20)
     else:

@@ -52,10 +52,12 @@ class Snapshot:
     graph: Graph
     changes: list[Change] = field(default_factory=list)
     previous: Graph | None = field(default=None, repr=False)
+    #: Each node's figures, shared by the stages of one compilation (most nodes are in many).
+    figures: dict[Node, tuple[bool, int, int]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def stats(self) -> dict[str, int]:
-        return graph_stats(self.graph)
+        return graph_stats(self.graph, self.figures)
 
     @cached_property
     def nx(self) -> Any:
@@ -170,13 +172,15 @@ def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None,
 
 def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
                   examples: list[Tensor] | None) -> list[Snapshot]:
-    snapshots = [Snapshot("trace", graph)]
+    figures: dict[Node, tuple[bool, int, int]] = {}
+    snapshots = [Snapshot("trace", graph, figures=figures)]
     on = VERIFY_BY_DEFAULT if verify is None else verify
     checker = _Verifier(graph, examples) if on else None
     for p in resolve(passes):
         before = snapshots[-1].graph
         after, changes = p(before)
-        snapshots.append(Snapshot(p.__name__, after, list(changes), previous=before))
+        snapshots.append(Snapshot(p.__name__, after, list(changes), previous=before,
+                                  figures=figures))
         if checker is not None:  # well formed, and computing what the traced graph computed
             after.verify()
             checker.check(p.__name__, after)
@@ -205,19 +209,35 @@ def node_flops(node: Node) -> int:
     return node.op.flops(node.spec, *(spec_of(o) for o in node.inputs))
 
 
-def graph_stats(graph: Graph) -> dict[str, int]:
+def graph_stats(graph: Graph, figures: dict[Node, tuple[bool, int, int]] | None = None
+                ) -> dict[str, int]:
     """nodes; kernels launched (views launch none); bytes read and written by kernels; flops.
 
     The program as written: the graphs a control-flow node owns count too, each once (both
     branches of a ``cond``, one step of a loop's body), so that a pass working inside them
     shows in the figures. The control-flow node itself is a node but no kernel: it runs its
-    graphs' kernels."""
-    nodes = list(every_node(graph))
-    kernels = [n for n in nodes if not n.op.view and not subgraphs(n)]
-    moved = sum(sum(_bytes(v) for v in n.outputs) + sum(_bytes(o) for o in n.inputs)
-                for n in kernels)
-    return {"nodes": len(nodes), "kernels": len(kernels), "bytes_moved": moved,
-            "flops": sum(node_flops(n) for n in kernels)}
+    graphs' kernels. `figures` keeps each node's (kernel?, bytes, flops) for the next stage."""
+    figures = {} if figures is None else figures
+    nodes = kernels = moved = flops = 0
+    for node in every_node(graph):
+        known = figures.get(node)
+        if known is None:
+            known = figures[node] = _node_figures(node)
+        is_kernel, node_bytes, node_flops_ = known
+        nodes += 1
+        kernels += is_kernel
+        moved += node_bytes
+        flops += node_flops_
+    return {"nodes": nodes, "kernels": kernels, "bytes_moved": moved, "flops": flops}
+
+
+def _node_figures(node: Node) -> tuple[bool, int, int]:
+    """(launches a kernel, bytes it reads and writes, its flops): none for a view or a
+    control-flow node (its graphs' kernels count)."""
+    if node.op.view or subgraphs(node):
+        return False, 0, 0
+    moved = sum(_bytes(v) for v in node.outputs) + sum(_bytes(o) for o in node.inputs)
+    return True, moved, node_flops(node)
 
 
 # --- Verification -------------------------------------------------------------------------------

@@ -397,6 +397,79 @@ def test_out_is_written_in_place_or_through_a_copy() -> None:
 
 
 @needs_cc
+def test_only_arrays_handed_over_as_they_are_take_the_quick_call() -> None:
+    """A call whose inputs are aligned, writable, row-major arrays of the kernel's dtypes takes
+    the quick way; any other input (read-only, unaligned, strided, another dtype, a list) goes
+    the careful way. Both give NumPy's result."""
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(40, 30)), rng.normal(size=30)
+    group, (a, b) = traced_group(lambda x, y: (x * y + 1).exp(), x, y)
+    kernel, _ = c_kernel(group)
+    read_only = a.copy()
+    read_only.setflags(write=False)
+    unaligned = np.frombuffer(bytearray(a.nbytes + 1), a.dtype, count=a.size,
+                              offset=1).reshape(a.shape)
+    unaligned[...] = a
+    column = np.sort(a.T.copy(), axis=0).T  # a size-1 row would have any stride: use others
+    column[...] = a
+    inputs = {"row-major": a, "read-only": read_only, "unaligned": unaligned,
+              "column-major": column, "float32": a.astype(np.float32), "a list": a.tolist()}
+    careful = mock.patch.object(c_fused._careful, "__call__", autospec=True,
+                                side_effect=c_fused._careful.__call__)
+    for name, array in inputs.items():
+        with careful as called:
+            got = kernel(array, b) if a is x else kernel(b, array)
+        assert called.called == (name != "row-major"), name
+        same = np.asarray(array, a.dtype)  # (float32 values, read as the kernel's float64)
+        assert_close(got, eager_results(group, [same, b] if a is x else [b, same])[0], group)
+
+
+@needs_cc
+def test_a_returned_result_is_reused_only_once_nobody_holds_it() -> None:
+    x, y = np.arange(12.0).reshape(3, 4), np.ones(4)
+    group, (a, b) = traced_group(lambda x, y: (x + y) * 2, x, y)
+    assert group.returned == (True,)
+    kernel, _ = c_kernel(group)
+    first = kernel(a, b)
+    held = first.copy()
+    second = kernel(a * 2 if a is x else a, b * 2 if b is y else b)  # first is held
+    assert not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, held)
+    address = first.ctypes.data
+    del first
+    third = kernel(a, b)  # the caller dropped first: its memory comes back
+    assert third.ctypes.data == address
+    np.testing.assert_array_equal(third, held)
+
+
+SIZES = {  # (function, shape, which kernel runs): by `c_fused.small_group`
+    "2 ops, 640 elements": (lambda x, y: x * y + 1, (64, 10), "NumPy: a small group (2 ops "
+                            "on 640 elements)"),
+    "2 ops, 65,536 elements": (lambda x, y: x * y + 1, (256, 256), "C"),
+    "4 ops, 16 elements": (lambda x, y: ((x * y + 1) * y - 2), (16,), "C"),
+    "a reduction, 640 elements": (lambda x, y: (x * y).sum(axis=1), (64, 10), "C"),
+}
+
+
+@needs_cc
+@pytest.mark.parametrize("case", sorted(SIZES))
+def test_small_groups_run_in_numpy_and_say_why(case: str) -> None:
+    """A group too small to pay for a call into C runs its NumPy kernel, without building C;
+    its C source is still there to read."""
+    fn, shape, ran = SIZES[case]
+    rng = np.random.default_rng(5)
+    x, y = (tfl.tensor(rng.normal(size=shape).astype(np.float32)) for _ in range(2))
+    with mock.patch.object(native, "build", wraps=native.build) as build:
+        compiled = tfl.compile(fn, x, y)
+        got = compiled(x, y)
+    np.testing.assert_allclose(got.numpy(), fn(x, y).numpy(), rtol=1e-6)
+    ((name, kernel),) = compiled.kernels.items()
+    assert kernel["ran"].startswith(ran)
+    assert build.called != ran.startswith("NumPy")
+    assert kernel["c"].startswith(f"// {name}: ")  # the C, to read either way
+
+
+@needs_cc
 def test_several_results_come_from_one_loop() -> None:
     rng = np.random.default_rng(3)
     x, y = rng.normal(size=(30, 20)).astype(np.float32), rng.normal(size=20)

@@ -36,12 +36,14 @@ is told so (``#pragma omp declare reduction``) to vectorise the accumulation.
 The C computes what NumPy computes: operands cast to NumPy's types, integers wrapping on
 overflow, ``a*b + c`` rounded twice (see `native.py` for the flags). Where C cannot match NumPy
 the group is *declined*, and its NumPy kernel runs: float16 and complex values, an integer power
-whose exponent may be negative (NumPy raises), a maths function with no vector version here.
-`c_kernel` says in one sentence which kernel runs and why. NumPy warns of a division by zero, an
-overflow or an invalid operation (``log(-1)``) by reading the CPU's floating-point flags after
-each loop; so does the C kernel, which returns them, and when NumPy would warn, the NumPy kernel
-runs again to warn at the learner's line (a NaN compared with ``>`` raises the flag too, so data
-with NaNs costs that second run).
+whose exponent may be negative (NumPy raises), a maths function with no vector version here. A
+small group runs in NumPy too (`small_group`): a call into C costs microseconds of Python
+handing over the arrays, more than a few NumPy calls on a small array. `cpu_kernel` picks, and
+says in one sentence which kernel runs and why. NumPy warns of a division by zero, an overflow
+or an invalid operation (``log(-1)``) by reading the CPU's floating-point flags after each loop;
+so does the C kernel, which returns them, and when NumPy would warn, the NumPy kernel runs again
+to warn at the learner's line (a NaN compared with ``>`` raises the flag too, so data with NaNs
+costs that second run).
 
 `c_source` is the C translation unit, for reading; `c_kernel` compiles it (once per machine:
 `native.py` caches it) and returns the function that calls it with the arrays. An input whose
@@ -54,6 +56,7 @@ from __future__ import annotations
 import ctypes
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +76,6 @@ from teachflow.kernels.c_expr import (
 )
 from teachflow.kernels.group import FusedGroup
 from teachflow.kernels.numpy_fused import numpy_kernel
-from teachflow.kernels.runtime import Recycler
 
 #: C as the system's compiler reads it: ``math.h`` names NaN and infinity.
 C = Dialect(nan=("NAN", "NAN"), inf=("INFINITY", "INFINITY"))
@@ -88,6 +90,14 @@ BLOCKS = 64
 #: A block of the innermost axis has at least this many elements: whole vectors, whole cache
 #: lines, and no core writing next to another's.
 MIN_RUN = 1024
+
+#: A group without a reduction runs in C when it has at least this many ops, or does at least
+#: this much work (elements times ops). Below both, its few NumPy calls cost less than the one
+#: call into C, which spends microseconds of Python handing over the arrays (measured: 2 ops
+#: break even at about 8,192 float32 elements, 4 ops at about 512). A reduction always runs in
+#: C: a NumPy reduction alone costs more than the call (`bench/fusion.py` prints both).
+C_MIN_OPS = 4
+C_MIN_WORK = 1 << 14
 
 #: The floating-point exceptions a kernel reports, as bits of the number it returns, by the
 #: names `np.errstate` gives them.
@@ -148,6 +158,30 @@ def c_source(group: FusedGroup) -> str:
         return f"// {group.name}: no C kernel, NumPy runs this group: {declined}.\n"
 
 
+def cpu_kernel(group: FusedGroup) -> tuple[Callable[..., Any], str]:
+    """The kernel that runs `group` on the CPU, and a sentence saying which and why: the C
+    kernel where a compiler is present and the group suits it and is big enough to pay for the
+    call, else the NumPy kernel."""
+    small = small_group(group)
+    if small and not isinstance(native.compiler(), str):
+        return numpy_kernel(group, np), f"NumPy: {small}"
+    kernel, ran = c_kernel(group)
+    return (kernel if kernel is not None else numpy_kernel(group, np)), ran
+
+
+def small_group(group: FusedGroup) -> str | None:
+    """Why `group` is too small to run in C (see `C_MIN_OPS`), or None."""
+    shape = group.elementwise_spec.shape
+    if None in shape:  # known only at run time
+        return None
+    ops, elements = len(group.nodes), math.prod(shape)
+    if group.reduction is not None or ops >= C_MIN_OPS or ops * elements >= C_MIN_WORK:
+        return None
+    calls = f"{ops} NumPy call{'s' if ops > 1 else ''}"
+    return (f"a small group ({ops} op{'s' if ops > 1 else ''} on {elements:,} elements), where "
+            f"{calls} cost less than one call into C, whose Python hands over the arrays")
+
+
 def c_kernel(group: FusedGroup) -> tuple[Callable[..., Any] | None, str]:
     """The compiled C kernel of `group`, called as the NumPy kernel is
     (``fn(in0, in1, ..., out=None)``), or None; and a sentence saying which CPU kernel runs and
@@ -193,23 +227,96 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
     aligned, is read through a kernel built for its strides (or, failing that, copied). A
     result is written into ``out`` when that is a fresh, aligned, row-major array that no input
     overlaps, else into an array of the kernel's, copied to ``out``.
-    """
-    inputs = [(v.shape, v.dtype) for v in group.inputs]
-    specs = group.specs
-    results = [Recycler(np) if returned else None for returned in group.returned]
-    variants: dict[tuple, Callable[..., None] | None] = {}  # a kernel for each input layout
-    single = len(specs) == 1
-    numpy: list[Callable[..., Any]] = []  # the NumPy kernel, made if it is ever needed
 
-    def fresh(k: int) -> np.ndarray:
-        spec = specs[k]
-        if results[k] is not None:  # returned: the last call's array, if nobody holds it
-            return results[k].empty(spec.shape, spec.dtype)
-        return np.empty(spec.shape, spec.dtype)
+    A call costs microseconds of Python around the C: the quick path, taken by every call of a
+    compiled function, checks each input with three comparisons, asks for its address once,
+    and reuses the addresses of the results it keeps; everything else goes the careful way.
+    """
+    quick = [(v.shape, v.dtype, _byte_strides(v.shape, v.dtype)) for v in group.inputs]
+    specs = group.specs
+    kept = [_Kept(spec) if returned else None
+            for spec, returned in zip(specs, group.returned, strict=True)]
+    single = len(specs) == 1
+    careful = _careful(group, function, found, kept)
+    address_of, buffer_of = ctypes.addressof, ctypes.c_char.from_buffer
 
     def run(*arrays: Any, out: Any = None) -> Any:
+        if out is not None or len(arrays) != len(quick):
+            return careful(arrays, out)
+        addresses = []
+        for array, (shape, dtype, strides) in zip(arrays, quick, strict=True):
+            if (type(array) is not np.ndarray or array.strides != strides
+                    or array.shape != shape or array.dtype != dtype):
+                return careful(arrays, out)
+            try:  # (a read-only or empty array has no writable buffer)
+                address = address_of(buffer_of(array))
+            except (TypeError, ValueError, BufferError):
+                return careful(arrays, out)
+            if address % dtype.alignment:
+                return careful(arrays, out)
+            addresses.append(address)
+        results = []
+        for k, spec in enumerate(specs):
+            if kept[k] is not None:
+                result, address = kept[k].take()
+            else:
+                result = np.empty(spec.shape, spec.dtype)
+                address = address_of(buffer_of(result)) if result.size else result.ctypes.data
+            results.append(result)
+            addresses.append(address)
+        raised = function(*addresses)
+        if raised and _warns(raised):  # NumPy would warn: its kernel runs again, and says so
+            return careful.numpy(*arrays)  # at the learner's line
+        return results[0] if single else tuple(results)
+
+    run.__name__ = run.__qualname__ = group.name
+    return run
+
+
+class _Kept:
+    """A returned result's arrays, reused as `Recycler` reuses them, with their addresses."""
+
+    def __init__(self, spec: Any) -> None:
+        self.shape, self.dtype = spec.shape, spec.dtype
+        self.pairs: list[tuple[np.ndarray, int]] = []  # the newest last
+
+    def take(self) -> tuple[np.ndarray, int]:
+        for pair in self.pairs:
+            # Two references mean nobody else's: the pair, and getrefcount's argument.
+            if sys.getrefcount(pair[0]) == 2:
+                return pair
+        array = np.empty(self.shape, self.dtype)
+        pair = (array, array.ctypes.data)
+        self.pairs = [*self.pairs[-1:], pair]
+        return pair
+
+
+class _careful:
+    """The careful way of calling a kernel: any input an array can be made of, in any layout,
+    and results written into the caller's ``out``."""
+
+    def __init__(self, group: FusedGroup, function: Callable[..., None],
+                 found: native.Compiler, kept: list[_Kept | None]) -> None:
+        self.group, self.function, self.found, self.kept = group, function, found, kept
+        self.inputs = [(v.shape, v.dtype) for v in group.inputs]
+        self.variants: dict[tuple, Callable[..., None] | None] = {}  # one per input layout
+        self._numpy: Callable[..., Any] | None = None
+
+    def numpy(self, *arrays: Any, out: Any = None) -> Any:
+        """The group's NumPy kernel, made the first time it is needed."""
+        if self._numpy is None:
+            self._numpy = numpy_kernel(self.group, np)
+        return self._numpy(*arrays, out=out)
+
+    def fresh(self, k: int) -> np.ndarray:
+        if self.kept[k] is not None:  # returned: the last call's array, if nobody holds it
+            return self.kept[k].take()[0]
+        spec = self.group.specs[k]
+        return np.empty(spec.shape, spec.dtype)
+
+    def __call__(self, arrays: tuple, out: Any) -> Any:
         arrays, addresses, strides = list(arrays), [], []
-        for i, (array, (shape, dtype)) in enumerate(zip(arrays, inputs, strict=True)):
+        for i, (array, (shape, dtype)) in enumerate(zip(arrays, self.inputs, strict=True)):
             if type(array) is not np.ndarray or array.dtype != dtype or array.shape != shape:
                 array = arrays[i] = _checked(array, shape, dtype)
             flags = array.flags
@@ -219,34 +326,31 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
                 layout = None
             strides.append(layout)
             addresses.append(_address(array))
-        kernel = function
+        kernel = self.function
         if strides.count(None) != len(strides):  # some input is read through its strides
             key = tuple(strides)
-            kernel = variants[key] if key in variants else \
-                variants.setdefault(key, _variant(group, key, found))
+            if key not in self.variants:
+                self.variants[key] = _variant(self.group, key, self.found)
+            kernel = self.variants[key]
             if kernel is None:  # no kernel for these strides: copy the inputs instead
-                kernel = function
+                kernel = self.function
                 arrays = [a.copy() if s is not None else a for a, s in zip(arrays, strides,
                                                                            strict=True)]
                 addresses = [_address(a) for a in arrays]
-        given = (out,) if single and out is not None else out
-        targets = [fresh(k) for k in range(len(specs))] if given is None else [
-            o if _writable_target(o, spec, arrays) else fresh(k)
+        specs = self.group.specs
+        given = (out,) if len(specs) == 1 and out is not None else out
+        targets = [self.fresh(k) for k in range(len(specs))] if given is None else [
+            o if _writable_target(o, spec, arrays) else self.fresh(k)
             for k, (o, spec) in enumerate(zip(given, specs, strict=True))]
         raised = kernel(*addresses, *map(_address, targets))
         if raised and _warns(raised):  # NumPy would warn: its kernel runs again, and says so
-            if not numpy:                 # at the learner's line
-                numpy.append(numpy_kernel(group, np))
-            return numpy[0](*arrays, out=out)
+            return self.numpy(*arrays, out=out)  # at the learner's line
         if given is None:
-            return targets[0] if single else tuple(targets)
+            return targets[0] if len(specs) == 1 else tuple(targets)
         for o, target in zip(given, targets, strict=True):
             if o is not target:
                 np.copyto(o, target)
         return out
-
-    run.__name__ = run.__qualname__ = group.name
-    return run
 
 
 def _warns(raised: int) -> bool:
@@ -303,6 +407,16 @@ def _address(array: np.ndarray) -> int:
 
 
 # --- Shapes and strides -----------------------------------------------------------------------
+
+
+def _byte_strides(shape: tuple, dtype: np.dtype) -> tuple[int, ...]:
+    """The strides NumPy gives a fresh row-major array of `shape` and `dtype`, in bytes (an
+    axis of size 1 too has the stride of its place)."""
+    strides, step = [], dtype.itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
 
 
 def _contiguous(group: FusedGroup) -> tuple[tuple[int, ...], ...]:

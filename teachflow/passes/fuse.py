@@ -12,9 +12,9 @@ appears; a reduction may end a group; every value needed outside a group is an o
 kernel (multi-output fusion, as XLA calls it). Each group becomes one node whose op carries its
 generated kernels (see `teachflow.kernels`): NumPy source that works block by block, a C loop
 compiled by the system's C compiler, and CUDA C for CuPy. On the CPU the C kernel runs where a
-compiler is present and the group suits it; otherwise the NumPy one, and the op says which
-(`FusedOp.ran`). Each change's sentence says what the kernel reads and writes, and why the group
-stops where it does.
+compiler is present and the group suits it and is big enough to pay for a call into C; otherwise
+the NumPy one, and the op says which (`FusedOp.ran`). Each change's sentence says what the
+kernel reads and writes, and why the group stops where it does.
 """
 
 from __future__ import annotations
@@ -87,11 +87,10 @@ class _Kernels:
             from teachflow.kernels.cuda_fused import cuda_kernel
 
             return cuda_kernel(self.group, xp)
-        from teachflow.kernels.c_fused import c_kernel
-        from teachflow.kernels.numpy_fused import numpy_kernel
+        from teachflow.kernels.c_fused import cpu_kernel
 
-        kernel, self.cpu = c_kernel(self.group)
-        return kernel if kernel is not None else numpy_kernel(self.group, xp)
+        kernel, self.cpu = cpu_kernel(self.group)
+        return kernel
 
 
 def fused_op(group: FusedGroup) -> FusedOp:
