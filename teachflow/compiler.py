@@ -52,8 +52,8 @@ class Snapshot:
     graph: Graph
     changes: list[Change] = field(default_factory=list)
     previous: Graph | None = field(default=None, repr=False)
-    #: Each node's figures, shared by the stages of one compilation (most nodes are in many).
-    figures: dict[Node, tuple[bool, int, int]] = field(default_factory=dict, repr=False)
+    #: Figures per node, shared by the stages of one compilation (most nodes are in many).
+    figures: dict[tuple, tuple[bool, int, int]] = field(default_factory=dict, repr=False)
 
     @cached_property
     def stats(self) -> dict[str, int]:
@@ -172,7 +172,7 @@ def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None,
 
 def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
                   examples: list[Tensor] | None) -> list[Snapshot]:
-    figures: dict[Node, tuple[bool, int, int]] = {}
+    figures: dict[tuple, tuple[bool, int, int]] = {}
     snapshots = [Snapshot("trace", graph, figures=figures)]
     on = VERIFY_BY_DEFAULT if verify is None else verify
     checker = _Verifier(graph, examples) if on else None
@@ -209,20 +209,23 @@ def node_flops(node: Node) -> int:
     return node.op.flops(node.spec, *(spec_of(o) for o in node.inputs))
 
 
-def graph_stats(graph: Graph, figures: dict[Node, tuple[bool, int, int]] | None = None
+def graph_stats(graph: Graph, figures: dict[tuple, tuple[bool, int, int]] | None = None
                 ) -> dict[str, int]:
     """nodes; kernels launched (views launch none); bytes read and written by kernels; flops.
 
     The program as written: the graphs a control-flow node owns count too, each once (both
     branches of a ``cond``, one step of a loop's body), so that a pass working inside them
     shows in the figures. The control-flow node itself is a node but no kernel: it runs its
-    graphs' kernels. `figures` keeps each node's (kernel?, bytes, flops) for the next stage."""
+    graphs' kernels. `figures` keeps each node's (kernel?, bytes, flops) for the next stage,
+    where the pass's copy of the node has the same op and specs."""
     figures = {} if figures is None else figures
     nodes = kernels = moved = flops = 0
     for node in every_node(graph):
-        known = figures.get(node)
+        key = (node.op, *(o.spec if isinstance(o, Value) else None for o in node.inputs),
+               *(v.spec for v in node.outputs))
+        known = figures.get(key)
         if known is None:
-            known = figures[node] = _node_figures(node)
+            known = figures[key] = _node_figures(node)
         is_kernel, node_bytes, node_flops_ = known
         nodes += 1
         kernels += is_kernel

@@ -102,8 +102,8 @@ class Node:
     for an op with several results (`spec` a tuple of specs; `more_ids` numbers the results
     after the first, which has the node's own id)."""
 
-    __slots__ = ("id", "inputs", "lineage", "no_grad", "op", "output", "outputs", "params",
-                 "source")
+    __slots__ = ("_text", "id", "inputs", "lineage", "no_grad", "op", "output", "outputs",
+                 "params", "source")
 
     def __init__(self, id: int, op: Op, inputs: tuple, params: dict,
                  spec: TensorSpec | tuple[TensorSpec, ...], source: SourceLocation | None,
@@ -125,6 +125,7 @@ class Node:
         # Traced without recording for autodiff (under no_grad, or a backward pass that is not
         # itself differentiated): running the graph on a tape must not record it either.
         self.no_grad = no_grad
+        self._text: tuple | None = None  # (inputs, params, text): see format_node
 
     @property
     def spec(self) -> TensorSpec:
@@ -141,7 +142,17 @@ class Node:
 
 def format_node(node: Node) -> str:
     """``%3 = mul %1, %2 : f32[64,128]``, with the parameters that are not at the op's defaults
-    in braces."""
+    in braces. (A node is written in many places, each stage's text and each kernel's sources:
+    the text is kept, for as long as the node has the same operands and parameters.)"""
+    kept = node._text
+    if kept is not None and kept[0] is node.inputs and kept[1] is node.params:
+        return kept[2]
+    text = _format_node(node)
+    node._text = (node.inputs, node.params, text)
+    return text
+
+
+def _format_node(node: Node) -> str:
     operands = ", ".join(str(o) if isinstance(o, Value) else _format_scalar(o, node.spec.dtype)
                          for o in node.inputs)
     shown = {k: v for k, v in node.params.items()
