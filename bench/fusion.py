@@ -26,7 +26,7 @@ op. It is bound by ``tanh``, so the C kernel must vectorise it to win; the NumPy
 beside it, and the line says which one the compiled function ran.
 
 **Small groups: C or NumPy?** A call into C costs microseconds of Python handing over the
-arrays; a small group's few NumPy calls may cost less. For chains of 2, 4 and 8 ops on 16 to
+arrays; a small group's few NumPy calls may cost less. For chains of 2, 4, 6 and 8 ops on 16 to
 32,768 float32 elements, and for small reductions, the C kernel and the NumPy kernel side by
 side, and which one the compiler picks (`c_fused.small_group`): the pick should be the quicker
 one, or near it at the crossing.
@@ -254,7 +254,7 @@ def small_groups() -> None:
             return x
         return f
 
-    cases = [(f"{ops} ops", chain(ops), (n,)) for ops in (2, 4, 8)
+    cases = [(f"{ops} ops", chain(ops), (n,)) for ops in (2, 4, 6, 8)
              for n in (16, 512, 2048, 8192, 32768)]
     cases += [("neg, mean", lambda x, y: (-x).mean(), (64, 10)),
               ("mul, row sums", lambda x, y: (x * y).sum(axis=-1, keepdims=True), (64, 10))]

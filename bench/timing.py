@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 import timeit
 from collections.abc import Callable
@@ -24,9 +25,23 @@ def interleaved_best(fns: dict[str, Callable[[], object]], number: int, repeat: 
     Each round times every function once before the next round starts, so drifting machine load
     hits them all alike instead of whichever happened to run last.
     """
-    best = dict.fromkeys(fns, float("inf"))
+    per_round = interleaved_rounds(fns, number, repeat, rounds)
+    return {name: min(times) for name, times in per_round.items()}
+
+
+def interleaved_rounds(fns: dict[str, Callable[[], object]], number: int, repeat: int,
+                       rounds: int = 3) -> dict[str, list[float]]:
+    """Seconds per call of each function in each round (the best of `repeat` runs of `number`
+    calls), rounds interleaved as in `interleaved_best`. Two functions' times in one round were
+    taken moments apart: their ratio, round by round, is a paired measurement, steadier on a
+    busy machine than the ratio of two bests taken at different moments."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            per_call = min(timeit.repeat(fn, number=number, repeat=repeat)) / number
-            best[name] = min(best[name], per_call)
-    return best
+            times[name].append(min(timeit.repeat(fn, number=number, repeat=repeat)) / number)
+    return times
+
+
+def paired_ratio(times: dict[str, list[float]], a: str, b: str) -> float:
+    """The median over rounds of ``a``'s time divided by ``b``'s in the same round."""
+    return statistics.median(x / y for x, y in zip(times[a], times[b], strict=True))

@@ -15,7 +15,10 @@ with ReLU, mean cross-entropy over integer labels, and plain SGD (lr 0.01):
 
 All start from the same parameters, and are first checked to give the same loss and the same
 parameters after three steps (float32 tolerances). Then rounds are interleaved (each round times
-every contender) and the best time per step of each is kept.
+every contender, moments apart) and the best time per step of each is printed. The goal ratios
+are paired: in each round, one contender's time over the other's, and the median of those over
+the rounds (this machine's load drifts; a ratio of two bests can pair a lucky moment of one
+with an unlucky moment of the other).
 
 Goals: teachflow staged <= 1.10x NumPy by hand, and faster than PyTorch eager.
 Threads: PyTorch gets as many as OpenBLAS uses (``OMP_NUM_THREADS``, else the core count).
@@ -31,7 +34,7 @@ import numpy as np
 
 import teachflow as tfl
 
-from timing import interleaved_best
+from timing import interleaved_rounds, paired_ratio
 
 try:
     import torch
@@ -106,7 +109,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--number", type=int, default=50, help="steps per timing run")
     parser.add_argument("--repeat", type=int, default=5, help="timing runs per round")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (best is kept)")
+    parser.add_argument("--rounds", type=int, default=9,
+                        help="interleaved rounds (the best is printed, and paired ratios)")
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
@@ -146,7 +150,8 @@ def main() -> None:
         for got, want in zip(torch_net.parameters(), np_params, strict=True):
             np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-4, atol=1e-6)
 
-    t = interleaved_best(calls, args.number, args.repeat, args.rounds)
+    rounds = interleaved_rounds(calls, args.number, args.repeat, args.rounds)
+    t = {name: min(times) for name, times in rounds.items()}
     assert staged_step.trace_count == 1
     print("\nSGD training step, batch 64, 784-128-10, cross-entropy, time per step:")
     labels = {"numpy": "NumPy by hand", "eager": "teachflow eager", "staged": "teachflow staged",
@@ -154,10 +159,13 @@ def main() -> None:
     for key, label in labels.items():
         if key in t:
             print(f"  {label:<18} {t[key] * 1e6:8.1f} us   {t[key] / t['numpy']:5.2f}x NumPy")
-    print(f"  teachflow staged / NumPy by hand: {t['staged'] / t['numpy']:.2f}x (goal <= 1.10)")
+    print(f"Paired ratios, the median over {args.rounds} rounds:")
+    print(f"  teachflow staged / NumPy by hand: {paired_ratio(rounds, 'staged', 'numpy'):.2f}x "
+          "(goal <= 1.10)")
     if torch is not None:
-        print(f"  teachflow staged / PyTorch eager: {t['staged'] / t['torch']:.2f}x (goal < 1)")
-        print(f"  teachflow eager / PyTorch eager:  {t['eager'] / t['torch']:.2f}x")
+        print(f"  teachflow staged / PyTorch eager: {paired_ratio(rounds, 'staged', 'torch'):.2f}x "
+              "(goal < 1)")
+        print(f"  teachflow eager / PyTorch eager:  {paired_ratio(rounds, 'eager', 'torch'):.2f}x")
 
 
 if __name__ == "__main__":

@@ -446,7 +446,8 @@ SIZES = {  # (function, shape, which kernel runs): by `c_fused.small_group`
     "2 ops, 640 elements": (lambda x, y: x * y + 1, (64, 10), "NumPy: a small group (2 ops "
                             "on 640 elements)"),
     "2 ops, 65,536 elements": (lambda x, y: x * y + 1, (256, 256), "C"),
-    "4 ops, 16 elements": (lambda x, y: ((x * y + 1) * y - 2), (16,), "C"),
+    "4 ops, 512 elements": (lambda x, y: ((x * y + 1) * y - 2), (512,), "NumPy: a small group"),
+    "6 ops, 16 elements": (lambda x, y: ((x * y + 1) * y - 2) * x + y, (16,), "C"),
     "a reduction, 640 elements": (lambda x, y: (x * y).sum(axis=1), (64, 10), "C"),
 }
 

@@ -94,9 +94,10 @@ MIN_RUN = 1024
 #: A group without a reduction runs in C when it has at least this many ops, or does at least
 #: this much work (elements times ops). Below both, its few NumPy calls cost less than the one
 #: call into C, which spends microseconds of Python handing over the arrays (measured: 2 ops
-#: break even at about 8,192 float32 elements, 4 ops at about 512). A reduction always runs in
-#: C: a NumPy reduction alone costs more than the call (`bench/fusion.py` prints both).
-C_MIN_OPS = 4
+#: break even at about 8,192 float32 elements, 4 ops at about 2,048, 6 ops at a few). A
+#: reduction always runs in C: a NumPy reduction alone costs more than the call
+#: (`bench/fusion.py` prints both).
+C_MIN_OPS = 6
 C_MIN_WORK = 1 << 14
 
 #: The floating-point exceptions a kernel reports, as bits of the number it returns, by the
