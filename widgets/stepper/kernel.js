@@ -16,7 +16,7 @@ const SOURCE_LINES = 300;
 
 /** The three versions of a kernel: [key in the data, title, where it runs]. */
 const VERSIONS = [
-  ["numpy", "NumPy", "runs on the CPU, block by block, where no C compiler is found"],
+  ["numpy", "NumPy", "runs on the CPU, block by block, where C does not"],
   ["c", "C", "compiled to machine code for the CPU, one loop over the elements"],
   ["cuda", "CUDA C", "runs on the GPU through CuPy, one thread per element"],
 ];
