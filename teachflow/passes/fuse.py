@@ -64,7 +64,7 @@ class FusedOp(Op):
     def ran(self) -> str:
         """Which kernel runs on the CPU, and why: a sentence."""
         return self.kernels.cpu or "decided when it first runs on the CPU: C where a C " \
-            "compiler is present and suits the group, else NumPy"
+            "compiler is present and the group suits it and is not too small, else NumPy"
 
 
 class _Kernels:
