@@ -92,13 +92,14 @@ BLOCKS = 64
 MIN_RUN = 1024
 
 #: A group without a reduction runs in C when it has at least this many ops, or does at least
-#: this much work (elements times ops). Below both, its few NumPy calls cost less than the one
-#: call into C, which spends microseconds of Python handing over the arrays (measured: 2 ops
-#: break even at about 8,192 float32 elements, 4 ops at about 2,048, 6 ops at a few). A
-#: reduction always runs in C: a NumPy reduction alone costs more than the call
+#: this much work: its elements times its ops and results (each op is a NumPy call over the
+#: elements, each result an array written). Below both, its few NumPy calls cost less than the
+#: one call into C, which spends microseconds of Python handing over the arrays (measured: 2
+#: ops and a result break even at 8,192 to 16,384 float32 elements, 4 ops near 2,048, 6 ops at
+#: a few). A reduction always runs in C: a NumPy reduction alone costs more than the call
 #: (`bench/fusion.py` prints both).
 C_MIN_OPS = 6
-C_MIN_WORK = 1 << 14
+C_MIN_WORK = 1 << 15
 
 #: The floating-point exceptions a kernel reports, as bits of the number it returns, by the
 #: names `np.errstate` gives them.
@@ -176,7 +177,8 @@ def small_group(group: FusedGroup) -> str | None:
     if None in shape:  # known only at run time
         return None
     ops, elements = len(group.nodes), math.prod(shape)
-    if group.reduction is not None or ops >= C_MIN_OPS or ops * elements >= C_MIN_WORK:
+    work = elements * (ops + len(group.outputs))
+    if group.reduction is not None or ops >= C_MIN_OPS or work >= C_MIN_WORK:
         return None
     calls = f"{ops} NumPy call{'s' if ops > 1 else ''}"
     return (f"a small group ({ops} op{'s' if ops > 1 else ''} on {elements:,} elements), where "
