@@ -81,11 +81,12 @@ def node_line(node: Node, names: dict[Value, str], dialect: Dialect = CUDA) -> t
             operands.append(f"({c_type(dtype)}){names[o]}")
     name = f"v{node.id}"
     names[node.output] = name
-    computed = computed_type(node)
+    computed = next((t for t in types if t is not None), node.spec.dtype)  # (computed_type)
     template = called_functions(node.op.fusion, lambda f: dialect.function(f, computed))
-    expression = template.format(*operands, dtype=c_type(node.spec.dtype))
+    result_type = c_type(node.spec.dtype)
+    expression = template.format(*operands, dtype=result_type)
     short = format_node(node).rsplit(" : ", 1)[0]
-    return f"const {c_type(node.spec.dtype)} {name} = {expression};", short
+    return f"const {result_type} {name} = {expression};", short
 
 
 def called_functions(template: str, spelling: Callable[[str], str]) -> str:
