@@ -6,10 +6,16 @@ A call runs the generated executor on the tensor arguments and on the state the 
 
 How it runs is the interpreter's decision, as for every op (`dispatch.call`): eagerly it runs the
 executor (`run`); inside another trace it adds its graph's ops to that trace (`inline`).
+
+A call of a `tfl.function` with tensors is itself generated code (`call_source`): the guards,
+reading the state, the executor and writing the state back, in one Python function. A training
+step is short, and the dozen small steps of a call written out one function at a time cost a
+tenth of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,7 +26,7 @@ from teachflow.compiler import Compilation, run_pipeline
 from teachflow.errors import AutodiffError, DeviceError, SignatureMismatch, TeachflowError
 from teachflow.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
-from teachflow.guards import compile_guards, guard_source
+from teachflow.guards import GuardWriter, compile_guards, guard_source
 from teachflow.ops.op import Op
 from teachflow.signature import (
     Signature,
@@ -69,6 +75,10 @@ class ConcreteFunction:
         self._differentiable = all(u.slot.attr != "grad" for u in traced.graph.updates)
         self._returns_state = any(r is not None for r in traced.returned)
         self._single_output = traced.out_tree is None and isinstance(traced.out_leaves[0], Value)
+        self.call_source, namespace = _quick_call_source(self)
+        exec(compile(self.call_source, f"<teachflow call of {self.graph.name}>", "exec"),
+             namespace)  # (generated from the graph, its guards and its updates)
+        self.quick_call = namespace["call"]
 
     @property
     def source(self) -> str:
@@ -232,6 +242,112 @@ def write_back(graph: Graph, arguments: list[Tensor] | tuple, outputs: list[Tens
         else:  # a gradient is a plain value, off the tape, as backward() leaves it
             plain = new is None or new._node is None  # (what the generated code gives is)
             interpreter.write_grad(tensor, new if plain else new.detach())
+
+
+#: What `ConcreteFunction.quick_call` returns when a call must go the careful way.
+CAREFUL = object()
+
+
+def _quick_call_source(concrete: ConcreteFunction) -> tuple[str, dict[str, Any]]:
+    """The source of ``call(arguments)``: a whole call of `concrete` on tensor arguments in one
+    generated function, as TorchDynamo guards a compiled frame. It checks the guards, reads the
+    captured state, runs the executor, makes the results and writes the updated state back:
+    what `Function.run` and `run_flat` do step by step, without the steps (each a Python call
+    touching objects that the kernels have pushed out of the cache, so they cost more than their
+    work). Anything unusual (a guard that fails, a tensor on another device, a call to record on
+    the tape) returns `CAREFUL`, and the call goes the careful way, which says why."""
+    writer = GuardWriter(fail="CAREFUL")
+    namespace = writer.namespace
+    named: dict[int, str] = {}
+
+    def constant(prefix: str, value: Any) -> str:  # (one name per object)
+        if id(value) not in named:
+            named[id(value)] = writer.constant(prefix, value)
+        return named[id(value)]
+
+    lines: list[str] = []
+    for slot in (v.data for v in concrete._traced.graph.captures):
+        lines += writer.find(slot)
+    for guard in concrete.guards:
+        lines += writer.check(guard)
+
+    def tensor_of(slot: Any) -> str:
+        found, name = writer.tensor(slot)
+        lines.extend(found)
+        return name
+
+    backend = constant("backend", concrete._backend)
+    held = [f"a{k}" for k in range(len(concrete._traced.graph.inputs))]
+    lines += [f"{a} = arguments[{k}]" for k, a in enumerate(held)]
+    if held:
+        lines += [f"if {' or '.join(f'{a}._backend is not {backend}' for a in held)}:",
+                  "    return CAREFUL  # (another device: the careful way explains)"]
+    for k, capture in enumerate(concrete._executor.captures):
+        slot = capture.data
+        if slot.attr == "data":
+            held.append(tensor_of(slot))
+            continue
+        owner = tensor_of(slot)
+        held.append(f"s{k}")
+        lines += [f"s{k} = {owner}._grad  # {_comment(slot.name)}", f"if s{k} is None:",
+                  "    return CAREFUL"]
+    namespace.update(CAREFUL=CAREFUL, grad_enabled=autodiff.is_grad_enabled, make=Tensor._make,
+                     not_again=_not_differentiable_again)
+    nodes = "".join(f"{t}._node, " for t in held)
+    lines += [f"tracked = [n for n in ({nodes.rstrip()}) if n is not None]" if held else
+              "tracked = []", "taped = bool(tracked) and grad_enabled()"]
+    if concrete._differentiable:
+        lines += ["if taped:  # someone may differentiate through it: op by op, on the tape",
+                  "    return CAREFUL"]
+    executor = constant("executor", concrete._executor)
+    explain = constant("explain", lambda tensors: explain_failure(concrete._traced.graph,
+                                                                  tensors))
+    lines += ["try:", f"    outputs = {executor}.fn({', '.join(f'{t}._data' for t in held)})",
+              "except Exception as exc:", f"    raise {explain}(arguments) from exc"]
+
+    def array(i: int, name: str) -> list[str]:
+        """Output `i` as its backend's array (a 0-d result may come as a NumPy scalar)."""
+        read, shape = [f"{name} = outputs[{i}]"], concrete.graph.outputs[i].spec.shape
+        if shape and None not in shape:  # an array for sure
+            return read
+        return [*read, *_as_array(name, concrete._out_backends[i], constant)]
+
+    results = [f"r{i}" for i in range(concrete._results)]
+    for i, r in enumerate(results):
+        out = constant("backend", concrete._out_backends[i])
+        lines += [*array(i, r), f"{r} = make({r}, {out}, None)", "if taped:",
+                  f"    {r} = not_again({r}, tracked, {concrete.graph.name!r})"]
+    for update in concrete.graph.updates:  # the state the call updated takes its new value
+        owner = tensor_of(update.slot)
+        comment = f"  # {_comment(update.slot.name)} <- output {update.output}"
+        if update.output is None:
+            lines.append(f"{owner}._grad = None{comment}")
+            continue
+        lines += array(update.output, "new")
+        if update.slot.attr == "data":
+            lines.append(f"{owner}._take_array(new){comment}")
+        else:
+            out = constant("backend", concrete._out_backends[update.output])
+            lines.append(f"{owner}._grad = make(new, {out}, None){comment}")
+    if concrete._single_output and not concrete._returns_state:
+        lines.append(f"return {results[0]}")
+    else:
+        structured = constant("structured", concrete._structured)
+        lines.append(f"return {structured}(arguments, [{', '.join(results)}])")
+    text = "\n".join(["def call(arguments):",
+                      f'    """One call of {concrete.graph.name}, whole (or CAREFUL)."""',
+                      *[f"    {line}" for line in lines], ""])
+    return text, namespace
+
+
+def _as_array(name: str, backend: Any, constant: Callable[[str, Any], str]) -> list[str]:
+    kind, xp = constant("array_type", backend.array_type), constant("xp", backend.xp)
+    return [f"if type({name}) is not {kind}:", f"    {name} = {xp}.asarray({name})"]
+
+
+def _comment(text: str) -> str:
+    """`text` on one line, for a comment of the generated source."""
+    return " ".join(text.split())
 
 
 def _refuse_backward(g: Any, i: int, *, function: str) -> Any:

@@ -28,7 +28,7 @@ import numpy as np
 from teachflow import dispatch
 from teachflow.callables import argument_names, callable_name, named_arguments, signature_of
 from teachflow.compiler import Compilation
-from teachflow.concrete import ConcreteFunction, as_inputs, write_into_arrays
+from teachflow.concrete import CAREFUL, ConcreteFunction, as_inputs, write_into_arrays
 from teachflow.errors import TeachflowError, expect_callable, user_stacklevel
 from teachflow.graph import StateGone
 from teachflow.signature import (
@@ -115,11 +115,15 @@ class Function:
                 key += (data.shape, data.dtype, a._backend.name)
             else:
                 concrete = self._by_tensor_specs.get(tuple(key))
-                if concrete is not None and (not concrete.guards or concrete.guards_hold(args)):
-                    try:
-                        return concrete.run_flat(args)
-                    except StateGone:  # a tensor it read is gone: find (or trace) another
-                        pass
+                if concrete is not None:
+                    result = concrete.quick_call(args)  # the whole call, generated
+                    if result is not CAREFUL:
+                        return result
+                    if not concrete.guards or concrete.guards_hold(args):
+                        try:
+                            return concrete.run_flat(args)
+                        except StateGone:  # a tensor it read is gone: find (or trace) another
+                            pass
         concrete, tensors, arrays = self._concrete_for(args, kwargs)
         result = concrete.run_flat(tensors)
         write_into_arrays(arrays)

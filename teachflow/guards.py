@@ -103,7 +103,7 @@ def guard_source(guards: list[Guard], captured: list[Slot]) -> tuple[str, dict[s
     """The source of ``guards_hold(arguments)`` checking every guard and that every tensor in
     `captured` still exists, and the names its source refers to (the tensors' weak references,
     the roots of names, expected values)."""
-    writer = _GuardWriter()
+    writer = GuardWriter()
     lines = []
     for slot in captured:
         lines += writer.find(slot)
@@ -123,10 +123,13 @@ def compile_guards(guards: list[Guard], captured: list[Slot]) -> Any:
     return namespace["guards_hold"]
 
 
-class _GuardWriter:
-    """Writes the checks; `namespace` holds every object the source names."""
+class GuardWriter:
+    """Writes the checks; `namespace` holds every object the source names. A check that fails
+    returns `fail` (a name in the namespace, or ``False``); a captured tensor, once found, is
+    a local named in `tensors` (by the slot's key)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail: str = "False") -> None:
+        self.fail = fail
         self.namespace: dict[str, Any] = {"_attr": object.__getattribute__,
                                           "__name__": "teachflow.guards.generated"}
         self.tensors: dict[int, str] = {}  # id of a captured tensor -> its local name
@@ -144,7 +147,7 @@ class _GuardWriter:
         name = self.tensors[slot.key] = f"t{len(self.tensors)}"
         owner = self.constant("owner", slot.owner)
         return [f"{name} = {owner}()  # {_comment(slot.name.removesuffix('.grad'))}",
-                f"if {name} is None:  # gone", "    return False"]
+                f"if {name} is None:  # gone", f"    return {self.fail}"]
 
     def tensor(self, slot: Slot) -> tuple[list[str], str]:
         """Lines that find the slot's tensor (if not found yet), and its name in the source."""
@@ -154,7 +157,7 @@ class _GuardWriter:
         return lines, self.tensors[slot.key]
 
     def check(self, guard: Guard) -> list[str]:
-        fails = ["    return False"]
+        fails = [f"    return {self.fail}"]
         if guard.what == "binding" and isinstance(guard.place, Path) and all(
                 kind in ("item", "attr") for kind, _ in guard.place.steps):
             lines, tensor = self.tensor(guard.slot)
@@ -164,7 +167,7 @@ class _GuardWriter:
                 key_name = repr(key) if type(key) in (str, int) else self.constant("key", key)
                 reach = f"{reach}[{key_name}]" if kind == "item" else f"_attr({reach}, {key_name})"
             return [*lines, f"try:  # {_comment(guard.place.name)} still names the tensor traced",
-                    f"    if {reach} is not {tensor}:", "        return False",
+                    f"    if {reach} is not {tensor}:", f"        return {self.fail}",
                     "except Exception:  # a link on the way is gone", *fails]
         if guard.what in ("requires_grad", "leaf", "grad") and guard.slot is not None:
             lines, tensor = self.tensor(guard.slot)
