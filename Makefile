@@ -83,18 +83,19 @@ bubblewrap:
 	fi
 
 # Fused kernels run on the CPU as generated C, compiled by the system's C compiler (cc) with
-# OpenMP, and with glibc's vector maths (libmvec, in libc6-dev). Installed where we can, as
-# Chromium is; without it the NumPy kernels run and the tests of the C kernels skip.
+# OpenMP, and with glibc's vector maths (libmvec, in libc6-dev); g++ is the host compiler that
+# nvcc needs to check the generated CUDA. Installed where we can, as Chromium is; without it
+# the NumPy kernels run and the tests of the C kernels (and of nvcc) skip.
 cc:
-	@if command -v cc >/dev/null 2>&1 && [ -e /usr/include/math.h ]; then :; \
+	@if command -v cc >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1 && [ -e /usr/include/math.h ]; then :; \
 	elif ! command -v apt-get >/dev/null 2>&1; then \
 	  echo "No C compiler and this is not Debian (no apt-get): fused kernels run as NumPy; the C kernel tests will be skipped"; \
 	elif [ "$$(id -u)" != 0 ] && ! sudo -n true 2>/dev/null; then \
-	  echo "No C compiler, and installing one needs root: fused kernels run as NumPy and the C kernel tests will be skipped; run 'sudo apt-get install gcc libc6-dev' to have them"; \
+	  echo "No C compiler, and installing one needs root: fused kernels run as NumPy and the C kernel tests will be skipped; run 'sudo apt-get install gcc g++ libc6-dev' to have them"; \
 	else \
-	  echo "Installing Debian's gcc for the generated C kernels (apt-get install gcc libc6-dev)"; \
+	  echo "Installing Debian's gcc and g++ for the generated C kernels (apt-get install gcc g++ libc6-dev)"; \
 	  { $(SUDO_N) apt-get update -qq && \
-	    $(SUDO_N) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc libc6-dev >/dev/null; } || \
+	    $(SUDO_N) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc g++ libc6-dev >/dev/null; } || \
 	    echo "Installing gcc failed: fused kernels run as NumPy; the C kernel tests will be skipped"; \
 	fi
 
