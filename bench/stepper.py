@@ -9,7 +9,8 @@ For each: `Compilation.to_html` (the stepper's data, with the values on the exam
 the page), its first call on a fresh compilation and the best of three, the page's size and its
 data's (the JSON). The first call also pays for work that is not the stepper's, made on first
 use and kept: the compiler's figures per stage (`Snapshot.stats`) and the kernels' generated
-sources: the figures say how much. Goals: ``to_html`` within 1.0 s, a page within 4 MB.
+sources: the figures say how much. Goals: ``to_html`` within 1.0 s, its first call included; a
+page within 4 MB.
 
 The browser's side (opening a 10,000-node page in Chromium) is `stepper_browser.py`.
 
@@ -79,8 +80,9 @@ def main() -> None:
         nodes = len(compilation.snapshots[0].graph)
         print(f"  {name:17s} {nodes:5,d} nodes, {len(data['nodes']):5,d} entries: "
               f"{first:5.2f} s first ({outside:4.2f} s of it not the stepper's), {best:5.2f} s "
-              f"best: {'met' if best <= TIME_GOAL_S else 'MISSED'}; page {size:4.2f} MB "
-              f"({json_mb:4.2f} MB of JSON): {'met' if size <= SIZE_GOAL_MB else 'MISSED'}")
+              f"best: {'met' if max(first, best) <= TIME_GOAL_S else 'MISSED'}; page "
+              f"{size:4.2f} MB ({json_mb:4.2f} MB of JSON): "
+              f"{'met' if size <= SIZE_GOAL_MB else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from stepper_cases import CASES, chain
 
 import teachflow as tfl
@@ -25,7 +27,7 @@ from teachflow.viz.expand import expand, expand_stage
 from teachflow.viz.html import page_html
 from teachflow.viz.stepper import PassStepper, bundle, stepper_module
 from teachflow.viz.svg import graph_svg
-from teachflow.viz.values import PREVIEW_ELEMENTS, preview, stage_values
+from teachflow.viz.values import PREVIEW_ELEMENTS, preview, stage_values, summarize, summarize_many
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -703,6 +705,50 @@ def test_a_preview_writes_numbers_as_numpy_prints_them() -> None:
                   np.array([np.nan, 1.0, -np.inf]), np.array(3.25)):
         want = re.sub(r"\s+", " ", np.array2string(array, precision=4, separator=", "))
         assert preview(array).replace(" ", "") == want.replace(" ", "")
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(["float32", "float64", "float16", "int8", "uint8", "int64",
+                              "bool", "complex64"]),
+       shape=st.lists(st.integers(0, 5), max_size=3).map(tuple), count=st.integers(1, 6),
+       seed=st.integers(0, 2**16), transposed=st.booleans(), special=st.booleans())
+def test_summaries_made_together_equal_those_made_one_by_one(dtype, shape, count, seed,
+                                                             transposed, special) -> None:
+    """`summarize_many` (a stage's small values, a batch per shape and dtype) writes exactly
+    what `summarize` writes for each: the preview, min, max and mean, with NaN skipped, an
+    array of NaN alone, infinities, empty and 0-d arrays, and arrays laid out transposed."""
+    rng = np.random.default_rng(seed)
+    arrays = []
+    for _ in range(count):
+        with np.errstate(all="ignore"):  # (float16 and ints overflow: inf, wrapped)
+            a = np.asarray(rng.normal(size=shape) * 10.0 ** rng.integers(-6, 9)).astype(dtype)
+        if transposed:
+            a = a.T  # (the shape is reversed too: all of the batch share one)
+        if special and dtype.startswith("float") and a.size:
+            a = a.copy()
+            a.reshape(-1)[rng.integers(a.size)] = rng.choice([np.nan, np.inf, -np.inf])
+            if rng.random() < 0.3:
+                a[...] = np.nan
+        arrays.append(a)
+    assert summarize_many(arrays) == [summarize(a) for a in arrays]
+
+
+def test_a_stages_values_are_summarised_as_each_would_be_alone() -> None:
+    """The stepper's values, summarised in batches, are each value's own summary."""
+    def f(x, y):
+        h = (x * 2 + y).tanh()
+        return h.sum(axis=0), h.astype("int32") * 3, (h > 0), x.mean()
+
+    x, y = tfl.randn(4, 3), tfl.randn(4, 3)
+    compilation = tfl.compile(f, x, y)
+    summaries, _ = stage_values(compilation.snapshots[0].graph, [x, y], {})
+    with tfl.no_grad():
+        h = (x * 2 + y).tanh()
+        expected = [h.sum(axis=0), h.astype("int32") * 3, h > 0, x.mean()]
+    outputs = compilation.snapshots[0].graph.outputs
+    assert len(summaries) >= 8
+    for value, tensor in zip(outputs, expected, strict=True):
+        assert summaries[value.id] == summarize(tensor.numpy())
 
 
 def big_program(blocks: int):

@@ -18,6 +18,7 @@ where C spells it ``tanhf``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -75,15 +76,17 @@ def node_line(node: Node, names: dict[Value, str], dialect: Dialect = CUDA) -> t
     for o, dtype in zip(node.inputs, types, strict=True):
         if not isinstance(o, Value):  # read as is: as the Python literal's own type
             operands.append(c_literal(o, np.result_type(o) if dtype is None else dtype, dialect))
-        elif dtype is None or o.dtype == dtype:
+        elif dtype is None or o.dtype is dtype or o.dtype == dtype:
             operands.append(names[o])
         else:
-            operands.append(f"({c_type(dtype)}){names[o]}")
+            operands.append(f"({_C_TYPE_OF[dtype]}){names[o]}")
     name = f"v{node.id}"
     names[node.output] = name
     computed = next((t for t in types if t is not None), node.spec.dtype)  # (computed_type)
-    template = called_functions(node.op.fusion, lambda f: dialect.function(f, computed))
-    result_type = c_type(node.spec.dtype)
+    template = node.op.fusion
+    if function_calls(template):
+        template = called_functions(template, lambda f: dialect.function(f, computed))
+    result_type = _C_TYPE_OF[node.spec.dtype]
     expression = template.format(*operands, dtype=result_type)
     short = format_node(node).rsplit(" : ", 1)[0]
     return f"const {result_type} {name} = {expression};", short
@@ -94,7 +97,8 @@ def called_functions(template: str, spelling: Callable[[str], str]) -> str:
     return _CALL.sub(lambda m: spelling(m[1]) + "(", template)
 
 
-def function_calls(template: str) -> list[tuple[str, int]]:
+@functools.cache
+def function_calls(template: str) -> tuple[tuple[str, int], ...]:
     """The functions `template` calls, each with how many arguments: ``[("pow", 2)]``."""
     calls = []
     for call in _CALL.finditer(template):
@@ -105,7 +109,7 @@ def function_calls(template: str) -> list[tuple[str, int]]:
             if depth == 0:
                 break
         calls.append((call[1], commas + 1))
-    return calls
+    return tuple(calls)
 
 
 #: A function call in a template: a name and its opening parenthesis.
@@ -127,17 +131,25 @@ def operand_types(node: Node) -> list[np.dtype | None]:
     NumPy compares an array with a Python int exactly, even one outside the array's range
     (``uint8_array < -3`` is all False), so such a comparison is made in a type that holds both.
     """
-    as_is = [name in node.op.fusion_as_is for name in node.op.arg_names[:len(node.inputs)]]
+    as_is = _read_as_is(node.op, len(node.inputs))
     computed = node.spec.dtype
+    if computed.kind != "b":
+        return [None if keep else computed for keep in as_is]
     compared = [o.dtype if isinstance(o, Value) else o
                 for o, keep in zip(node.inputs, as_is, strict=True) if not keep]
-    if computed == np.bool_ and compared:
+    if compared:
         computed = np.result_type(*compared)
         for o in compared:
             if type(o) is int and computed.kind in "iu" and not \
                     np.iinfo(computed).min <= o <= np.iinfo(computed).max:
                 computed = np.result_type(computed, np.min_scalar_type(o))
     return [None if keep else computed for keep in as_is]
+
+
+@functools.cache
+def _read_as_is(op: Any, operands: int) -> tuple[bool, ...]:
+    """For each of `op`'s first `operands` operands, whether its template reads it as is."""
+    return tuple(name in op.fusion_as_is for name in op.arg_names[:operands])
 
 
 def computed_type(node: Node) -> np.dtype:

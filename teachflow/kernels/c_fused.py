@@ -804,9 +804,9 @@ def _check(group: FusedGroup) -> None:
     if any(None in v.shape for v in values):
         raise Declined("its shapes are known only at run time, and the C kernel is compiled "
                        "for fixed ones")
-    for v in values:
-        if v.dtype.name not in C_DTYPES:
-            raise Declined(f"{v.dtype.name} values are left to NumPy (the C kernel computes "
+    for dtype in {v.dtype for v in values}:
+        if dtype.name not in C_DTYPES:
+            raise Declined(f"{dtype.name} values are left to NumPy (the C kernel computes "
                            "bool, integers, float32 and float64)")
     for node in group.members:
         for o in node.inputs:

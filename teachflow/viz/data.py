@@ -138,6 +138,7 @@ class _Table:
         self.kernel_of: dict[int, int] = {}  # id() of a fused op -> its kernel
         self.sources: list[dict] = []
         self.lines: dict[str, str] = {}
+        self.written: dict[Any, str] = {}  # a node's source location -> how it prints
         self.routes: dict[str, list] = {}
         self.parts: dict[tuple[int, str], list[int]] = {}  # a part's entries, the stage before
         # The stage being made: its changes, the layouts of the graphs its nodes own, and the
@@ -287,7 +288,7 @@ class _Table:
             entry = {"id": v.id, "label": f"{outputs} = {node.op.name}", "op": node.op.name,
                      "type": ", ".join(self.type(o) for o in node.outputs), "text": text}
             if node.source is not None:
-                entry["source"] = source = str(node.source)
+                entry["source"] = source = self.where(node.source)
                 if source not in self.lines:
                     self.lines[source] = linecache.getline(node.source.filename,
                                                            node.source.lineno).strip()
@@ -354,6 +355,14 @@ class _Table:
         if text is None:
             text = self.types[v.spec] = str(v.spec)
         self.types_shown[v.id] = text
+        return text
+
+    def where(self, location: Any) -> str:
+        """``cell In[3], line 2``: how a node's source location prints (worked out once per
+        location: a notebook's cell number is looked up)."""
+        text = self.written.get(location)
+        if text is None:
+            text = self.written[location] = str(location)
         return text
 
     def ref(self, line: str) -> int | str:

@@ -4,8 +4,9 @@ A value's summary is its shape and dtype, a few numbers, and min, max and mean: 
 bytes, however big the array. No array ever goes to the browser, only its summary.
 
 The trace runs once on the example inputs, node by node (`executor.interpret`), and each result
-is summarised. A node that survives a pass keeps its id and computes the same value, so its
-summary serves every later stage, and only what a pass made is new (`Values.add`):
+is summarised (small ones together, a batch per shape and dtype: `summarize_many`). A node that
+survives a pass keeps its id and computes the same value, so its summary serves every later
+stage, and only what a pass made is new (`Values.add`):
 
 - a constant (what `constant_fold` made) is summarised from its own data;
 - a fused kernel's results are the values of its group's outputs, which the stage before had;
@@ -25,6 +26,7 @@ such graph gets a few words saying which run its values are from.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -42,6 +44,9 @@ from teachflow.tensor import Tensor, as_tensor
 
 #: Values with more elements than this are summarised (shape, min, max, mean, a few numbers).
 PREVIEW_ELEMENTS = 12
+#: Values this small wait to be summarised together with others of their shape and dtype
+#: (`summarize_many`), at most `BATCH_VALUES` at a time.
+BATCH_ELEMENTS, BATCH_VALUES = 4096, 1024
 #: The computed tensors kept (by the bytes they hold) so that a later stage computes only its
 #: new nodes; past this the cache is dropped, and each stage with new nodes runs whole.
 KEEP_BYTES = 256 * 2**20
@@ -62,6 +67,9 @@ class Values:
         self.seen: set[int] = set()  # the ids of every value of the stages added so far
         self.kept: dict[int, Tensor] | None = {}  # None: dropped (past KEEP_BYTES)
         self.kept_bytes = 0
+        # Small values waiting to be summarised together, by (shape, dtype).
+        self.waiting: dict[tuple, list[tuple[int, np.ndarray]]] = {}
+        self.waiting_ids: set[int] = set()
 
     def add(self, graph: Graph) -> None:
         """Summarise each value of `graph` (a stage) that no stage before had."""
@@ -73,18 +81,35 @@ class Values:
             on_top = {v.id for v in graph.values()}
             if not self.summaries or not on_top.issuperset(new) or not self._compute(graph):
                 self._run(graph)
+            self.summarize_waiting()
 
     def keep(self, value: Value, t: Tensor) -> None:
-        """Summarise `t`, the value of `value`, unless it was; keep it while there is room."""
+        """Summarise `t`, the value of `value`, unless it was (a small one waits to be
+        summarised with others: `summarize_waiting`); keep it while there is room."""
         array = t.numpy()
-        if value.id not in self.summaries:
-            self.summaries[value.id] = summarize(array)
+        if value.id not in self.summaries and value.id not in self.waiting_ids:
+            if array.size > BATCH_ELEMENTS:
+                self.summaries[value.id] = summarize(array)
+            else:
+                batch = self.waiting.setdefault((array.shape, array.dtype), [])
+                batch.append((value.id, array))
+                self.waiting_ids.add(value.id)
+                if len(batch) >= BATCH_VALUES:
+                    self.summarize_waiting()
         if self.kept is not None and value.id not in self.kept:
             self.kept_bytes += array.nbytes
             if self.kept_bytes <= KEEP_BYTES:
                 self.kept[value.id] = t
             else:
                 self.kept = None
+
+    def summarize_waiting(self) -> None:
+        """Summarise the small values waiting, each batch of one shape and dtype together."""
+        for batch in self.waiting.values():
+            ids, arrays = zip(*batch, strict=True)
+            self.summaries.update(zip(ids, summarize_many(arrays), strict=True))
+        self.waiting.clear()
+        self.waiting_ids.clear()
 
     def _compute(self, graph: Graph) -> bool:
         """Summarise the new values of `graph`, all of them results of its own nodes or
@@ -109,6 +134,8 @@ class Values:
 
     def _fused(self, node: Node) -> bool:
         """A fused kernel computes its group's outputs: give its results their summaries."""
+        if self.waiting:
+            self.summarize_waiting()
         group = getattr(node.op, "group", None)
         outputs = getattr(group, "outputs", ())
         if len(outputs) != len(node.outputs) or any(
@@ -228,11 +255,50 @@ def summarize(array: Any) -> dict:
     if array.size and array.dtype.kind in "fiu":
         with np.errstate(all="ignore"):
             low, high = array.min(), array.max()
-            mean = np.add.reduce(array, axis=None, dtype=np.float64) / array.size
+            # (in row-major order, however the array lies in memory: as `summarize_many` adds)
+            mean = np.add.reduce(array.reshape(-1), dtype=np.float64) / array.size
             if array.dtype.kind == "f" and np.isnan(low):  # (NaN wins min and max: skip it)
-                low, high, mean = np.nanmin(array), np.nanmax(array), np.nanmean(array)
+                with warnings.catch_warnings():  # (all NaN: "All-NaN slice", and no figures)
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    low, high, mean = np.nanmin(array), np.nanmax(array), np.nanmean(array)
         summary.update(min=_number(low), max=_number(high), mean=_number(mean))
     return summary
+
+
+def summarize_many(arrays: Sequence[np.ndarray]) -> list[dict]:
+    """`summarize` of each of `arrays`, which share one shape and one dtype: the same summaries,
+    each figure computed for all of them in one NumPy call on the arrays stacked as rows.
+
+    (A compilation has thousands of small values; one at a time, the Python around a dozen NumPy
+    calls costs far more than the arithmetic: together, a summary costs little more than writing
+    its numbers.)"""
+    first = arrays[0]
+    shape, dtype, size = first.shape, first.dtype, first.size
+    if size == 0 or dtype.kind not in "biuf" or len(arrays) == 1:
+        return [summarize(a) for a in arrays]
+    rows = np.stack([a.reshape(-1) for a in arrays])  # (row-major: as `summarize` reads)
+    shown = rows[:, :PREVIEW_ELEMENTS] if size > PREVIEW_ELEMENTS else rows
+    shown_shape = (PREVIEW_ELEMENTS,) if size > PREVIEW_ELEMENTS else shape
+    kind = dtype.kind
+    words = (["True" if x else "False" for x in numbers] if kind == "b"
+             else [str(x) for x in numbers] if kind in "iu" else _floats(numbers)
+             for numbers in shown.tolist())
+    same = {"shape": list(shape), "dtype": _short_dtype(dtype),
+            "truncated": bool(size > PREVIEW_ELEMENTS)}
+    summaries = [{**same, "preview": _nested(w, shown_shape)} for w in words]
+    if kind == "b":
+        return summaries
+    with np.errstate(all="ignore"):
+        low, high = rows.min(axis=1), rows.max(axis=1)
+        mean = np.add.reduce(rows, axis=1, dtype=np.float64) / size
+        nan = np.isnan(low).tolist() if kind == "f" else ()
+    for i, (summary, lo, hi, mu) in enumerate(zip(summaries, low.tolist(), high.tolist(),
+                                                  mean.tolist(), strict=True)):
+        if nan and nan[i]:  # (NaN wins min and max: `summarize` skips it)
+            summaries[i] = summarize(arrays[i])
+        else:
+            summary.update(min=_number(lo), max=_number(hi), mean=_number(mu))
+    return summaries
 
 
 def preview(array: np.ndarray) -> str:
