@@ -314,7 +314,7 @@ def test_the_joined_stepper_module_hides_no_name_of_the_page(page) -> None:
     """The front-end's modules are joined into one module (`stepper_module`), and the static
     page's stand-in for anywidget's model runs in that module too: a top-level function named
     like a global of the page (`history`, `scrollTo`) would hide it from the stand-in."""
-    from teachflow.viz.stepper import stepper_module
+    from teachflow.viz.assets import stepper_module
 
     names = re.findall(r"^(?:function|const|let|class) (\w+)", stepper_module(), re.M)
     assert "render" in names

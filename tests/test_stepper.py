@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -21,11 +22,11 @@ from stepper_cases import CASES, chain
 
 import teachflow as tfl
 from teachflow.viz import side_by_side, side_by_side_html
-from teachflow.viz.assets import widget_file, widgets_folder
+from teachflow.viz.assets import bundle, stepper_module, widget_file, widgets_folder
 from teachflow.viz.data import compilation_data
 from teachflow.viz.expand import expand, expand_stage
 from teachflow.viz.html import page_html
-from teachflow.viz.stepper import PassStepper, bundle, stepper_module
+from teachflow.viz.stepper import PassStepper
 from teachflow.viz.svg import graph_svg
 from teachflow.viz.values import PREVIEW_ELEMENTS, preview, stage_values, summarize, summarize_many
 
@@ -489,6 +490,23 @@ def test_to_html_writes_one_self_contained_page(tmp_path: Path) -> None:
     assert data == json.loads(json.dumps(
         compilation_data(compilation, compilation.example_inputs)))
     assert any("</script> or <!-- <script>" in line for line in data["lines"].values())
+
+
+def test_a_page_is_written_without_loading_the_widget_libraries(tmp_path: Path) -> None:
+    """The static page needs no widget: anywidget, ipywidgets and IPython (a third of a second
+    to import) are not loaded to write one."""
+    code = textwrap.dedent(f"""
+        import sys
+        import teachflow as tfl
+        compilation = tfl.compile(lambda x: (x * 2).tanh(), tfl.randn(4, 4))
+        compilation.to_html({str(tmp_path / "page.html")!r})
+        print(sorted(m for m in ("anywidget", "ipywidgets", "IPython") if m in sys.modules))
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]"]
+    assert (tmp_path / "page.html").stat().st_size > 10_000
 
 
 def test_side_by_side_html_holds_one_stepper_per_compilation(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """A compilation as one self-contained web page: the pass stepper outside a live kernel.
 
 `to_html` writes a single HTML file holding the stepper's own front-end (the modules of
-``widgets/stepper/`` joined into one by `teachflow.viz.stepper.stepper_module`, and
+``widgets/stepper/`` joined into one by `teachflow.viz.assets.stepper_module`, and
 ``stepper.css``, inline), the compilation's data (JSON, inline) and a few lines standing in
 for anywidget's model (``get``, ``set``, ``on``, ``off``, ``save_changes``). The page needs no
 server, no kernel and no network: open it, mail it, put it on a course website. ``#stage=3`` in
@@ -21,9 +21,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from teachflow.viz.assets import widget_file
+from teachflow.viz.assets import stepper_module, widget_file
 from teachflow.viz.data import compilation_data
-from teachflow.viz.stepper import stepper_module
 
 # The stand-in for anywidget's model, run after the stepper's module in the same module, so it
 # can call the module's `render` directly: one model per stepper on the page. Only a page of one
