@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import tracemalloc
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -677,3 +678,61 @@ def test_an_unwritable_cache_falls_back_to_a_private_temporary_folder(tmp_path,
     folder = native.cache_dir()
     assert folder.name == f"teachflow-kernels-{os.getuid()}"
     assert folder.stat().st_mode & 0o022 == 0
+
+
+def test_the_cache_keeps_to_its_size_the_least_recently_used_going_first(tmp_path) -> None:
+    """Past its limit, the cache loses its libraries used longest ago until it holds three
+    quarters of the limit; what a build that died left half written goes too, once stale."""
+    now = time.time()
+    for k in range(10):  # lib0 is the oldest, lib9 the newest; 100 kB each
+        path = tmp_path / f"lib{k}.so"
+        path.write_bytes(b"x" * 100_000)
+        os.utime(path, (now - 1000 + k, now - 1000 + k))
+    old, young = tmp_path / "abc.1.tmp", tmp_path / "abc.2.tmp"
+    for path, age in ((old, native.STALE_SECONDS + 60), (young, 10)):
+        path.write_bytes(b"half")
+        os.utime(path, (now - age, now - age))
+    (tmp_path / "notes.txt").write_text("not the cache's")
+
+    assert native.prune(tmp_path, 2_000_000) == 1  # within the limit: only the stale file goes
+    assert not old.exists() and young.exists() and len(list(tmp_path.glob("*.so"))) == 10
+
+    removed = native.prune(tmp_path, 500_000, keep=tmp_path / "lib0.so")
+    left = sorted(p.name for p in tmp_path.glob("*.so"))
+    assert left == ["lib0.so", "lib8.so", "lib9.so"] and removed == 7  # 300 kB <= 375 kB
+    assert young.exists() and (tmp_path / "notes.txt").exists()
+
+
+@pytest.mark.parametrize(("setting", "limit"), [(None, native.CACHE_MB * 2**20), ("2", 2 * 2**20),
+                                                ("0.5", 2**19), ("lots", native.CACHE_MB * 2**20)])
+def test_the_cache_limit_is_set_in_megabytes(monkeypatch, setting, limit) -> None:
+    if setting is None:
+        monkeypatch.delenv("TEACHFLOW_CACHE_MB", raising=False)
+    else:
+        monkeypatch.setenv("TEACHFLOW_CACHE_MB", setting)
+    assert native.cache_limit() == limit
+
+
+@needs_cc
+def test_builds_keep_the_cache_within_its_limit_and_a_load_counts_as_a_use(tmp_path,
+                                                                           monkeypatch) -> None:
+    monkeypatch.setenv("TEACHFLOW_CACHE", str(tmp_path))
+    monkeypatch.setattr(native, "PRUNE_EVERY", 1)
+    sources = [f"int teachflow_answer(void) {{ return {k}; }}\n" for k in range(3)]
+    for source in sources:
+        assert native.build(source, COMPILER)[1] == "compiled"
+    paths = sorted(tmp_path.glob("*.so"), key=lambda p: p.stat().st_mtime)
+    assert len(paths) == 3
+    size = paths[0].stat().st_size
+    now = time.time()
+    for age, path in zip((300, 200, 100), paths, strict=True):  # the first built is the oldest
+        os.utime(path, (now - age, now - age))
+    assert native.build(sources[0], COMPILER)[1] == "from the cache"  # used now: the newest
+    # Room for almost three libraries: building a fourth removes the one used longest ago, the
+    # second, and then the third, to get down to three quarters of the limit (2.2 libraries).
+    monkeypatch.setenv("TEACHFLOW_CACHE_MB", str(2.9 * size / 2**20))
+    library, how = native.build("int teachflow_answer(void) { return 3; }\n", COMPILER)
+    assert how == "compiled" and library.teachflow_answer() == 3
+    left = set(tmp_path.glob("*.so"))
+    assert paths[0] in left and paths[1] not in left and paths[2] not in left and len(left) == 2
+    assert native.build(sources[1], COMPILER)[1] == "compiled"  # gone: built again

@@ -7,7 +7,8 @@ arrays' addresses. Three things make that practical:
 - a cache: a library is stored under the SHA-256 of its source, the flags and the compiler, so
   a kernel is compiled once per machine, not once per run (`build`). A library is written under
   a name of its own and then renamed into place, so two processes building the same kernel never
-  see half a file; each ends with the SHA-256 of its bytes, so a damaged one is built again;
+  see half a file; each ends with the SHA-256 of its bytes, so a damaged one is built again. The
+  cache keeps to a size, as ccache does (`prune`: the libraries used longest ago go first);
 - probes: what this compiler can do is learned by building tiny programs (cached like kernels):
   whether it takes ``-march=native`` (this CPU's vector instructions), OpenMP (loops on every
   core), and which maths functions have vector versions (`vector_function`: glibc's libmvec
@@ -25,11 +26,13 @@ whose flags NumPy would warn about runs again as NumPy, which says what it says:
 
 The compiler is ``cc`` on the PATH, or $TEACHFLOW_CC (empty turns C kernels off). The cache is
 $TEACHFLOW_CACHE, else $XDG_CACHE_HOME/teachflow/kernels (by default ~/.cache/...), else a
-folder of this user's in the temporary directory. Nothing is compiled until a kernel is needed.
+folder of this user's in the temporary directory; it holds at most $TEACHFLOW_CACHE_MB
+megabytes (`CACHE_MB` by default). Nothing is compiled until a kernel is needed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -39,6 +42,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +55,16 @@ COMPILE_SECONDS = 600
 
 #: What ends every cached library, before the SHA-256 of the bytes before it.
 _SEAL = b"\nteachflow-sha256:"
+
+#: The most the cache holds, in megabytes ($TEACHFLOW_CACHE_MB overrides it): past it, the
+#: libraries used longest ago are removed until it holds three quarters of it (`prune`).
+CACHE_MB = 512
+#: The cache's size is looked at after the first build of a process, then after every this many
+#: builds (a look reads every file's size and age: milliseconds for thousands).
+PRUNE_EVERY = 64
+#: A build's half-written file older than this (seconds) was left by a build that died.
+STALE_SECONDS = 3600
+_builds = 0  # (builds so far in this process)
 
 
 @dataclass(frozen=True)
@@ -179,7 +193,59 @@ def _build(source: str, with_compiler: Compiler, libraries: tuple[str, ...]
     library = _load(path)
     if library is None:
         return None, None, "the compiled library does not load"
+    global _builds
+    _builds += 1
+    if _builds % PRUNE_EVERY == 1 or PRUNE_EVERY == 1:
+        prune(folder, cache_limit(), keep=path)
     return library, path, "compiled"
+
+
+def cache_limit() -> int:
+    """The most bytes the cache holds: $TEACHFLOW_CACHE_MB megabytes, else `CACHE_MB`."""
+    try:
+        megabytes = float(os.environ.get("TEACHFLOW_CACHE_MB", CACHE_MB))
+    except ValueError:
+        megabytes = CACHE_MB
+    return int(max(megabytes, 0) * 2**20)
+
+
+def prune(folder: Path, limit: int, keep: Path | None = None) -> int:
+    """Keep the cache in `folder` within `limit` bytes: past it, remove the libraries used
+    longest ago (a library's time is when it was last built or loaded) until those left take
+    three quarters of `limit`, never `keep`; and remove what builds that died left half written.
+    Returns how many files it removed. (A process that loaded a removed library keeps it: the
+    file's name goes, its pages stay while mapped.)"""
+    libraries, total, removed, now = [], 0, 0, time.time()
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            try:
+                status = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if entry.name.endswith(".tmp") and now - status.st_mtime > STALE_SECONDS:
+                removed += _remove(entry.path)
+            elif entry.name.endswith(".so") and entry.is_file(follow_symlinks=False):
+                libraries.append((status.st_mtime, status.st_size, entry.path))
+                total += status.st_size
+    if total <= limit:
+        return removed
+    for _, size, path in sorted(libraries):
+        if total <= limit * 3 // 4:
+            break
+        if keep is not None and path == str(keep):
+            continue
+        if _remove(path):
+            removed += 1
+            total -= size
+    return removed
+
+
+def _remove(path: str) -> bool:
+    try:
+        os.unlink(path)
+    except OSError:  # (another process removed it first)
+        return False
+    return True
 
 
 def _load(path: Path) -> ctypes.CDLL | None:
@@ -192,9 +258,13 @@ def _load(path: Path) -> ctypes.CDLL | None:
     code, seal, digest = data.rpartition(_SEAL)
     if seal and hashlib.sha256(code).hexdigest().encode() == digest:
         try:
-            return ctypes.CDLL(str(path))
+            library = ctypes.CDLL(str(path))
         except OSError:
             pass
+        else:
+            with contextlib.suppress(OSError):  # used now: the last to go when pruning
+                os.utime(path)
+            return library
     path.unlink(missing_ok=True)
     return None
 
