@@ -33,7 +33,7 @@ from teachflow.errors import SignatureMismatch, TeachflowError
 from teachflow.executor import interpret
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.ops.op import spec_of
-from teachflow.passes import Change, resolve
+from teachflow.passes import PASSES, Change, resolve
 from teachflow.tensor import Tensor
 
 #: Verify every compilation when no `verify=` is given (teachflow's tests turn this on).
@@ -52,12 +52,18 @@ class Snapshot:
     graph: Graph
     changes: list[Change] = field(default_factory=list)
     previous: Graph | None = field(default=None, repr=False)
-    #: Figures per node, shared by the stages of one compilation (most nodes are in many).
-    figures: dict[tuple, tuple[bool, int, int]] = field(default_factory=dict, repr=False)
+    #: Figures per node, shared by the stages of one compilation (most nodes are in many), and
+    #: per graph (a stage that changed nothing is the graph before it).
+    figures: dict[tuple, Any] = field(default_factory=dict, repr=False)
 
     @cached_property
     def stats(self) -> dict[str, int]:
-        return graph_stats(self.graph, self.figures)
+        # (a stage that changed nothing is the graph before: its figures are those, once)
+        key = ("graph", id(self.graph))
+        known = self.figures.get(key)
+        if known is None or known[0] is not self.graph:
+            known = self.figures[key] = (self.graph, graph_stats(self.graph, self.figures))
+        return dict(known[1])
 
     @cached_property
     def nx(self) -> Any:
@@ -172,19 +178,34 @@ def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None,
 
 def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
                   examples: list[Tensor] | None) -> list[Snapshot]:
-    figures: dict[tuple, tuple[bool, int, int]] = {}
+    figures: dict[tuple, Any] = {}
     snapshots = [Snapshot("trace", graph, figures=figures)]
     on = VERIFY_BY_DEFAULT if verify is None else verify
     checker = _Verifier(graph, examples) if on else None
     for p in resolve(passes):
         before = snapshots[-1].graph
         after, changes = p(before)
+        if not changes and any(p is q for q in PASSES.values()) and _unchanged(before, after):
+            after = before  # one graph in memory, not a copy per stage (the stepper sees it)
         snapshots.append(Snapshot(p.__name__, after, list(changes), previous=before,
                                   figures=figures))
         if checker is not None:  # well formed, and computing what the traced graph computed
             after.verify()
             checker.check(p.__name__, after)
     return snapshots
+
+
+def _unchanged(before: Graph, after: Graph) -> bool:
+    """Whether `after`, what a built-in pass that reported no change returned, is `before`
+    again: the same values in the same order (a node a built-in pass keeps keeps its id and
+    what it is; what it makes has a new id), returning the same and writing back the same. (A
+    pass may leave out what is not a node without a `Change`: dce drops the constants nothing
+    reads. A learner's pass may change a node in place: its stage is always its own.)"""
+    return (len(before.nodes) == len(after.nodes)
+            and [v.id for v in before.values()] == [v.id for v in after.values()]
+            and [v.id for v in before.outputs] == [v.id for v in after.outputs]
+            and [(u.slot, u.output) for u in before.updates]
+            == [(u.slot, u.output) for u in after.updates])
 
 
 # --- Figures per stage --------------------------------------------------------------------------

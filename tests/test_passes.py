@@ -363,6 +363,32 @@ def test_a_constant_subgraph_becomes_one_constant() -> None:
     assert_same(run(after, t(Y)), eager(_constant_subgraph, t(Y)))
 
 
+def test_a_built_in_pass_that_changed_nothing_leaves_the_graph_before_as_its_stage() -> None:
+    """No copy per stage that changed nothing: the snapshot is the graph before (the same
+    object), with the same figures. One that changed what is not a node (dce dropping the
+    constants nothing reads, which is no `Change`) has a stage of its own."""
+    compiled = tfl.compile(lambda x: (x * 2.0).tanh() - x, t(X))
+    snaps = compiled.snapshots
+    assert [bool(s.changes) for s in snaps[1:]] == [False, False, False, False, True]
+    for k in range(1, 5):
+        assert snaps[k].graph is snaps[k - 1].graph and snaps[k].stats == snaps[k - 1].stats
+    assert snaps[5].graph is not snaps[4].graph
+    assert_same([compiled(t(Y)).numpy()], eager(lambda x: (x * 2.0).tanh() - x, t(Y)))
+
+    folded = tfl.compile(_constant_subgraph, t(X), passes=["constant_fold", "dce"]).snapshots
+    assert not folded[2].changes and folded[2].graph is not folded[1].graph
+    assert len(folded[2].graph.constants) < len(folded[1].graph.constants)
+
+
+def test_a_learners_pass_always_has_a_stage_of_its_own() -> None:
+    def renames_in_place(graph):  # (changes a node, keeps its id, reports nothing)
+        graph.nodes[0].params = {**graph.nodes[0].params}
+        return graph
+
+    snaps = tfl.compile(lambda x: x * 2.0, t(X), passes=[renames_in_place]).snapshots
+    assert snaps[1].graph is not snaps[0].graph
+
+
 def test_a_folded_chain_leaves_no_unused_constants() -> None:
     compiled = tfl.compile(_constant_subgraph, t(X), passes=["constant_fold", "dce"])
     graph = compiled.graph

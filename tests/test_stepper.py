@@ -769,6 +769,47 @@ def test_a_stages_values_are_summarised_as_each_would_be_alone() -> None:
         assert summaries[value.id] == summarize(tensor.numpy())
 
 
+def test_a_stage_that_changed_nothing_sends_the_stage_before_again() -> None:
+    compilation = tfl.compile(chain, tfl.randn(4, 4), verify=False)
+    data = compilation_data(compilation, compilation.example_inputs)
+    stages = data["stages"]
+    assert [s["changed"] for s in stages] == [False, False, False, False, False, True]
+    assert all(s["nodes"] == stages[0]["nodes"] for s in stages[1:5])
+    assert stages[5]["nodes"] != stages[0]["nodes"]
+    assert all(s["stats"] == stages[0]["stats"] for s in stages[1:5])
+    assert len(data["nodes"]) <= len(compilation.snapshots[0].graph) + 10
+
+
+def test_values_wait_to_be_summarised_within_a_bound(monkeypatch) -> None:
+    """Small values wait for their batch only until `BATCH_BYTES` wait: a big graph of small
+    values of many shapes holds a bounded amount of memory, and loses none of its summaries."""
+    from teachflow.viz import values as values_module
+
+    monkeypatch.setattr(values_module, "BATCH_BYTES", 4096)
+    flushed: list[int] = []
+    real = values_module.Values.summarize_waiting
+
+    def recorded(self) -> None:
+        flushed.append(self.waiting_bytes)
+        real(self)
+
+    monkeypatch.setattr(values_module.Values, "summarize_waiting", recorded)
+
+    def f(x):
+        for n in range(1, 41):  # values of forty shapes, and of x's (400 float32, 1,600 bytes)
+            x = (x[:n] * 2 + 1).tanh().sum() + x
+        return x
+
+    compilation = tfl.compile(f, tfl.randn(400), verify=False)
+    graph = compilation.snapshots[0].graph
+    summaries, _ = stage_values(graph, compilation.example_inputs, {})
+    assert len(flushed) > 10 and max(flushed) < 4096 + 1600  # (at most one array past it)
+    for v in graph.values():
+        assert v.id in summaries
+    output = graph.outputs[0]
+    assert summaries[output.id] == summarize(compilation(*compilation.example_inputs).numpy())
+
+
 def big_program(blocks: int):
     def f(x, w):
         h = x

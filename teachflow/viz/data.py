@@ -146,6 +146,7 @@ class _Table:
         self.changes: list = []
         self.inner: dict[tuple[int, str], Layout] = {}
         self.owners: dict[int, tuple[int, ...]] = {}
+        self.shown: tuple | None = None  # the last stage's graph, layout and entries
 
     def data(self) -> dict:
         snapshots = self.compilation.snapshots
@@ -192,7 +193,12 @@ class _Table:
               index: int) -> dict:
         graph = snap.graph
         self.changes, self.inner, self.owners = snap.changes, inner, {}
-        nodes, _ = self.graph_entries(graph, lay, ())
+        shown = self.shown
+        if shown is not None and shown[0] is graph and shown[1] is lay and not inner:
+            nodes = shown[2]  # the stage before, again (a pass that changed nothing)
+        else:
+            nodes, _ = self.graph_entries(graph, lay, ())
+        self.shown = (graph, lay, nodes)
         return {
             "index": index,
             "pass": snap.pass_name,

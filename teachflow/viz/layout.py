@@ -208,7 +208,10 @@ def layout_stages(snapshots: Iterable[Any]) -> list[Layout]:
     base = layout_edges(*nodes_and_edges(snapshots[0].graph))
     place = dict(base.positions)
     layouts = [base]
-    for snap in snapshots[1:]:
+    for previous, snap in pairwise(snapshots):
+        if snap.graph is previous.graph and not snap.changes:  # a pass that changed nothing
+            layouts.append(layouts[-1])
+            continue
         for change in snap.changes:
             origins = [place[i] for i in change.nodes if i in place]
             for i in change.result:

@@ -45,8 +45,8 @@ from teachflow.tensor import Tensor, as_tensor
 #: Values with more elements than this are summarised (shape, min, max, mean, a few numbers).
 PREVIEW_ELEMENTS = 12
 #: Values this small wait to be summarised together with others of their shape and dtype
-#: (`summarize_many`), at most `BATCH_VALUES` at a time.
-BATCH_ELEMENTS, BATCH_VALUES = 4096, 1024
+#: (`summarize_many`), until this many bytes wait.
+BATCH_ELEMENTS, BATCH_BYTES = 4096, 16 * 2**20
 #: The computed tensors kept (by the bytes they hold) so that a later stage computes only its
 #: new nodes; past this the cache is dropped, and each stage with new nodes runs whole.
 KEEP_BYTES = 256 * 2**20
@@ -70,6 +70,7 @@ class Values:
         # Small values waiting to be summarised together, by (shape, dtype).
         self.waiting: dict[tuple, list[tuple[int, np.ndarray]]] = {}
         self.waiting_ids: set[int] = set()
+        self.waiting_bytes = 0
 
     def add(self, graph: Graph) -> None:
         """Summarise each value of `graph` (a stage) that no stage before had."""
@@ -91,10 +92,10 @@ class Values:
             if array.size > BATCH_ELEMENTS:
                 self.summaries[value.id] = summarize(array)
             else:
-                batch = self.waiting.setdefault((array.shape, array.dtype), [])
-                batch.append((value.id, array))
+                self.waiting.setdefault((array.shape, array.dtype), []).append((value.id, array))
                 self.waiting_ids.add(value.id)
-                if len(batch) >= BATCH_VALUES:
+                self.waiting_bytes += array.nbytes
+                if self.waiting_bytes >= BATCH_BYTES:
                     self.summarize_waiting()
         if self.kept is not None and value.id not in self.kept:
             self.kept_bytes += array.nbytes
@@ -110,6 +111,7 @@ class Values:
             self.summaries.update(zip(ids, summarize_many(arrays), strict=True))
         self.waiting.clear()
         self.waiting_ids.clear()
+        self.waiting_bytes = 0
 
     def _compute(self, graph: Graph) -> bool:
         """Summarise the new values of `graph`, all of them results of its own nodes or
