@@ -851,10 +851,11 @@ def fusion_grouping() -> list:
             np.testing.assert_allclose(total.numpy(), expected_total, rtol=1e-5, atol=1e-5)
 
 
-        def test_my_grouping_launches_as_few_kernels_as_teachflows():
+        def test_my_grouping_launches_at_most_one_kernel_more_than_teachflows():
+            # (teachflow's fuse also folds the sum into the kernel, which these rules leave out)
             mine = fused_as(my_groups, X, W, B).snapshots[-1].stats
             teachflows = tfl.compile(block, *[tfl.tensor(a) for a in (X, W, B)]).snapshots[-1]
-            assert mine["kernels"] <= teachflows.stats["kernels"]
+            assert mine["kernels"] <= teachflows.stats["kernels"] + 1
         ### BEGIN HIDDEN TESTS
 
 
@@ -869,7 +870,8 @@ def fusion_grouping() -> list:
             trip = 8 * 32 * 4  # one write or read of an (8, 32) float32 array
             # h, tanh(h) and sigmoid(h) are each written once and read twice, once or once
             assert mine["bytes_moved"] == unfused["bytes_moved"] - 7 * trip
-            assert mine["bytes_moved"] == teachflows.stats["bytes_moved"]
+            # teachflow's kernel also sums y as it writes it: nothing reads y back
+            assert mine["bytes_moved"] == teachflows.stats["bytes_moved"] + trip
         ### END HIDDEN TESTS
         """),
         md("""
@@ -922,10 +924,9 @@ def fusion_grouping() -> list:
         ### BEGIN HIDDEN TESTS
 
 
-        def test_measure_without_fusion_and_with_teachflows_grouping():
-            teachflows = tfl.compile(block, *[tfl.tensor(a) for a in (X, W, B)]).snapshots[-1]
-            for groups, stats in [([], fused_as([], X, W, B).snapshots[-1].stats),
-                                  ([[4, 5, 6, 7]], teachflows.stats)]:
+        def test_measure_without_fusion_and_with_the_best_grouping():
+            for groups in ([], [[4, 5, 6, 7]], [[5, 6, 7]]):
+                stats = fused_as(groups, X, W, B).snapshots[-1].stats
                 got = measure(groups, X, W, B, repeat=1)
                 assert (got["kernels"], got["bytes_moved"]) == (stats["kernels"],
                                                                 stats["bytes_moved"]), groups
@@ -937,7 +938,9 @@ def fusion_grouping() -> list:
         Bytes are a model; the clock is the judge. On arrays big enough for memory to matter,
         time no fusion, a grouping that leaves the `add` out, and yours. Does the order of the
         times follow the order of the bytes? (Try bigger arrays, and a GPU if you have one.)
-        Then look at teachflow's own choice, and read why its kernel stops where it does.
+        Then look at teachflow's own choice, and read why its kernel stops where it does: it goes
+        one step past these rules, folding the row sums into the kernel that writes `y` (a
+        reduction joins the group of what it reduces, whatever else needs the group's values).
         """),
         free("""
         shapes = [(512, 64), (64, 512), (512,)]

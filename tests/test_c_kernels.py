@@ -37,10 +37,13 @@ from test_fused_kernels import (
     ARITY,
     DTYPES,
     LITERALS,
+    REDUCTION_ENDS,
     REDUCTIONS,
+    _with_a_reduction,
     group_of,
     multi_output_group,
     random_array,
+    reduction_group,
     traced_group,
 )
 
@@ -259,6 +262,31 @@ def test_edge_cases_match_numpy(case: str) -> None:
 
 
 @needs_cc
+@needs_cc
+@pytest.mark.parametrize("shape", [(6, 5), (300, 500)])  # one core, and both (the loop split)
+@pytest.mark.parametrize(("reduction", "axis", "keepdims"), REDUCTION_ENDS)
+def test_a_c_kernel_ending_in_a_reduction_also_writes_its_other_results(shape, reduction, axis,
+                                                                        keepdims) -> None:
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=shape).astype(np.float32), rng.normal(size=shape).astype(np.float32)
+    group, inputs = reduction_group(_with_a_reduction(reduction, axis, keepdims), x, y)
+    assert assert_c_matches(group, inputs).startswith("C, compiled by")
+
+
+@needs_cc
+def test_a_power_of_a_literal_half_is_numpys_square_root() -> None:
+    """NumPy computes ``x ** 0.5`` as a square root: of -inf that is nan (C's pow gives inf,
+    and raises nothing that would send the call back to NumPy)."""
+    for dtype in ("float32", "float64"):
+        x = np.array([-np.inf, 4.0, 0.0, np.inf], dtype)
+        group, inputs = traced_group(lambda x: x ** 0.5 * 2.0, x)
+        kernel, ran = c_kernel(group)
+        assert ran.startswith("C, compiled by") and "sqrt" in c_source(group)
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            np.testing.assert_array_equal(kernel(*inputs), x ** 0.5 * 2.0)
+
+
 def test_numpys_warnings_come_from_the_numpy_kernel_run_again() -> None:
     """The C kernel reports the CPU's floating-point flags; where NumPy would warn (or raise, as
     np.errstate says), the NumPy kernel runs again and does. Where NumPy keeps quiet, or the

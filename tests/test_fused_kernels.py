@@ -99,6 +99,51 @@ def multi_output_group(fn, *arrays: np.ndarray) -> tuple[FusedGroup, list[np.nda
     return group, [by_input[v] for v in inputs]
 
 
+def reduction_group(fn, *arrays: np.ndarray) -> tuple[FusedGroup, list[np.ndarray]]:
+    """Like `multi_output_group`, for `fn` whose last result is a reduction of its elementwise
+    values: a group that writes its other results and ends in that reduction."""
+    graph = tfl.trace(fn, *[tfl.tensor(a) for a in arrays])
+    *nodes, reduction = graph.live(list(graph.outputs))[0]
+    made = {n.output for n in (*nodes, reduction)}
+    inputs = tuple(dict.fromkeys(o for n in (*nodes, reduction) for o in n.inputs
+                                 if isinstance(o, Value) and o not in made))
+    group = FusedGroup("fused_k0", tuple(nodes), reduction, inputs, tuple(graph.outputs),
+                       (True,) * len(graph.outputs))
+    by_input = dict(zip(graph.inputs, arrays, strict=True))
+    return group, [by_input[v] for v in inputs]
+
+
+#: Reductions a group with other results ends in: (reduction, axis, keepdims).
+REDUCTION_ENDS = [("sum", None, False), ("mean", 1, True), ("max", 0, False),
+                  ("sum", (0, 1), True), ("mean", 0, True)]
+
+
+def _with_a_reduction(reduction: str, axis: Any, keepdims: bool):
+    def fn(x, y):
+        h = (x * 2.0 + y).tanh()
+        return h, h * y, getattr(h * y - 1.0, reduction)(axis=axis, keepdims=keepdims)
+    return fn
+
+
+@pytest.mark.parametrize("shape", [(6, 5), (300, 500)])  # one block, and several
+@pytest.mark.parametrize(("reduction", "axis", "keepdims"), REDUCTION_ENDS)
+def test_a_kernel_ending_in_a_reduction_also_writes_its_other_results(shape, reduction, axis,
+                                                                      keepdims) -> None:
+    fn = _with_a_reduction(reduction, axis, keepdims)
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=shape).astype(np.float32), rng.normal(size=shape).astype(np.float32)
+    group, inputs = reduction_group(fn, x, y)
+    assert len(group.outputs) == 3 and group.reduction is not None
+    kernel = numpy_kernel(group, np)
+    want = fn(tfl.tensor(x), tfl.tensor(y))
+    for out in (None, tuple(np.empty(s.shape, s.dtype) for s in group.specs)):
+        got = kernel(*inputs, out=out)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, atol=1e-5)
+    if shape[0] == 300:
+        assert "in_blocks(" in numpy_source(group)
+
+
 def traced_group(fn, *arrays: np.ndarray) -> tuple[FusedGroup, list[np.ndarray]]:
     """Trace `fn` on tensors holding `arrays`; the group and the arrays in its input order."""
     graph = tfl.trace(fn, *[tfl.tensor(a) for a in arrays])
@@ -506,6 +551,27 @@ def test_cuda_source_runs_as_python_and_builds_what_cuda_kernel_builds(kind: str
                                      (("a", "b"), {"axis": (1,), "keepdims": False, "out": "o"})]
 
 
+def test_a_cuda_reduction_with_other_results_is_two_kernels_one_after_the_other() -> None:
+    """CuPy's reduction writes only its result: an elementwise kernel writes the group's other
+    results first, and the source shows both, as built."""
+    x = np.ones((4, 3), "float32")
+    group, _ = reduction_group(_with_a_reduction("sum", 1, False), x, x)
+    from_text, from_kernel = StubCupy(), StubCupy()
+    exec(cuda_source(group), {"cupy": from_text})
+    run = cuda_kernel(group, from_kernel)
+    kinds = ["ElementwiseKernel", "ReductionKernel"]
+    assert [k for k, _ in from_text.built] == [k for k, _ in from_kernel.built] == kinds
+    values, reduction = (arguments for _, arguments in from_kernel.built)
+    assert values["out_params"] == "float32 result0, float32 result1"
+    assert reduction["out_params"] == "float32 result"
+    assert run("a", "b") == ("result", "result")  # (the stub returns "result" for each call)
+    assert run("a", "b", out=("o0", "o1", "o2")) == ("o0", "o1", "o2")
+    assert from_kernel.calls == [
+        (("a", "b"), {}), (("a", "b"), {"axis": (1,), "keepdims": False}),
+        (("a", "b", "o0", "o1"), {}), (("a", "b"), {"axis": (1,), "keepdims": False,
+                                                    "out": "o2"})]
+
+
 def test_cuda_module_imports_without_cupy() -> None:
     code = ("import sys; sys.modules['cupy'] = None; "
             "import teachflow.kernels.cuda_fused as m; print(m.cuda_source.__name__)")
@@ -639,7 +705,14 @@ def test_generated_cuda_compiles_with_nvcc(tmp_path) -> None:
                     lambda x, r=reduction, a=axis: getattr(tfl, r)(bind(OPS["identity"], x),
                                                                    axis=a), x)[0])
         groups.append(multi_output_group(lambda x: (x * 2 + 1, (x * 2 > 1) * x), x)[0])
-    sources = [_standalone(cuda_code(g), g, i) for i, g in enumerate(groups)]
+    x = np.ones((4, 3), "float32")
+    groups += [reduction_group(_with_a_reduction(*ends), x, x)[0] for ends in REDUCTION_ENDS]
+    sources = []
+    for i, g in enumerate(groups):
+        code = cuda_code(g)
+        sources.append(_standalone(code, g, i))
+        if code.values is not None:  # (the elementwise kernel beside the reduction)
+            sources.append(_standalone(code.values, g, i + 10_000))
     done = _compile(sources, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -712,13 +785,13 @@ def test_a_loop_that_holds_its_last_result_takes_turns_between_two_arrays() -> N
 def test_a_compiled_function_holds_no_intermediate_between_calls() -> None:
     """Only a result the graph returns is kept for reuse; intermediates die with the call."""
     def two_kernels(x):
-        h = (x * 2.0 + 1.0).tanh()  # used twice: its own kernel, an intermediate of the graph
+        h = (x * 2.0 + 1.0).tanh()  # with its sum, a kernel of its own: intermediates
         return (h - h.sum(axis=1, keepdims=True)).exp() * 3.0
 
     x = tfl.rand(250_000, 4)  # 4 MB per array
     compiled = tfl.compile(two_kernels, x, verify=False)
     fused = [n.op.group for n in compiled.graph.nodes if hasattr(n.op, "group")]
-    assert [g.returned for g in fused] == [(False,), (True,)]
+    assert [g.returned for g in fused] == [(False, False), (True,)]
     assert "results.empty" not in compiled.kernels[fused[0].name]["numpy"]
     nbytes = x.numpy().nbytes
     tracemalloc.start()

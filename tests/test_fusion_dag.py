@@ -159,22 +159,22 @@ def test_a_group_moves_before_a_node_that_reads_it_early() -> None:
     graph = tfl.trace(_diamond, x, w)
     groups = group_nodes(graph)
     order = grouped_order(graph, groups)
-    first = groups[0]
+    first = next(g for g in groups if any(n.op.name == "tanh" for n in g.nodes))
     at = [order.index(n) for n in first.nodes]
     assert at == list(range(at[0], at[0] + len(at)))  # next to each other
     matmul = next(n for n in graph.nodes if n.op.name == "matmul")
     assert order.index(matmul) > at[-1]  # it reads h: after the kernel that makes h
     compiled = tfl.compile(_diamond, x, w)  # verified against the traced graph
     kernel = compiled.graph.nodes[0]
-    assert len(kernel.outputs) == 2  # h (for the matmul and the sum) and a (for the add)
+    assert len(kernel.outputs) == 3  # h (for the matmul), a (for the add) and h's sum
 
 
 def test_each_kernel_says_why_it_stops() -> None:
     x, w = tfl.randn(4, 4), tfl.randn(4, 4)
     compiled = tfl.compile(_diamond, x, w)
     first, second = compiled.snapshots[-1].changes
-    assert "writes 2 results" in first.sentence
-    assert "a reduction" in first.sentence and "sum" in first.sentence
+    assert "writes 3 results" in first.sentence
+    assert "it ends in %9 sum, reduced as the values are computed" in first.sentence
     assert "matmul: not elementwise" in first.sentence
     assert "joining would make a cycle" in first.sentence
     assert "where the graph returns" in second.sentence
@@ -187,7 +187,10 @@ def test_each_kernel_says_why_it_stops() -> None:
     assert any("another shape" in c.sentence for c in compiled.snapshots[-1].changes)
 
 
-def test_a_reduction_joins_only_as_its_groups_one_way_out() -> None:
+def test_a_reduction_joins_its_operands_group_and_ends_it() -> None:
+    """A reduction of a group's value joins the group, whatever else needs its values (they
+    are its other outputs); one reduction per group, the first; what reads the reduction stays
+    outside (it can start only when the whole kernel is done)."""
     def alone(x):
         return (x * 2.0).tanh().sum()
 
@@ -195,13 +198,30 @@ def test_a_reduction_joins_only_as_its_groups_one_way_out() -> None:
         h = (x * 2.0).tanh()
         return h.sum(), h * 3.0
 
-    x = tfl.randn(4, 4)
+    def two(x):
+        h = (x * 2.0).tanh()
+        return h.sum(axis=1), h.max(axis=0)
+
+    def centred(x):
+        h = (x * 2.0).tanh()
+        return h - h.mean()
+
+    x = tfl.randn(4, 5)
     (kernel,) = tfl.compile(alone, x).graph.nodes
-    assert kernel.op.group.reduction is not None
-    compiled = tfl.compile(shared, x)
-    kernels = [n for n in compiled.graph.nodes if hasattr(n.op, "group")]
-    assert all(k.op.group.reduction is None for k in kernels)
-    assert [n.op.name for n in compiled.graph.nodes].count("sum") == 1
+    assert kernel.op.group.reduction is not None and len(kernel.outputs) == 1
+    for f, ops, outputs in ((shared, ["fused_k1"], 2), (two, ["fused_k1", "max"], 2),
+                            (centred, ["fused_k1", "sub"], 2)):
+        compiled = tfl.compile(f, x)
+        assert [n.op.name for n in compiled.graph.nodes] == ops, str(compiled.graph)
+        kernel = compiled.graph.nodes[0]
+        assert kernel.op.group.reduction is not None and len(kernel.outputs) == outputs
+        assert kernel.outputs[-1].spec == kernel.op.group.reduction.spec
+        got, want = compiled(x), f(x)
+        got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
+    sentence = tfl.compile(centred, x).snapshots[-1].changes[0].sentence
+    assert "%4 sub: it reads the reduction, done only when the kernel is" in sentence, sentence
 
 
 def test_a_multi_output_kernel_runs_in_blocks_and_in_the_stepper_values() -> None:

@@ -83,13 +83,24 @@ def node_line(node: Node, names: dict[Value, str], dialect: Dialect = CUDA) -> t
     name = f"v{node.id}"
     names[node.output] = name
     computed = next((t for t in types if t is not None), node.spec.dtype)  # (computed_type)
-    template = node.op.fusion
+    template = fusion_of(node)
     if function_calls(template):
         template = called_functions(template, lambda f: dialect.function(f, computed))
     result_type = _C_TYPE_OF[node.spec.dtype]
     expression = template.format(*operands, dtype=result_type)
     short = format_node(node).rsplit(" : ", 1)[0]
     return f"const {result_type} {name} = {expression};", short
+
+
+def fusion_of(node: Node) -> str:
+    """The C template of `node`: its op's (`Op.fusion`), or the one its op gives for a Python
+    float literal operand that NumPy computes otherwise (`Op.fusion_literal`: a power of 0.5 is
+    a square root), for a float result."""
+    for operand, literal, template in node.op.fusion_literal:
+        given = node.inputs[operand] if operand < len(node.inputs) else None
+        if type(given) is float and given == literal and node.spec.dtype.kind == "f":
+            return template
+    return node.op.fusion
 
 
 def called_functions(template: str, spelling: Callable[[str], str]) -> str:

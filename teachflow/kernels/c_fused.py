@@ -72,6 +72,7 @@ from teachflow.kernels.c_expr import (
     c_type,
     computed_type,
     function_calls,
+    fusion_of,
     node_line,
 )
 from teachflow.kernels.group import FusedGroup
@@ -491,8 +492,12 @@ class _KernelWriter:
         element = group.elementwise_spec.shape
         operands = [_broadcast(v.shape, s, element) for v, s in zip(group.inputs, self.strides,
                                                                      strict=True)]
-        operands += [_broadcast(self.kept_shape(), _row_major_strides(self.kept_shape()),
-                                element) for _ in self.outputs]
+        shapes = [element] * len(self.outputs)
+        if group.reduction is not None:  # (the reduction's output last, its reduced axes kept)
+            shapes[-1] = self.kept_shape()
+        operands += [_broadcast(shape, _row_major_strides(shape), element) for shape in shapes]
+        # The output a reduction writes: the last.
+        self.reduced = f"out{len(self.outputs) - 1}"
         self.sizes, steps = _collapsed(element, operands)
         self.steps = dict(zip([*(f"in{i}" for i in range(len(group.inputs))),
                                *(f"out{k}" for k in range(len(self.outputs)))], steps,
@@ -500,13 +505,15 @@ class _KernelWriter:
         names = {v: self.at(f"in{i}") for i, v in enumerate(group.inputs)}
         body = []
         for node in group.nodes:
-            for name, arity in function_calls(node.op.fusion):
+            for name, arity in function_calls(fusion_of(node)):
                 self.spell(name, arity, node)
             body.append(node_line(node, names, self.dialect))
         if math.prod(element) == 0:
             loops = self.no_elements()
-        elif group.reduction is not None:
-            loops = self.reduction_loops(names, body)
+        elif group.reduction is not None:  # (the values needed outside, written on the way)
+            stores = [(f"{self.at(f'out{k}')} = {names[v]};", "")
+                      for k, v in enumerate(self.outputs[:-1])]
+            loops = self.reduction_loops(names, [*body, *stores])
         else:
             loops = self.elementwise_loops(names, body)
         start = ["int raised = 0;  // the exceptions raised, returned at the end",
@@ -721,11 +728,11 @@ class _KernelWriter:
         return [f"// {self.group.elementwise_spec} has no elements: each output element is "
                 "where a reduction starts.",
                 f"for (long i = 0; i < {self.group.reduction.spec.size}; i++) "
-                f"out0[i] = {self.finished(self.identity(dtype), dtype)};"]
+                f"{self.reduced}[i] = {self.finished(self.identity(dtype), dtype)};"]
 
     def reduction_loops(self, names: dict[Value, str], body: list[str]) -> list[str]:
         node = self.group.reduction
-        reduced = [step == 0 for step in self.steps["out0"]]
+        reduced = [step == 0 for step in self.steps[self.reduced]]
         kept = [a for a, r in enumerate(reduced) if not r]
         dropped = [a for a, r in enumerate(reduced) if r]
         short = format_node(node).rsplit(" : ", 1)[0]
@@ -742,7 +749,7 @@ class _KernelWriter:
         """Reduced axes innermost: one accumulator per output element, or for a reduction of
         everything one per block, the blocks' parts combined in order after them."""
         dtype = self.accumulator()
-        acc, identity, out = c_type(dtype), self.identity(dtype), self.at("out0")
+        acc, identity, out = c_type(dtype), self.identity(dtype), self.at(self.reduced)
         combine = self.group.reduction.op.partials.combine.name
         simd = f"#pragma omp simd reduction({combine}:acc)" if dropped else "#pragma omp simd"
         self.openmp_reduction = bool(dropped)
@@ -772,18 +779,19 @@ class _KernelWriter:
         starts at the identity, in the result's type and in row order, as NumPy adds; the
         blocks are of the kept axes."""
         dtype = self.group.reduction.spec.dtype
-        out, size = self.at("out0"), self.group.reduction.spec.size
+        out, size = self.at(self.reduced), self.group.reduction.spec.size
         combine = self.combined(out, _cast(*element, dtype), dtype)
         split = self.split(kept, kept[-1] if kept else None)
         inner = self.loops([*dropped, *kept], aligned([*body, (f"{out} = {combine};", short)]),
                            split)
-        lines = [f"for (long i = 0; i < {size}; i++) out0[i] = {self.identity(dtype)};"
+        red = self.reduced
+        lines = [f"for (long i = 0; i < {size}; i++) {red}[i] = {self.identity(dtype)};"
                  "  // where each output element starts",
                  *self.in_blocks(split, inner, f"Every element of {self.group.elementwise_spec}"
                                  ", into its output element")]
-        finish = self.finished("out0[i]", dtype)
-        if finish != "out0[i]":
-            lines.append(f"for (long i = 0; i < {size}; i++) out0[i] = {finish};")
+        finish = self.finished(f"{red}[i]", dtype)
+        if finish != f"{red}[i]":
+            lines.append(f"for (long i = 0; i < {size}; i++) {red}[i] = {finish};")
         return lines
 
 

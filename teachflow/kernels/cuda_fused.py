@@ -18,6 +18,9 @@ The generated code is the argument list of a CuPy kernel:
   element, ``reduce_expr`` combines two partial results ``a`` and ``b`` (with the ``fusion``
   expression of the op that the reduction's `Partials` combine with), ``identity`` is where each
   partial result starts, and ``post_map_expr`` writes the reduced value (a mean divides there).
+  A CuPy reduction writes only its result: when the group's other values are needed outside
+  too, an elementwise kernel writes them first (`CudaKernelCode.values`), and the reduction's
+  map computes the chain again, in registers, rather than read them back.
 
 Types follow NumPy, not C: every operand is cast to the type NumPy computes its node in, and a
 Python literal is a constant of that type (``2.0f`` beside a float32 array), as `c_expr.py`
@@ -29,6 +32,7 @@ kernel with a CuPy module passed in, so this file imports without CuPy.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -54,10 +58,21 @@ class CudaKernelCode:
     arguments: dict[str, str]
     axis: tuple[int, ...] | None = None
     keepdims: bool = False
+    #: For a reduction whose group also writes elementwise values: the elementwise kernel that
+    #: writes them, launched first.
+    values: CudaKernelCode | None = None
 
 
 def cuda_code(group: FusedGroup) -> CudaKernelCode:
     """The CuPy kernel computing `group`, as strings."""
+    if group.reduction is not None and len(group.outputs) > 1:
+        *values, reduced = range(len(group.outputs))
+        elementwise = FusedGroup(f"{group.name}_values", group.nodes, None, group.inputs,
+                                 tuple(group.outputs[k] for k in values),
+                                 tuple(group.returned[k] for k in values))
+        reduction = FusedGroup(group.name, group.nodes, group.reduction, group.inputs,
+                               (group.outputs[reduced],), (group.returned[reduced],))
+        return dataclasses.replace(cuda_code(reduction), values=cuda_code(elementwise))
     in_params = ", ".join(f"{v.dtype.name} in{i}" for i, v in enumerate(group.inputs))
     results = result_names(group)
     out_params = ", ".join(f"{v.dtype.name} {name}"
@@ -114,15 +129,15 @@ def cuda_source(group: FusedGroup) -> str:
     lines += [f"#   {format_node(n)}" for n in group.nodes]
     if group.reduction is not None:
         lines.append(f"#   {format_node(group.reduction)}")
-    lines.append(f"{group.name} = cupy.{code.kind}(")
-    for key, value in code.arguments.items():
-        if "\n" in value:  # C code: shown as a block
-            lines.append(f'    {key}=r"""')
-            lines += [f"        {line}" if line else "" for line in value.splitlines()]
-            lines.append('    """,')
-        else:
-            lines.append(f"    {key}={_python_string(value)},")
-    lines.append(")")
+    if code.values is not None:
+        names = ", ".join(result_names(group)[:-1])
+        lines[0] = (f"# {group.name}: {len(group.nodes)} elementwise op(s) and a "
+                    f"{group.reduction.op.name}, in two CUDA kernels: CuPy's reduction writes "
+                    f"only its result, so\n# {group.name}_values writes the other values "
+                    f"needed outside ({names}) first")
+        lines += _constructor(f"{group.name}_values", code.values)
+        lines.append(f"# called as {group.name}_values(in0, ...), which returns ({names})")
+    lines += _constructor(group.name, code)
     args = ", ".join(f"in{i}" for i in range(len(group.inputs)))
     if code.kind == "ReductionKernel":
         lines.append(f"# called as {group.name}({args}, axis={code.axis!r}, "
@@ -135,14 +150,39 @@ def cuda_source(group: FusedGroup) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _constructor(name: str, code: CudaKernelCode) -> list[str]:
+    """``name = cupy.ElementwiseKernel(...)``, one argument a line, C code as a block."""
+    lines = [f"{name} = cupy.{code.kind}("]
+    for key, value in code.arguments.items():
+        if "\n" in value:  # C code: shown as a block
+            lines.append(f'    {key}=r"""')
+            lines += [f"        {line}" if line else "" for line in value.splitlines()]
+            lines.append('    """,')
+        else:
+            lines.append(f"    {key}={_python_string(value)},")
+    lines.append(")")
+    return lines
+
+
 def cuda_kernel(group: FusedGroup, cupy: ModuleType) -> Callable[..., Any]:
     """Build the CuPy kernel of `group` and return ``fn(in0, in1, ..., out=None)``, called as
     the NumPy kernel is: CuPy arrays in `group.inputs` order; `out` filled in place if given
     (a tuple of arrays when the group has several results, and so is what it returns). CuPy
     compiles the kernel on its first call (and caches it on disk)."""
     code = cuda_code(group)
+    values = None if code.values is None else \
+        getattr(cupy, code.values.kind)(**code.values.arguments)
     kernel = getattr(cupy, code.kind)(**code.arguments)
-    if code.kind == "ReductionKernel":
+    if values is not None:  # the values needed outside first, then the reduction
+        def run(*arrays: Any, out: Any = None) -> Any:
+            if out is None:
+                written = values(*arrays)
+                written = written if isinstance(written, tuple) else (written,)
+                return (*written, kernel(*arrays, axis=code.axis, keepdims=code.keepdims))
+            values(*arrays, *out[:-1])
+            kernel(*arrays, axis=code.axis, keepdims=code.keepdims, out=out[-1])
+            return out
+    elif code.kind == "ReductionKernel":
         def run(*arrays: Any, out: Any = None) -> Any:
             return kernel(*arrays, axis=code.axis, keepdims=code.keepdims, out=out)
     elif len(group.outputs) == 1:

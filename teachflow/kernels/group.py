@@ -28,8 +28,8 @@ class FusedGroup:
     - ``name``: the kernel's name, e.g. ``"fused_k2"`` (a Python and C identifier).
     - ``nodes``: the elementwise nodes in topological order (each ``node.op.fusion`` is set).
     - ``reduction``: a final reduction over an elementwise result (one whose op says how to
-      compute it in pieces: `Op.partials`), or None. A group with a reduction has one output,
-      the reduction's.
+      compute it in pieces: `Op.partials`), or None. Its output is the group's last; the
+      others, if any, are elementwise values needed outside.
     - ``inputs``: the values read from outside the group, in the kernel's argument order.
     - ``outputs``: the values the kernel writes to memory, in its results' order: the values
       needed outside the group. Every other value lives only in cache or registers.
@@ -48,9 +48,11 @@ class FusedGroup:
     def __post_init__(self) -> None:
         if len(self.returned) != len(self.outputs):
             raise ValueError("FusedGroup: one `returned` flag per output")
-        if self.reduction is not None and self.outputs != (self.reduction.output,):
-            raise ValueError("FusedGroup: a group with a reduction has one output, the "
-                             "reduction's")
+        if self.reduction is not None and (
+                not self.outputs or self.outputs[-1] is not self.reduction.output
+                or any(v.shape != self.elementwise_spec.shape for v in self.outputs[:-1])):
+            raise ValueError("FusedGroup: a group with a reduction has the reduction's output "
+                             "last, and elementwise values before it")
 
     @property
     def members(self) -> tuple[Node, ...]:

@@ -204,12 +204,15 @@ class _KernelWriter:
         body = [line for node in nodes if node is not group.reduction
                 for line in self.node_code(node, writes.get(node) or (
                     scratch[buffer_of[node]] if node in buffer_of else None))]
+        rows_of = [name for v, name in self.results.items() if v.producer is not group.reduction
+                   and (not self.blocking or self.is_blocked(v))]
+        parallel = True
         if group.reduction is not None:
-            rows_of, before, last, after = self.reduction_code(group.reduction)
+            reduced_rows, before, last, after = self.reduction_code(group.reduction)
             body += last
+            parallel = bool(reduced_rows)  # (blocks that combine parts go one after another)
+            rows_of += reduced_rows
         else:
-            rows_of = [name for v, name in self.results.items()
-                       if not self.blocking or self.is_blocked(v)]
             before, after = [], []
         if not self.blocking:
             if scratch:
@@ -219,21 +222,22 @@ class _KernelWriter:
             return [*lines, *before, *body, *after, "return out"]
         if hoisted:
             lines += ["# The same for every block: computed once.", *hoisted]
-        blocks = self.blocks_code(body, scratch, kinds, rows_of)
+        blocks = self.blocks_code(body, scratch, kinds, rows_of, parallel)
         return [*lines, *before, *blocks, *after, "return out"]
 
-    def blocks_code(self, body: list[str], scratch: list[str], kinds: list, rows_of: list[str]
-                    ) -> list[str]:
+    def blocks_code(self, body: list[str], scratch: list[str], kinds: list, rows_of: list[str],
+                    parallel: bool = True) -> list[str]:
         """``def block(...)``, computing `body` for one block, and the runtime's call that runs
         it for every block. A block gets its rows of the blocked inputs and of `rows_of` (the
-        arrays it writes rows of), and its `scratch` buffers."""
+        arrays it writes rows of), and its `scratch` buffers. Blocks that each add their part
+        into one result are not `parallel`: they run one after another."""
         rows, per_block = self.blocking
         sliced = [self.names[v] for v in self.group.inputs if self.is_blocked(v)]
         sliced += rows_of
         buffers = ", ".join(f"({shape!r}, {_dtype(dtype)})" for shape, dtype in kinds)
         what = f"its rows of {_listed(sliced)}" + (f"; scratch {_listed(scratch)}" if scratch
                                                     else "")
-        if rows_of:
+        if parallel:
             how, parallel = "sharing them between the CPU's cores", ""
         else:
             how, parallel = "one after another: each adds its part", ", parallel=False"
@@ -301,7 +305,8 @@ class _KernelWriter:
                     f"out={target})")
 
         before, per_block, after = [], [], []
-        acc = "out" if accumulator == spec.dtype else "acc"
+        result = self.results[last.output]
+        acc = result if accumulator == spec.dtype else "acc"
         if acc == "acc":
             before.append(f"acc = np.empty({spec.shape!r}, dtype={_dtype(accumulator)})")
         if self.blocking and (axis is None or 0 in axis):
@@ -321,7 +326,7 @@ class _KernelWriter:
             after.append(_commented(f"np.true_divide({acc}, np.intp({count}), out={acc}, "
                                     'casting="unsafe")', "mean = sum / count"))
         if acc == "acc":
-            after.append('np.copyto(out, acc, casting="unsafe")')
+            after.append(f'np.copyto({result}, acc, casting="unsafe")')
         return acc_rows, before, per_block, after
 
     # --- Shapes known only at run time --------------------------------------------------------

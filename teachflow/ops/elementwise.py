@@ -99,7 +99,8 @@ div = elementwise("div", lambda xp: xp.true_divide, "({0} / {1})",
                   grads=(lambda g, y: g / y, lambda g, y, out: -g * out / y))
 neg = elementwise("neg", lambda xp: xp.negative, "(-{0})",
                   grads=(lambda g: -g,), arg_names=("x",))
-pow = elementwise("pow", lambda xp: xp.power, "pow({0}, {1})", grads=(_pow_dx, _pow_dy))
+pow = elementwise("pow", lambda xp: xp.power, "pow({0}, {1})", grads=(_pow_dx, _pow_dy),
+                  fusion_literal=((1, 0.5, "sqrt({0})"),))
 # In C, NaN must be tested for explicitly: NumPy's maximum and minimum propagate it.
 _MAX_C = "(({0} > {1} || {0} != {0}) ? {0} : {1})"
 _MIN_C = "(({0} < {1} || {0} != {0}) ? {0} : {1})"

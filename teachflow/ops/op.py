@@ -23,6 +23,9 @@ An `Op` names a primitive operation and carries, in one place:
   the fusion pass uses to generate one kernel for a chain of ops. Each operand comes converted
   to the dtype NumPy computes the op in (the result's; for a comparison, the operands' common
   dtype), except those named in `fusion_as_is`: ``where`` reads its ``cond`` only for its truth.
+  `fusion_literal` gives another expression for a Python literal operand that NumPy computes
+  otherwise: ``(1, 0.5): "sqrt({0})"``, as NumPy computes ``x ** 0.5`` (of -inf: nan, where C's
+  ``pow`` gives inf).
   On the CPU, a fused kernel runs the op's own `kernel` with ``out=`` a buffer it reuses block
   after block, so an elementwise kernel takes ``out=``: a ufunc does, and ``relu``'s is
   ``lambda x, out=None: xp.maximum(x, 0, out=out)``.
@@ -88,6 +91,7 @@ class Op:
         default=None, repr=False)
     fusion: str | None = None
     fusion_as_is: tuple[str, ...] = ()
+    fusion_literal: tuple[tuple[int, float, str], ...] = ()  # (operand, literal, expression)
     out_may_alias: bool = True
     view: bool = False
     partials: Partials | None = None

@@ -8,13 +8,13 @@ optimization that matters most.
 
 Which nodes fuse is decided by one rule, in `grouping.py`: elementwise nodes of one shape that
 are connected form a group, a chain, a tree or any DAG, as long as no cycle between kernels
-appears; a reduction may end a group; every value needed outside a group is an output of its
-kernel (multi-output fusion, as XLA calls it). Each group becomes one node whose op carries its
-generated kernels (see `teachflow.kernels`): NumPy source that works block by block, a C loop
-compiled by the system's C compiler, and CUDA C for CuPy. On the CPU the C kernel runs where a
-compiler is present and the group suits it and is big enough to pay for a call into C; otherwise
-the NumPy one, and the op says which (`FusedOp.ran`). Each change's sentence says what the
-kernel reads and writes, and why the group stops where it does.
+appears; a reduction of a group's value joins it and ends it; every value needed outside a group
+is an output of its kernel (multi-output fusion, as XLA calls it). Each group becomes one node
+whose op carries its generated kernels (see `teachflow.kernels`): NumPy source that works block
+by block, a C loop compiled by the system's C compiler, and CUDA C for CuPy. On the CPU the C
+kernel runs where a compiler is present and the group suits it and is big enough to pay for a
+call into C; otherwise the NumPy one, and the op says which (`FusedOp.ran`). Each change's
+sentence says what the kernel reads and writes, and why the group stops where it does.
 """
 
 from __future__ import annotations
@@ -173,13 +173,17 @@ def _sentence(group: Group, fused: FusedGroup, node: Node) -> str:
                 "with no temporaries in memory")
     if reused:
         sentence += (f"; {reused:,} value(s) read more than once inside it are computed once")
+    if fused.reduction is not None:
+        sentence += (f"; it ends in %{fused.reduction.id} {fused.reduction.op.name}, reduced as "
+                     "the values are computed")
     stops = _stops(group.stops)
     return f"{sentence}. It stops {stops}." if stops else f"{sentence}."
 
 
 _WHY = {
     "returned": "the graph returns {values}",
-    "reduction": "{readers}: a reduction (it joins only as a group's one way out)",
+    "reduction": "{readers}: another reduction (a kernel ends with its one)",
+    "after reduction": "{readers}: it reads the reduction, done only when the kernel is",
     "shape": "{readers}: another shape",
     "not elementwise": "{readers}: not elementwise",
     "cycle": "{readers}: joining would make a cycle (it also reads a value computed outside "

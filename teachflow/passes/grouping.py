@@ -11,8 +11,9 @@ The rule, applied to the nodes in order (a learner can follow it with a pencil):
    also the ``sum`` of it, which needs all of ``h`` first). Kernel and sum would each wait for
    the other. The node then does not join that group.
 3. A reduction that can be computed in pieces (sum, mean, max: their ops say how, in
-   `Op.partials`) joins the group of its operand when it is the group's only way out: nothing
-   else outside needs any value of the group. It is then the group's one output, and ends it.
+   `Op.partials`) joins the group of its operand, and ends it: the kernel reduces as it
+   computes, and still writes the group's values that something else needs (XLA fuses a
+   reduction with its operand's producers so). One reduction per group: the first.
 4. Every value of a group that something outside needs (a later node, the graph's outputs) is
    an output of its kernel (*multi-output fusion*); every other value never reaches memory.
 5. A group of one node stays as it is: nothing to gain.
@@ -39,7 +40,8 @@ class Group:
     ``nodes`` are in graph order (a reduction, if any, last); ``outputs`` the values needed
     outside it, in graph order; ``stops`` one entry per node outside that reads a value of the
     group, or per value the graph returns: ``(why, node or None, value)``, ``why`` one of
-    ``"reduction"``, ``"shape"``, ``"not elementwise"``, ``"cycle"``, ``"returned"``.
+    ``"reduction"`` (a second one), ``"after reduction"`` (it reads the group's reduction),
+    ``"shape"``, ``"not elementwise"``, ``"cycle"``, ``"returned"``.
     """
 
     nodes: list[Node]
@@ -171,15 +173,15 @@ class _Grouping:
         return sorted(kept, key=lambda group: self.index[group.nodes[-1]])
 
     def attach_reduction(self, group: Group, users: dict, returned: set) -> None:
+        """The first reduction (in graph order) of a value of the group joins it, and ends it;
+        the group's other values needed outside are its other outputs."""
         inside = set(group.nodes)
-        ways_out = {(u, v) for n in group.nodes for v in n.outputs
-                    for u in users.get(v, ()) if u not in inside}
-        if len(ways_out) != 1 or any(v in returned for n in group.nodes for v in n.outputs):
-            return
-        ((reduction, value),) = ways_out
-        if (reduction.op.partials is not None and "initial" not in reduction.params
-                and reduction.inputs[0] is value and value not in reduction.inputs[1:]):
-            group.nodes.append(reduction)
+        candidates = [u for n in group.nodes for u in users.get(n.output, ())
+                      if u not in inside and u.op.partials is not None
+                      and "initial" not in u.params and len(u.outputs) == 1
+                      and u.inputs[0] is n.output and n.output not in u.inputs[1:]]
+        if candidates:
+            group.nodes.append(min(candidates, key=self.index.__getitem__))
 
     def outputs_and_stops(self, group: Group, g: int, users: dict, returned: set) -> None:
         inside = set(group.nodes)
@@ -192,7 +194,9 @@ class _Grouping:
             if value in returned:
                 group.stops.append(("returned", None, value))
             for reader in readers:
-                if node is group.reduction or reader.op.partials is not None:
+                if node is group.reduction:
+                    why = "after reduction"
+                elif reader.op.partials is not None:
                     why = "reduction"
                 elif not reader.op.elementwise or len(reader.outputs) > 1:
                     why = "not elementwise"
