@@ -743,6 +743,14 @@ def test_cuda_kernel_equals_numpy_kernel_on_a_gpu() -> None:
         got = cuda_kernel(group, cupy)(*[cupy.asarray(a) for a in inputs])
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_allclose(cupy.asnumpy(got), want, rtol=1e-6, atol=1e-9)
+    x32 = x.astype(np.float32)
+    for ends in REDUCTION_ENDS:  # two kernels: the values needed outside, then the reduction
+        group, inputs = reduction_group(_with_a_reduction(*ends), x32, x32)
+        want = numpy_kernel(group, np)(*inputs)
+        got = cuda_kernel(group, cupy)(*[cupy.asarray(a) for a in inputs])
+        for g, w in zip(got, want, strict=True):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            np.testing.assert_allclose(cupy.asnumpy(g), w, rtol=1e-5, atol=1e-5)
 
 
 def test_a_result_nobody_holds_is_reused_and_one_still_held_is_not() -> None:
