@@ -52,18 +52,16 @@ class Snapshot:
     graph: Graph
     changes: list[Change] = field(default_factory=list)
     previous: Graph | None = field(default=None, repr=False)
-    #: Figures per node, shared by the stages of one compilation (most nodes are in many), and
-    #: per graph (a stage that changed nothing is the graph before it).
-    figures: dict[tuple, Any] = field(default_factory=dict, repr=False)
+    #: Figures per node, shared by the stages of one compilation (most nodes are in many).
+    figures: dict[tuple, tuple[bool, int, int]] = field(default_factory=dict, repr=False)
+    #: The stage this one repeats, when its pass changed nothing (`graph` is that stage's).
+    same_as: Snapshot | None = field(default=None, repr=False)
 
     @cached_property
     def stats(self) -> dict[str, int]:
-        # (a stage that changed nothing is the graph before: its figures are those, once)
-        key = ("graph", id(self.graph))
-        known = self.figures.get(key)
-        if known is None or known[0] is not self.graph:
-            known = self.figures[key] = (self.graph, graph_stats(self.graph, self.figures))
-        return dict(known[1])
+        if self.same_as is not None:
+            return dict(self.same_as.stats)
+        return graph_stats(self.graph, self.figures)
 
     @cached_property
     def nx(self) -> Any:
@@ -178,17 +176,19 @@ def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None,
 
 def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
                   examples: list[Tensor] | None) -> list[Snapshot]:
-    figures: dict[tuple, Any] = {}
+    figures: dict[tuple, tuple[bool, int, int]] = {}
     snapshots = [Snapshot("trace", graph, figures=figures)]
     on = VERIFY_BY_DEFAULT if verify is None else verify
     checker = _Verifier(graph, examples) if on else None
     for p in resolve(passes):
-        before = snapshots[-1].graph
+        last = snapshots[-1]
+        before = last.graph
         after, changes = p(before)
-        if not changes and any(p is q for q in PASSES.values()) and _unchanged(before, after):
+        same = not changes and any(p is q for q in PASSES.values()) and _unchanged(before, after)
+        if same:
             after = before  # one graph in memory, not a copy per stage (the stepper sees it)
         snapshots.append(Snapshot(p.__name__, after, list(changes), previous=before,
-                                  figures=figures))
+                                  figures=figures, same_as=last if same else None))
         if checker is not None:  # well formed, and computing what the traced graph computed
             after.verify()
             checker.check(p.__name__, after)

@@ -26,7 +26,7 @@ from teachflow.compiler import Compilation, run_pipeline
 from teachflow.errors import AutodiffError, DeviceError, SignatureMismatch, TeachflowError
 from teachflow.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
-from teachflow.guards import GuardWriter, compile_guards, guard_source
+from teachflow.guards import GuardWriter, compile_guards, guard_source, one_line
 from teachflow.ops.op import Op
 from teachflow.signature import (
     Signature,
@@ -289,7 +289,7 @@ def _quick_call_source(concrete: ConcreteFunction) -> tuple[str, dict[str, Any]]
             continue
         owner = tensor_of(slot)
         held.append(f"s{k}")
-        lines += [f"s{k} = {owner}._grad  # {_comment(slot.name)}", f"if s{k} is None:",
+        lines += [f"s{k} = {owner}._grad  # {one_line(slot.name)}", f"if s{k} is None:",
                   "    return CAREFUL"]
     namespace.update(CAREFUL=CAREFUL, grad_enabled=autodiff.is_grad_enabled, make=Tensor._make,
                      not_again=_not_differentiable_again)
@@ -319,7 +319,7 @@ def _quick_call_source(concrete: ConcreteFunction) -> tuple[str, dict[str, Any]]
                   f"    {r} = not_again({r}, tracked, {concrete.graph.name!r})"]
     for update in concrete.graph.updates:  # the state the call updated takes its new value
         owner = tensor_of(update.slot)
-        comment = f"  # {_comment(update.slot.name)} <- output {update.output}"
+        comment = f"  # {one_line(update.slot.name)} <- output {update.output}"
         if update.output is None:
             lines.append(f"{owner}._grad = None{comment}")
             continue
@@ -343,11 +343,6 @@ def _quick_call_source(concrete: ConcreteFunction) -> tuple[str, dict[str, Any]]
 def _as_array(name: str, backend: Any, constant: Callable[[str, Any], str]) -> list[str]:
     kind, xp = constant("array_type", backend.array_type), constant("xp", backend.xp)
     return [f"if type({name}) is not {kind}:", f"    {name} = {xp}.asarray({name})"]
-
-
-def _comment(text: str) -> str:
-    """`text` on one line, for a comment of the generated source."""
-    return " ".join(text.split())
 
 
 def _refuse_backward(g: Any, i: int, *, function: str) -> Any:

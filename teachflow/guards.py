@@ -146,7 +146,7 @@ class GuardWriter:
             return []
         name = self.tensors[slot.key] = f"t{len(self.tensors)}"
         owner = self.constant("owner", slot.owner)
-        return [f"{name} = {owner}()  # {_comment(slot.name.removesuffix('.grad'))}",
+        return [f"{name} = {owner}()  # {one_line(slot.name.removesuffix('.grad'))}",
                 f"if {name} is None:  # gone", f"    return {self.fail}"]
 
     def tensor(self, slot: Slot) -> tuple[list[str], str]:
@@ -166,7 +166,7 @@ class GuardWriter:
                 # (a str or an int is written as itself: its repr reads back as the same key)
                 key_name = repr(key) if type(key) in (str, int) else self.constant("key", key)
                 reach = f"{reach}[{key_name}]" if kind == "item" else f"_attr({reach}, {key_name})"
-            return [*lines, f"try:  # {_comment(guard.place.name)} still names the tensor traced",
+            return [*lines, f"try:  # {one_line(guard.place.name)} still names the tensor traced",
                     f"    if {reach} is not {tensor}:", f"        return {self.fail}",
                     "except Exception:  # a link on the way is gone", *fails]
         if guard.what in ("requires_grad", "leaf", "grad") and guard.slot is not None:
@@ -180,7 +180,7 @@ class GuardWriter:
             else:
                 spec = self.constant("spec", guard.expected)
                 test = f"(g := {tensor}.grad) is None or g.spec != {spec}"
-            return [*lines, f"if {test}:  # {guard.what}: {_comment(guard.slot.name)}", *fails]
+            return [*lines, f"if {test}:  # {guard.what}: {one_line(guard.slot.name)}", *fails]
         if guard.what == "aliases" and guard.expected == tuple(range(len(guard.expected))):
             ids = self.constant("ids", frozenset(id(t) for t in guard.place))
             count = len(guard.expected)
@@ -192,6 +192,6 @@ class GuardWriter:
         return [f"if not {name}.holds(arguments):  # {guard.what}", *fails]
 
 
-def _comment(text: str) -> str:
+def one_line(text: str) -> str:
     """`text` on one line, for a comment of the generated source."""
     return " ".join(text.split())

@@ -195,7 +195,7 @@ def _build(source: str, with_compiler: Compiler, libraries: tuple[str, ...]
         return None, None, "the compiled library does not load"
     global _builds
     _builds += 1
-    if _builds % PRUNE_EVERY == 1 or PRUNE_EVERY == 1:
+    if (_builds - 1) % PRUNE_EVERY == 0:  # the first build, then every PRUNE_EVERY-th
         prune(folder, cache_limit(), keep=path)
     return library, path, "compiled"
 

@@ -166,13 +166,13 @@ class _Grouping:
         for g, nodes in self.members.items():
             found[g] = Group(sorted(nodes, key=self.index.__getitem__))
         for group in found.values():
-            self.attach_reduction(group, users, returned)
+            self.attach_reduction(group, users)
         for g, group in found.items():
             self.outputs_and_stops(group, g, users, returned)
         kept = [group for group in found.values() if len(group.nodes) > 1]
         return sorted(kept, key=lambda group: self.index[group.nodes[-1]])
 
-    def attach_reduction(self, group: Group, users: dict, returned: set) -> None:
+    def attach_reduction(self, group: Group, users: dict) -> None:
         """The first reduction (in graph order) of a value of the group joins it, and ends it;
         the group's other values needed outside are its other outputs."""
         inside = set(group.nodes)

@@ -282,12 +282,10 @@ def summarize_many(arrays: Sequence[np.ndarray]) -> list[dict]:
     shown = rows[:, :PREVIEW_ELEMENTS] if size > PREVIEW_ELEMENTS else rows
     shown_shape = (PREVIEW_ELEMENTS,) if size > PREVIEW_ELEMENTS else shape
     kind = dtype.kind
-    words = (["True" if x else "False" for x in numbers] if kind == "b"
-             else [str(x) for x in numbers] if kind in "iu" else _floats(numbers)
-             for numbers in shown.tolist())
     same = {"shape": list(shape), "dtype": _short_dtype(dtype),
             "truncated": bool(size > PREVIEW_ELEMENTS)}
-    summaries = [{**same, "preview": _nested(w, shown_shape)} for w in words]
+    summaries = [{**same, "preview": _nested(_words(numbers, kind), shown_shape)}
+                 for numbers in shown.tolist()]
     if kind == "b":
         return summaries
     with np.errstate(all="ignore"):
@@ -308,17 +306,18 @@ def preview(array: np.ndarray) -> str:
 
     (`np.array2string` aligns columns and wraps lines, and takes a thousand times as long as a
     number takes to write: for every value of a big compilation, that is seconds.)"""
-    kind = array.dtype.kind
-    numbers = array.reshape(-1).tolist()
-    if kind == "b":
-        words = ["True" if x else "False" for x in numbers]
-    elif kind in "iu":
-        words = [str(x) for x in numbers]
-    elif kind == "f":
-        words = _floats(numbers)
-    else:
+    if array.dtype.kind not in "biuf":
         return np.array2string(array, precision=4, separator=", ")
-    return _nested(words, array.shape)
+    return _nested(_words(array.reshape(-1).tolist(), array.dtype.kind), array.shape)
+
+
+def _words(numbers: list, kind: str) -> list[str]:
+    """Numbers of a dtype of `kind` (``"b"``, ``"i"``, ``"u"`` or ``"f"``) as NumPy prints them."""
+    if kind == "b":
+        return ["True" if x else "False" for x in numbers]
+    if kind in "iu":
+        return [str(x) for x in numbers]
+    return _floats(numbers)
 
 
 def _floats(numbers: list[float]) -> list[str]:
