@@ -958,7 +958,9 @@ SUBMISSIONS = [
     cheat("os_exit_call", OS_EXIT_CALL, message=r"exit"),
     cheat("os_exit_top", OS_EXIT_TOP, relu=None, at_most=2.0, message=r"exit"),
     cheat("sys_exit_call", SYS_EXIT_CALL, message=r"exit"),
-    cheat("sys_exit_top", SYS_EXIT_TOP, message=r"exit"),
+    # (SystemExit ends a cell, not a kernel: what the cell defined before it stays, as in a
+    # notebook; its results say the cell did not run to its end)
+    cheat("sys_exit_top", SYS_EXIT_TOP, softmax=3.0, message=r"SystemExit"),
     cheat("atexit", ATEXIT),
     cheat("fake_results", PLANT_FILES, sandboxed=True),
     cheat("patch_builtins", PATCH_BUILTINS, WRONG["relu"], relu=0.0),

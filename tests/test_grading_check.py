@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -123,9 +122,16 @@ def test_a_broken_cell_fails_only_the_tests_that_need_it(tmp_path: Path) -> None
         "needs double: cell 2 (grade_id 'double') did not run: SyntaxError: invalid syntax "
         "(line 2)")
     assert status["test_double"].lines[1].strip() == "return 2 * x +"
-    assert status["test_table"].status == "failed"
-    assert "ZeroDivisionError: division by zero" in status["test_table"].lines[0]
-    assert "cell 6 (grade_id 'table'), line 2:  TABLE[0] = 1 / 0" in status["test_table"].lines[1]
+    # A cell that raised after it bound a name: the test runs against what it bound, as in a
+    # kernel, and its failure says what the cell raised
+    (table,) = status["test_table"].tests
+    assert table.status == "failed"
+    assert "KeyError: 1" in table.lines[0]
+    assert any("note: cell 6 (grade_id 'table') raised an error when it ran, after it bound "
+               "what the test uses: ZeroDivisionError: division by zero" in line
+               for line in table.lines)
+    assert any("cell 6 (grade_id 'table'), line 2:  TABLE[0] = 1 / 0" in line
+               for line in table.lines)
     # the released stub of a top-level answer raises at once: that cell's tests are not done
     stub = check_notebook(release)
     assert {r.cell.grade_id: r.status for r in stub.results}["test_table"] == "not done yet"
@@ -138,17 +144,20 @@ def test_an_exit_unrun_names_and_fixtures_are_reported_not_raised(tmp_path: Path
                            "    ### END SOLUTION"),
              checks("test_f", "def test_f():\n    assert f(np.ones(3)).sum() == 3\n\n"
                               "def test_g():\n    assert g(1) == 1\n\n"
-                              "def test_fixture(tmp_path):\n    assert tmp_path"),
+                              "def test_fixture(tmp_path):\n    assert tmp_path.is_dir()\n\n"
+                              "def test_unknown_fixture(nothing):\n    pass"),
              solution("g", "def g(x):\n    ### BEGIN SOLUTION\n    return x\n"
                            "    ### END SOLUTION")]
     path = write(tmp_path / "m.ipynb", cells)
     (result,) = check_notebook(path).results
-    f, g, fixture = result.tests
-    assert f.status == "passed" and g.status == "failed" and fixture.status == "failed"
+    f, g, fixture, unknown = result.tests
+    assert f.status == "passed" and g.status == "failed"
     assert g.lines == ["NameError: name 'g' is not defined",
                        "raised at cell 4 (grade_id 'test_f'), line 5:  assert g(1) == 1",
                        "g is defined only after this test cell, in cell 5 (grade_id 'g')"]
-    assert "pytest's fixtures are not available" in fixture.lines[0]
+    assert fixture.status == "passed"  # pytest's own fixtures work in a test cell
+    assert unknown.status == "failed"
+    assert "pytest could not set it up: fixture 'nothing' not found" in unknown.lines[0]
 
 
 def test_a_learner_error_names_the_learners_line_and_the_tests(tmp_path: Path) -> None:
@@ -292,14 +301,12 @@ def test_a_notebook_with_magics_is_checked_as_a_kernel_runs_it(tmp_path: Path) -
     assert run.returncode == 0, run.stdout + run.stderr
 
 
-def test_five_exercises_are_checked_in_under_three_seconds(tmp_path: Path) -> None:
+def test_five_exercises_are_checked_from_a_terminal(tmp_path: Path) -> None:
+    # (bench/check.py times it)
     notebook = five_exercises(tmp_path)
-    start = time.perf_counter()
     run = teachflow_command("check", str(notebook))
-    seconds = time.perf_counter() - start
     assert run.returncode == 0, run.stdout + run.stderr
     assert "All 5 test cells pass their visible tests" in run.stdout
-    assert seconds < 3.0, f"teachflow check took {seconds:.2f} s"
 
 
 def test_a_cell_of_hidden_tests_only_is_not_called_passed(tmp_path: Path) -> None:

@@ -215,9 +215,10 @@ def test_solutions_are_matched_by_grade_id_and_given_cells_come_from_the_bundle(
     submission = _submission(release, tmp_path / "s.ipynb", edit)
     program, notes = worker_cells(load_bundle(softmax / "build" / "grading"),
                                   cells_of(read_notebook(submission)))
-    sources = [cell.source for cell in program]
-    assert sources == ["import numpy as np", "def helper(): return 1", notebooks.code(RIGHT)]
-    assert program[1].describe() == "cell 1"  # the helper, named where the learner put it
+    sources = [cell.source for _, cell in program]
+    # (the helper runs where the learner put it: before the master's first cell)
+    assert sources == ["def helper(): return 1", "import numpy as np", notebooks.code(RIGHT)]
+    assert program[0][1].describe() == "cell 1"  # the helper, named where the learner put it
     assert any("two cells have grade_id 'softmax'" in note for note in notes)
 
 
@@ -226,7 +227,7 @@ def test_a_deleted_solution_cell_is_noted(softmax: Path, tmp_path: Path) -> None
     submission = _submission(release, tmp_path / "s.ipynb", lambda cells: cells.pop(2))
     program, notes = worker_cells(load_bundle(softmax / "build" / "grading"),
                                   cells_of(read_notebook(submission)))
-    assert [c.source for c in program] == ["import numpy as np"]
+    assert [c.source for _, c in program] == ["import numpy as np"]
     assert notes == ["the notebook has no solution cell with grade_id 'softmax' (deleted, "
                      "or its metadata changed?)"]
 

@@ -47,7 +47,9 @@ from typing import Any
 
 from teachflow.errors import GradingError
 from teachflow.grading.authoring import ExerciseCell
-from teachflow.grading.notebook import ROLES
+from teachflow.grading.cells import defined_names, parse, test_functions
+from teachflow.grading.notebook import ROLES, Cell
+from teachflow.grading.regions import without_hidden_tests
 
 FORMAT = "teachflow-grading-bundle"
 VERSION = 1
@@ -119,6 +121,27 @@ def manifest(notebook_name: str, cells: list[ExerciseCell]) -> dict[str, Any]:
     total = sum(exercise.cell.points for exercise in cells if exercise.cell.role == "tests")
     return {"format": FORMAT, "version": VERSION, "notebook": notebook_name,
             "total_points": total, "cells": entries}
+
+
+def of_notebook(path: Path, cells: list[Cell]) -> Bundle:
+    """The bundle a learner's own notebook makes, for ``teachflow check``: its cells as they
+    are, and the visible tests of its test cells (a cell that does not parse has none)."""
+    entries = []
+    for cell in cells:
+        entry: dict[str, Any] = {"index": cell.index, "cell_type": cell.cell_type,
+                                 "role": cell.role, "grade_id": cell.grade_id,
+                                 "source": cell.source}
+        if cell.cell_type == "code":
+            entry["defines"] = tuple(sorted(defined_names(cell.source)))
+        if cell.role == "tests" and cell.cell_type == "code":
+            try:
+                visible = without_hidden_tests(cell.source, cell.describe())
+                tests = tuple(test_functions(parse(visible)))
+            except (GradingError, SyntaxError):
+                tests = ()
+            entry.update(points=cell.points, tests=tests)
+        entries.append(BundleCell(**entry))
+    return Bundle(path.parent, path.name, tuple(entries))
 
 
 def write_bundle(directory: Path, data: dict[str, Any]) -> None:

@@ -10,31 +10,44 @@ assertion in words (`teachflow.grading.failures`)::
         got:      my_softmax(x).shape = (3, 1)
         expected: (3,)
 
-From a terminal, ``teachflow check`` runs the saved notebook from the top, in this process,
-as a fresh kernel would (`teachflow.grading.runner`), in the notebook's folder; its exit status
-is 0 only when every visible test passes. In a notebook, ``tfl.grading.check()`` tests the
-functions as the learner last *ran* them in this kernel, and reads the test cells from the
-notebook's file: it finds that file from VS Code's ``__vsc_ipynb_file__``, from Jupyter
-Server's ``JPY_SESSION_NAME``, or as the only notebook in the kernel's folder; ``path=`` says
-which file where none of those does. Test cells are locked, so the saved ones are the ones
-shown.
+A check runs the tests the way grading does (`teachflow.grading.judge.run_exercise`): the
+learner's code in a worker, the tests beside it calling the learner's functions through the
+same proxies, within the same deadlines. Only the walls are left out, as this is the
+learner's own code on their own machine. So a check that passes is a grade that passes (for
+the visible tests: grading also runs hidden ones).
+
+From a terminal, ``teachflow check`` starts the worker as a process of the learner's own, in
+the notebook's folder, which runs the saved notebook from the top, each test cell at its place;
+its exit status is 0 only when every visible test passes. In a notebook,
+``tfl.grading.check()`` tests the functions as the learner last *ran* them: the worker is the
+kernel itself, and the test cells are read from the notebook's file: it finds that file from
+VS Code's ``__vsc_ipynb_file__``, from Jupyter Server's ``JPY_SESSION_NAME``, or as the only
+notebook in the kernel's folder; ``path=`` says which file where none of those does. Test cells
+are locked, so the saved ones are the ones shown.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from teachflow.errors import GradingError
+from teachflow.grading.bundle import Bundle, of_notebook
 from teachflow.grading.failures import NOT_DONE, PASSED
+from teachflow.grading.judge import run_exercise, worker_cells
 from teachflow.grading.notebook import Cell, cells_of, read_notebook
-from teachflow.grading.runner import Runner, TestCellResult, fresh_namespace
+from teachflow.grading.runner import TestCellResult
+from teachflow.grading.sandbox import Limits
+from teachflow.grading.submission import Channel, KernelChannel, ProcessChannel, Submission
+from teachflow.grading.worker import Worker
 
 
 def _cells(count: int) -> str:
@@ -116,22 +129,29 @@ def _failed_tests(result: TestCellResult) -> list[str]:
     return lines
 
 
-def _test_cells_of(path: Path) -> tuple[list[Cell], list[Cell]]:
+def _exercise_of(path: Path) -> tuple[Bundle, list[tuple[float, Cell]]]:
+    """The notebook at `path` as an exercise to check (its own cells and visible tests), and
+    the program its worker runs."""
     cells = cells_of(read_notebook(path))
-    tests = [cell for cell in cells if cell.role == "tests" and cell.cell_type == "code"]
-    if not tests:
+    if not any(cell.role == "tests" and cell.cell_type == "code" for cell in cells):
         raise GradingError(f"{path.name} has no test cells", op="check",
                            hint="check an exercise notebook: one whose test cells carry "
                                 "nbgrader's marks (metadata.nbgrader.grade = true)")
-    return cells, tests
+    exercise = of_notebook(path, cells)
+    program, _ = worker_cells(exercise, cells)
+    return exercise, program
 
 
-_running = False  # a check is running a notebook now (whose cells may call check() too)
+#: A check gives a learner's code the deadlines and memory grading gives it by default.
+DEFAULT_LIMITS = Limits()
+
+_running = False  # a check is running now (whose notebook may call check() too)
 
 
 @contextlib.contextmanager
-def _running_notebook(path: Path) -> Iterator[None]:
-    """Run as Jupyter runs a notebook: in its folder, which is also where imports look first."""
+def _running_check(path: Path) -> Iterator[None]:
+    """The tests' side runs as Jupyter runs a notebook: in its folder, which is also where
+    imports look first; a check() inside it does nothing."""
     global _running
     cwd, sys_path, backend = os.getcwd(), list(sys.path), os.environ.get("MPLBACKEND")
     os.chdir(path.parent)
@@ -148,33 +168,39 @@ def _running_notebook(path: Path) -> Iterator[None]:
             os.environ.pop("MPLBACKEND", None)
 
 
-def check_notebook(path: str | os.PathLike[str]) -> Report:
-    """Run the notebook at `path` from the top, fresh, and its visible tests at their places."""
+def check_notebook(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> Report:
+    """Run the notebook at `path` from the top, fresh, in a worker of the learner's own, and
+    its visible tests at their places."""
     start, path = time.perf_counter(), Path(path).resolve()
-    cells, _ = _test_cells_of(path)
-    results = []
-    with _running_notebook(path):
-        runner = Runner(cells, fresh_namespace(cells))
-        for cell in cells:
-            if cell.cell_type != "code":
-                continue
-            if cell.role == "tests":
-                results.append(runner.run_tests(cell))
-            else:
-                runner.run_cell(cell)
-    return Report(path, results, time.perf_counter() - start)
+    exercise, program = _exercise_of(path)
+    folder = str(path.parent)
+    return _checked(path, exercise, program, lambda: ProcessChannel("local", limits, folder),
+                    limits, start)
 
 
-def check_namespace(path: str | os.PathLike[str], namespace: dict[str, Any]) -> Report:
+def check_namespace(path: str | os.PathLike[str], namespace: dict[str, Any],
+                    limits: Limits = DEFAULT_LIMITS) -> Report:
     """Run the visible tests of the notebook at `path` against `namespace`, where a kernel
     ran the learner's cells (a syntax error in the saved file still fails what needs it)."""
     start, path = time.perf_counter(), Path(path).resolve()
-    cells, tests = _test_cells_of(path)
-    runner = Runner(cells, namespace, ran_by_kernel=True)
-    for cell in cells:
-        if cell.cell_type == "code" and cell.role != "tests":
-            runner.read_cell(cell)
-    return Report(path, [runner.run_tests(cell) for cell in tests], time.perf_counter() - start)
+    exercise, program = _exercise_of(path)
+    worker = Worker(namespace)
+    return _checked(path, exercise, program, lambda: KernelChannel(worker, limits), limits,
+                    start, kernel=True)
+
+
+def _checked(path: Path, exercise: Bundle, program: list[tuple[float, Cell]],
+             connect: Callable[[], Channel], limits: Limits, start: float,
+             kernel: bool = False) -> Report:
+    scratch = Path(tempfile.mkdtemp(prefix="teachflow-check-"))
+    submission = Submission([cell for _, cell in program], connect, limits, scratch)
+    try:
+        with _running_check(path):
+            results = run_exercise(exercise, program, submission, hidden=False, kernel=kernel)
+    finally:
+        submission.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return Report(path, [result for _, result in results], time.perf_counter() - start)
 
 
 def notebook_path(namespace: dict[str, Any]) -> Path:

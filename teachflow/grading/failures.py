@@ -55,6 +55,13 @@ class Places:
         text = linecache.getline(filename, lineno).strip()
         return f"{self.where(filename, lineno)}" + (f":  {text}" if text else "")
 
+    def raised_in_notebook(self, error: BaseException, kind: type[BaseException]) -> bool:
+        """Was `error` a `kind` raised by the notebook's own code (a stub's ``raise
+        NotImplementedError()``), not by a library it called (IPython, NumPy)?"""
+        frames = traceback.extract_tb(error.__traceback__)
+        return isinstance(error, kind) and bool(frames) and (
+            frames[-1].filename in self.cells or not is_library_file(frames[-1].filename))
+
     def user_frames(self, tb: TracebackType | None) -> list[traceback.FrameSummary]:
         """The frames of `tb` in notebook code, not in teachflow or another library."""
         return [frame for frame in traceback.extract_tb(tb)
@@ -89,7 +96,7 @@ def explain_failure(error: BaseException, places: Places, test_file: str) -> tup
         return error.status, [*error.lines, *called]
     if isinstance(error, AssertionFailure):
         return FAILED, [f"line {error.lineno}:  {error.statement}", *error.details]
-    if isinstance(error, NotImplementedError):
+    if places.raised_in_notebook(error, NotImplementedError):
         source = next((f for f in reversed(frames) if f.filename != test_file), None)
         who = f"{source.name} " if source and source.name != "<module>" else ""
         lines = [f"{who}still raises NotImplementedError: write your solution in its place"]

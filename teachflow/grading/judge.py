@@ -1,25 +1,29 @@
-"""Grading one submission: the learner's program in the sandbox, the tests on the trusted side.
+"""Judging a notebook: the learner's program in a worker, the tests on the trusted side.
+
+`run_exercise` is the one route of ``teachflow check`` and ``teachflow grade``: it runs an
+exercise's test cells, each at its place, against a `Submission` whose worker runs the
+learner's program (`teachflow.grading.submission`). Grading gives it a sandboxed worker and the
+master's bundle with every test; a check gives it a worker of the learner's own (or their
+kernel) and the notebook's own visible tests. The same runner, the same proxies and the same
+messages serve both, so a test cannot pass in a check and fail when graded.
 
 `grade_submission` reads the submitted notebook as JSON (never running it here) and builds
-two programs from it and the bundle:
-
-*The worker's program* (`worker_cells`), run in the sandbox: the master's code cells in the
+the worker's program from it and the bundle (`worker_cells`): the master's code cells in the
 master's order, where
 
 - a given (``locked``) or unmarked cell is the bundle's text, never the submission's;
 - a solution cell is the submission's cell with the same ``grade_id`` wherever the learner
   moved it (the last one, if the learner copied it; a missing one defines nothing);
-- cells the learner added (unmarked code of their own, say a helper) run just before the
-  next solution cell that follows them in the submission;
+- a cell the learner added (unmarked code of their own, say a helper or scratch work) runs
+  just after the master's cell it follows in the submission;
 - test cells are left out: they run on the trusted side only.
 
-*The trusted side's program*, run in this process: the bundle's given cells that do not use
-the learner's names, then each test cell, hidden tests included, with the learner's names
-bound to `teachflow.grading.remote.Remote` proxies (or to their values, when those are plain
-data). A given cell that uses a learner's name (``model = make_model()``) runs beside the
-learner's code in the worker, and its names are proxies too. Tests run as ``teachflow
-check`` runs them (`teachflow.grading.runner`), with the same explanations; a test cell that
-needs a solution cell that failed is explained by that cell's failure.
+The trusted side runs the bundle's given cells that do not use the learner's names, and each
+test cell, hidden tests included, with the learner's names bound to
+`teachflow.grading.remote.Remote` proxies (or to their values, when those are plain data). A
+given cell that uses a learner's name (``model = make_model()``) runs beside the learner's
+code in the worker, and its names are proxies too. A test cell that needs a name the worker
+lacks, that only a failed solution cell defines, is explained by that cell's failure.
 
 Everything the submission holds is untrusted: a file that is not JSON or not a notebook, test
 or given cells edited, removed, reordered or duplicated (their text is not read at all) are
@@ -28,23 +32,25 @@ reported in the result's notes, and the score is the trusted side's alone.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import contextlib
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from teachflow.errors import TeachflowError
-from teachflow.grading import sandbox
+from teachflow.grading import remote, sandbox
 from teachflow.grading.bundle import Bundle, BundleCell
 from teachflow.grading.cells import defined_names, used_names
 from teachflow.grading.failures import FAILED, NOT_DONE, PASSED, CellFailure
 from teachflow.grading.notebook import Cell, cells_of, read_notebook
-from teachflow.grading.remote import Submission, WorkerStopped
-from teachflow.grading.runner import Runner, TestCellResult, fresh_namespace
+from teachflow.grading.runner import TestCellResult, TestRunner, fresh_namespace
+from teachflow.grading.submission import ProcessChannel, Submission, WorkerStopped
 
 MAX_NOTEBOOK_BYTES = 64 << 20
 ADDED = 1_000_000  # a learner's own cell runs at this index plus its place: past the master's
@@ -102,45 +108,45 @@ def read_submission(path: Path) -> list[Cell]:
                              op="grade") from None
 
 
-def worker_cells(bundle: Bundle, submitted: list[Cell]) -> tuple[list[Cell], list[str]]:
-    """The worker's program (see the module's docstring), and notes on what was not taken."""
+def worker_cells(bundle: Bundle,
+                 submitted: list[Cell]) -> tuple[list[tuple[float, Cell]], list[str]]:
+    """The worker's program (see the module's docstring) as (slot, cell) in the order it runs,
+    and notes on what was not taken. A slot is the master's place a cell runs at: a learner's
+    own cell runs just after the master's cell it follows in the submission."""
     notes = []
-    solutions: dict[str, Cell] = {}
-    extra_before: dict[str, list[Cell]] = {}
-    pending: list[Cell] = []
-    master_free = {c.source.strip() for c in bundle.cells if c.role == "free"}
+    master = {c.grade_id: c.index for c in bundle.cells if c.grade_id}
+    free = {c.source.strip(): c.index for c in bundle.cells
+            if c.role == "free" and c.cell_type == "code"}
     wanted = {c.grade_id for c in bundle.cells if c.role == "solution"}
+    solutions: dict[str, Cell] = {}
+    added: list[tuple[float, Cell]] = []
+    anchor = -1  # the master's place of the last master cell met in the submission
     for cell in submitted:
-        if cell.cell_type != "code":
-            continue
         if cell.role == "solution" and cell.grade_id in wanted:
             if cell.grade_id in solutions:
                 notes.append(f"two cells have grade_id {cell.grade_id!r}: the later one, "
                              f"{cell.describe()}, is graded")
             solutions[cell.grade_id] = cell
-            extra_before.setdefault(cell.grade_id, []).extend(pending)
-            pending = []
-        elif cell.role == "free" and cell.source.strip() and \
-                cell.source.strip() not in master_free:
-            pending.append(cell)
-    program = []
+            anchor = master[cell.grade_id]
+        elif cell.role in ("tests", "locked") and cell.grade_id in master:
+            anchor = master[cell.grade_id]
+        elif cell.cell_type == "code" and cell.source.strip() in free:
+            anchor = free[cell.source.strip()]
+        elif cell.cell_type == "code" and cell.role == "free" and cell.source.strip():
+            added.append((anchor + 0.5, Cell(ADDED + cell.index, "code", cell.source, {},
+                                             cell.index)))
+    program: list[tuple[float, Cell]] = []
     for entry in bundle.cells:
         if entry.cell_type != "code" or entry.role == "tests":
             continue
         if entry.role != "solution":
-            program.append(_cell(entry))
-            continue
-        if entry.grade_id not in solutions:
+            program.append((entry.index, _cell(entry)))
+        elif entry.grade_id in solutions:
+            program.append((entry.index, _cell(entry, solutions[entry.grade_id].source)))
+        else:
             notes.append(f"the notebook has no solution cell with grade_id {entry.grade_id!r} "
                          f"(deleted, or its metadata changed?)")
-            continue
-        for extra in extra_before[entry.grade_id]:
-            program.append(Cell(ADDED + extra.index, "code", extra.source, {}, extra.index))
-        program.append(_cell(entry, solutions[entry.grade_id].source))
-    if pending:
-        notes.append(f"{len(pending)} cell{'s' * (len(pending) != 1)} after the last solution "
-                     f"cell did not run (put helpers before the solution that uses them)")
-    return program, notes
+    return sorted([*program, *added], key=lambda pair: pair[0]), notes  # (stable)
 
 
 def _test_cell_notes(bundle: Bundle, submitted: list[Cell]) -> list[str]:
@@ -189,68 +195,89 @@ def grade_submission(path: Path, bundle: Bundle, isolation: str,
         return Judged(tests, [f"not graded: {why}"], time.perf_counter() - start)
     program, notes = worker_cells(bundle, submitted)
     notes += _test_cell_notes(bundle, submitted)
-    scratch = Path(tempfile.mkdtemp(prefix="teachflow-judge-"))
-    submission = Submission(program, isolation, limits, scratch)
-    try:
-        _run_tests(bundle, program, submission, tests)
-    finally:
-        submission.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+    with _scratch() as scratch:
+        submission = Submission([cell for _, cell in program],
+                                lambda: ProcessChannel(isolation, limits), limits, scratch)
+        try:
+            results = run_exercise(bundle, program, submission, hidden=True)
+        finally:
+            submission.close()
+    by_name = {(t.cell, t.name): t for t in tests}
+    for entry, result in results:
+        _record(entry, result, by_name)
+    cells = {cell.index: cell for _, cell in program}
+    notes += [f"{cells[index].describe()} did not run to its end: {lines[0]}"
+              for index, (status, lines) in sorted(submission.failures.items())
+              if index in cells and status == FAILED and lines]
     return Judged(tests, notes, time.perf_counter() - start)
 
 
-def _run_tests(bundle: Bundle, program: list[Cell], submission: Submission,
-               tests: list[TestOutcome]) -> None:
+@contextlib.contextmanager
+def _scratch() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="teachflow-judge-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_exercise(bundle: Bundle, program: list[tuple[float, Cell]], submission: Submission,
+                 hidden: bool, kernel: bool = False) -> list[tuple[BundleCell, TestCellResult]]:
+    """Run the exercise's test cells at their places against `submission`, whose worker runs
+    `program` (`worker_cells`): the one route of ``teachflow check`` and ``teachflow grade``.
+    `hidden`: run the hidden tests too; `kernel`: the worker is the learner's kernel, whose
+    cells ran already (``tfl.grading.check()``)."""
     # The learner's names are those the *master's* answers define (whatever a submission
     # binds besides, np or pytest say, stays in the worker), and those of given cells that
     # use them; a name a trusted given cell binds is always the trusted one.
     answers = {name for entry in bundle.cells if entry.role == "solution"
                for name in entry.defines}
     dependent = _learner_dependent(bundle, answers)
-    trusted = [_cell(e) for e in bundle.cells if e.cell_type == "code"
+    trusted = [e for e in bundle.cells if e.cell_type == "code"
                and e.role in ("locked", "free") and e.index not in dependent]
-    trusted_names = {name for cell in trusted for name in defined_names(cell.source)}
+    trusted_names = {name for entry in trusted for name in defined_names(entry.source)}
     remote_names = (answers | {name for entry in bundle.cells if entry.index in dependent
                                for name in defined_names(entry.source)}) - trusted_names
-    cells = [*program, *(_cell(e) for e in bundle.test_cells)]
-    runner = Runner(cells, fresh_namespace(trusted))
+    cells = [*(cell for _, cell in program), *(_cell(e) for e in bundle.test_cells)]
+    runner = TestRunner(cells, fresh_namespace([_cell(e) for e in trusted]), kernel)
     for entry in bundle.cells:  # a solution cell defines what the master's does, whatever
         if entry.role == "solution" and entry.index in runner.defines:  # the learner wrote
             runner.defines[entry.index] |= frozenset(entry.defines)
-    for cell in trusted:
-        runner.run_cell(cell)
-    try:
-        submission.start()
-        stopped = None
-    except WorkerStopped as why:
-        stopped = why.reason
-    for index, (status, lines) in submission.failures.items():
-        if index in runner.cells:
-            cell = runner.cells[index]
-            runner.failures[index] = CellFailure(cell, status, lines,
-                                                 runner.defines.get(index, frozenset()))
-    by_name = {(t.cell, t.name): t for t in tests}
-    for entry in bundle.test_cells:
-        cell = _cell(entry)
-        if stopped is not None:
-            result = TestCellResult(cell, FAILED, lines=[stopped])
-        else:
+    slots = [slot for slot, _ in program]
+    trusted_at = {entry.index for entry in trusted}
+    results = []
+    for entry in bundle.cells:
+        if entry.index in trusted_at:
+            runner.run_cell(_cell(entry))
+        elif entry.role == "tests":
+            submission.run_to(bisect.bisect_left(slots, entry.index))
+            for index, (status, lines) in submission.failures.items():
+                if index in runner.cells and index not in runner.failures:
+                    runner.failures[index] = CellFailure(
+                        runner.cells[index], status, lines, runner.defines.get(index,
+                                                                                frozenset()),
+                        "is broken in the saved file" if kernel else "did not run")
             uses = used_names(entry.source) - defined_names(entry.source) - trusted_names
-            _bind(runner.namespace, uses, remote_names, submission)
-            result = runner.run_tests(cell, hidden=True)
-        _record(entry, result, by_name)
+            bound = {name for names in submission.bound.values() for name in names}
+            _bind(runner.namespace, uses, remote_names, bound, submission)
+            results.append((entry, runner.run_tests(_cell(entry), hidden=hidden)))
+    return results
 
 
-def _bind(namespace: dict[str, Any], uses: set[str], remote_names: set[str],
+def _bind(namespace: dict[str, Any], uses: set[str], remote_names: set[str], bound: set[str],
           submission: Submission) -> None:
-    """Bind the learner's names a test cell uses: plain values, or proxies. A built-in name
+    """Bind the learner's names a test cell uses: plain values, or proxies. A name of the
+    learner's answers is bound only where a cell that ran bound it (in a kernel, a cell broken
+    in the saved file binds nothing, whatever the kernel still holds); a built-in name
     (``abs``) is the grader's own unless the master's answer defines it."""
     for name in sorted(uses):
         if name in remote_names or (name not in namespace and not hasattr(builtins, name)):
             namespace.pop(name, None)
+            if name in remote_names and name not in bound:
+                continue  # (the failed or missing cell explains it)
             # (a name the worker lacks: the test's NameError, or the failed cell, explains it)
             with contextlib.suppress(NameError, WorkerStopped):
-                namespace[name] = submission.get((name,))
+                namespace[name] = remote.get(submission, (name,))
 
 
 def _record(entry: BundleCell, result: TestCellResult,

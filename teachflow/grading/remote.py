@@ -1,45 +1,45 @@
-"""The learner's code seen from the trusted side: a worker to talk to, and proxies for its names.
+"""The learner's names as the tests see them: proxies whose calls cross the wall, gradients too.
 
-`Submission` owns one submission's worker (`teachflow.grading.sandbox`). It sends the
-notebook's code cells, runs them one at a time with a deadline each, and answers the grader's
-`get` and `call` with plain values (`teachflow.grading.wire`). When a cell or a call runs past
-its deadline, ends the process (``os._exit``), or uses up a limit, the worker is killed with
-all it started, the reason noted in words, and the next request starts a fresh worker that
-runs the cells again, leaving out those that failed: one bad cell costs its own tests only.
+A test names the learner's functions directly (``my_softmax(x)``). When it runs, each such name
+is a `Remote`: calling it sends the arguments to the worker (`teachflow.grading.submission`)
+and returns the plain value that comes back. It has no ``__eq__`` of its own, no ``__bool__``,
+no ``__array__``: nothing of the learner's runs on the tests' side, so an object whose
+``__eq__`` always says True stays in the worker and the call that returns it fails, saying so.
 
-A test names the learner's functions directly; when grading, each such name is a `Remote`:
-calling it sends the arguments to the worker and returns the plain value that comes back. It
-has no ``__eq__`` of its own, no ``__bool__``, no ``__array__``: nothing of the learner's
-runs in the grader, so an object whose ``__eq__`` always says True stays in the worker and
-the call that returns it fails, saying so.
+What crosses back is what a test would see next to the learner's code:
+
+- an exception the learner's code raised is raised here with its built-in (or teachflow) base
+  classes, so ``pytest.raises(ValueError)`` works; its lines say where it came from;
+- a warning is warned here again, with its category, so ``pytest.warns`` works;
+- what the call printed is printed here (shown with a failing test);
+- a staged function comes back as its graph, to look at (`RemoteGraph`); calling it runs it in
+  the worker, under the submission's limits, never here;
+- gradients flow through the call. A call with a tensor on the tape (``tfl.grad(lambda t:
+  softplus(t).sum())(x)``) becomes one op on the tape here, `SUBMISSION_CALL`, whose results
+  are the call's; its gradient rule asks the worker for the vector-Jacobian product, which the
+  worker computes with the learner's own ops over the call it kept. Asked while a backward
+  pass is itself recorded, that product is such a call too: gradients of gradients work.
 """
 
 from __future__ import annotations
 
 import builtins
-import signal
 import sys
-import tempfile
-import time
-from pathlib import Path
+import warnings
+from dataclasses import dataclass
 from typing import Any
 
-from teachflow.grading import sandbox, wire
+from teachflow import autodiff
+from teachflow.backends import CPU
+from teachflow.grading import wire
 from teachflow.grading.failures import FAILED, NOT_DONE, SubmissionFailure
-from teachflow.grading.notebook import Cell
+from teachflow.grading.submission import Submission, WorkerStopped, _lines
+from teachflow.ops.op import Op, no_flops
+from teachflow.saved.loaded import SavedFunction
 
-MAX_STARTS = 6  # a submission whose worker dies more often than this gets no more chances
 PRINTED = 2000  # characters kept of what one request printed
 PLAIN_DATA = ("only tensors, arrays, numbers, strings, lists, tuples and dicts of them, and "
               "staged functions do")
-
-
-class WorkerStopped(SubmissionFailure):
-    """The worker died or was killed while doing what was asked: `reason` says why."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__([reason])
-        self.reason = reason
 
 
 class RemoteError(SubmissionFailure):
@@ -49,7 +49,38 @@ class RemoteError(SubmissionFailure):
     named as well, so ``pytest.raises(ValueError)`` around a learner's call works."""
 
 
-_ERROR_CLASSES: dict[tuple[str, str], type[RemoteError]] = {}
+class NotPlainData(SubmissionFailure):
+    """A learner's function returned something that may not cross to the grader."""
+
+
+_ERROR_CLASSES: dict[tuple[str, str], type[BaseException]] = {}
+
+
+def _mirror(name: str, base: type, mixin: type | None, kind: str) -> type:
+    """A class named as the worker's, deriving from the known `base` it named (and `mixin`)."""
+    key = (f"{kind}:{name}", base.__name__)
+    if key not in _ERROR_CLASSES:
+        bases = (base,) if mixin is None else (base, mixin) if base is not Exception else \
+            (mixin,)
+        try:  # (the built-in first: its own __new__ makes the exception)
+            made = type(name, bases, {"__module__": "submission"})
+        except TypeError:  # a base whose layout cannot be mixed in
+            made = type(name, (mixin or base,), {"__module__": "submission"})
+        _ERROR_CLASSES[key] = made
+    return _ERROR_CLASSES[key]
+
+
+def _known(names: Any, root: type) -> type:
+    """The first of `names` (untrusted) that is a built-in or teachflow class under `root`."""
+    import teachflow
+    import teachflow.errors
+
+    for name in names if isinstance(names, list) else []:
+        for module in (builtins, teachflow.errors, teachflow):
+            found = getattr(module, str(name)[:80], None)
+            if isinstance(found, type) and issubclass(found, root):
+                return found
+    return root
 
 
 def remote_error(info: Any, what: str) -> BaseException:
@@ -58,41 +89,27 @@ def remote_error(info: Any, what: str) -> BaseException:
         return WorkerStopped(f"{what} answered nonsense")
     name = str(info.get("type", "Exception"))[:80]
     lines = _lines(info.get("lines"))
-    base: type[BaseException] = Exception
-    for candidate in info.get("bases", []) if isinstance(info.get("bases"), list) else []:
-        found = _known_exception(str(candidate))
-        if found is not None:
-            base = found
-            break
-    key = (name, base.__name__)
-    if key not in _ERROR_CLASSES:
-        bases = (base, RemoteError) if base is not Exception else (RemoteError,)
-        try:  # (the built-in first: its own __new__ makes the exception)
-            made = type(name, bases, {"__module__": "submission"})
-        except TypeError:  # a base whose layout cannot be mixed in
-            made = type(name, (RemoteError,), {"__module__": "submission"})
-        _ERROR_CLASSES[key] = made
     if name == "MemoryError":
         lines.append(f"({what} ran out of the memory a submission may use)")
-    error = _ERROR_CLASSES[key](lines[0] if lines else name)
+    cls = _mirror(name, _known(info.get("bases"), Exception), RemoteError, "error")
+    error = cls(lines[0] if lines else name)
     error.lines = lines or [name]
     error.status = NOT_DONE if info.get("status") == NOT_DONE else FAILED
     return error
 
 
-def _lines(lines: Any) -> list[str]:
-    """The worker's explanation lines (untrusted): at most 40, of 2000 characters each."""
-    return [str(line)[:2000] for line in lines[:40]] if isinstance(lines, list) else []
-
-
-def _known_exception(name: str) -> type[BaseException] | None:
-    import teachflow.errors
-
-    for module in (builtins, teachflow.errors):
-        found = getattr(module, name, None)
-        if isinstance(found, type) and issubclass(found, Exception):
-            return found
-    return None
+def warn_again(answer: dict[str, Any]) -> None:
+    """Warn here what the worker's code warned there (untrusted), each as its category."""
+    for info in answer.get("warnings", [])[:20] if isinstance(answer.get("warnings"), list) \
+            else []:
+        if not isinstance(info, dict):
+            continue
+        category = _mirror(str(info.get("category", "UserWarning"))[:80],
+                           _known(info.get("bases"), Warning), None, "warning")
+        lineno = info.get("lineno")
+        warnings.warn_explicit(str(info.get("message", ""))[:2000], category,
+                               str(info.get("filename", "<submission>"))[:300],
+                               lineno if type(lineno) is int else 0)
 
 
 class Remote:
@@ -104,159 +121,149 @@ class Remote:
         self._submission, self._path, self._kind = submission, path, kind
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self._submission.call(self._path, args, kwargs)
+        return call(self._submission, self._path, args, kwargs)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return self._submission.get((*self._path, name))
+        return get(self._submission, (*self._path, name))
 
     def __repr__(self) -> str:
         return f"<{'.'.join(self._path)}: the submission's {self._kind}, run in its sandbox>"
 
 
+class RemoteGraph(SavedFunction):
+    """A staged function the learner's code returned: its graph is here, to look at and show;
+    a call (of it, or of its ``compilation``) runs in the worker, under the submission's
+    limits, as the learner's own code does."""
+
+    def __init__(self, loaded: SavedFunction, submission: Submission, number: int) -> None:
+        self.__dict__.update(loaded.__dict__)
+        self.compilation = type(loaded.compilation)(loaded.compilation.snapshots, self)
+        self._submission, self._number = submission, number
+
+    def __call__(self, /, *args: Any) -> Any:
+        return call(self._submission, ("$kept", str(self._number)), args, {})
+
+    def __repr__(self) -> str:
+        return f"<the submission's staged function {self.graph.name}, run in its sandbox>"
+
+
 def _ref(value: Any) -> list[str] | None:
-    return list(value._path) if isinstance(value, Remote) else None
+    if isinstance(value, Remote):
+        return list(value._path)
+    if isinstance(value, RemoteGraph):
+        return ["$kept", str(value._number)]
+    return None
 
 
-class Submission:
-    """One submission's worker: its cells, started (and restarted) on demand."""
-
-    def __init__(self, cells: list[Cell], isolation: str, limits: sandbox.Limits,
-                 scratch: Path) -> None:
-        self.cells, self.isolation, self.limits = cells, isolation, limits
-        self.graphs = Path(tempfile.mkdtemp(prefix="graphs-", dir=scratch))
-        self.failures: dict[int, tuple[str, list[str]]] = {}
-        self.worker: sandbox.Worker | None = None
-        self.starts = 0
-
-    # -- the worker's life -----------------------------------------------------------------
-
-    def start(self) -> None:
-        """Start a worker and run the cells that have not failed, each within the deadline."""
-        while self.worker is None:
-            if self.starts >= MAX_STARTS:
-                raise WorkerStopped(f"the worker was stopped {MAX_STARTS} times; no more tries")
-            self.starts += 1
-            self.worker = sandbox.start(self.isolation, self.limits)
-            runnable = [c for c in self.cells if c.index not in self.failures]
-            try:
-                self._ask({"op": "begin", "cells": [
-                    {"index": c.index, "place": c.place, "source": c.source,
-                     "nbgrader": c.nbgrader}
-                    for c in runnable]}, {}, "the worker")
-            except WorkerStopped as stopped:
-                self.starts = MAX_STARTS
-                raise WorkerStopped(f"the worker did not start: {stopped.reason}") from None
-            for cell in runnable:
-                try:
-                    answer, _ = self._ask({"op": "run", "index": cell.index}, {}, "it")
-                except WorkerStopped as stopped:
-                    self.failures[cell.index] = (FAILED, [stopped.reason])
-                    break
-                failure = answer.get("failure")
-                if isinstance(failure, dict):
-                    status = NOT_DONE if failure.get("status") == NOT_DONE else FAILED
-                    self.failures[cell.index] = (status, _lines(failure.get("lines"))
-                                                 or ["it raised an error"])
-
-    def close(self) -> None:
-        if self.worker is not None:
-            self.worker.kill()
-            self.worker = None
-
-    def _ask(self, request: dict[str, Any], arrays: dict[str, Any],
-             what: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Send `request`; the answer, or WorkerStopped (the worker killed) with the reason."""
-        worker = self.worker
-        assert worker is not None and worker.process.stdin is not None
-        deadline = time.monotonic() + self.limits.timeout
-        try:
-            wire.write_message(worker.process.stdin, request, arrays)
-            answer, payload = wire.read_message(
-                wire.reader_of(worker.process.stdout.fileno(), deadline), self._wire_limits())
-        except TimeoutError:
-            reason = (f"{what} did not finish within {self.limits.timeout:g} s "
-                      f"(a loop that never ends?)")
-        except (EOFError, BrokenPipeError, OSError):
-            reason = self._death(worker, what)
-        except wire.BadMessage as bad:
-            reason = f"{what}: the worker answered with a malformed message ({bad})"
-        else:
-            return answer, payload
-        worker.kill()
-        self.worker = None
-        raise WorkerStopped(reason)
-
-    def _wire_limits(self) -> wire.Limits:
-        return wire.Limits(payload=min(1 << 30, self.limits.memory_mb << 20))
-
-    def _death(self, worker: sandbox.Worker, what: str) -> str:
-        try:
-            status = worker.process.wait(timeout=5)
-        except Exception:
-            return f"{what} closed the worker's connection to the grader"
-        if worker.isolation == "bubblewrap" and status > 128:
-            status = -(status - 128)  # bwrap reports a signal as 128 + its number
-        if status >= 0:
-            return (f"{what} ended the worker process (exit status {status}): code must not "
-                    f"exit (os._exit, sys.exit at the top level of a process)")
-        signals = {signal.SIGXCPU: "used more than its CPU time",
-                   signal.SIGXFSZ: f"wrote a file larger than {self.limits.file_mb} MB",
-                   signal.SIGKILL: "was killed (out of memory?)",
-                   signal.SIGSEGV: "crashed (segmentation fault)"}
-        why = signals.get(-status, f"was killed by signal {-status}")
-        return f"{what} {why}; limits: {self.limits.memory_mb} MB of memory"
-
-    # -- what tests do ---------------------------------------------------------------------
-
-    def get(self, path: tuple[str, ...]) -> Any:
-        """The value of `path` in the worker's namespace: plain data, or a `Remote`."""
-        answer, arrays = self._request({"op": "get", "path": list(path)}, {}, ".".join(path))
-        if answer.get("missing"):
-            raise NameError(f"name {path[0]!r} is not defined", name=path[0]) \
-                if len(path) == 1 else AttributeError(".".join(path))
-        if "value" in answer:
-            return self._decode(answer["value"], arrays)
-        kind = str(answer.get("kind", "object"))[:80]
-        return Remote(self, path, kind)
-
-    def call(self, path: tuple[str, ...], args: tuple, kwargs: dict[str, Any]) -> Any:
-        name = ".".join(path)
-        encoder = wire.Encoder(ref=_ref)
-        try:
-            request = {"op": "call", "path": list(path), "args": encoder.value(list(args)),
-                       "kwargs": encoder.value(dict(kwargs))}
-        except wire.CannotCross as why:
-            raise TypeError(f"{name}(...) was given {why}, which cannot cross to the "
-                            f"submission: {PLAIN_DATA}") from None
-        answer, arrays = self._request(request, encoder.arrays, f"{name}(...)")
-        if "value" in answer:
-            return self._decode(answer["value"], arrays)
-        if "unsendable" in answer:
-            raise NotPlainData([f"{name}(...) returned {str(answer['unsendable'])[:300]}, "
-                                f"which cannot cross to the grader: {PLAIN_DATA}"])
-        if answer.get("missing"):
-            raise NameError(f"name {path[0]!r} is not defined", name=path[0])
-        raise remote_error(answer.get("error"), f"{name}(...)")
-
-    def _request(self, request: dict[str, Any], arrays: dict[str, Any],
-                 what: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        self.start()
-        answer, payload = self._ask(request, arrays, what)
-        printed = answer.get("printed")
-        if isinstance(printed, str) and printed:  # shown with the test, if it fails, under
-            sys.stdout.write(printed[-PRINTED:])  # "it printed:"
-        return answer, payload
-
-    def _decode(self, tree: Any, arrays: dict[str, Any]) -> Any:
-        try:
-            return wire.Decoder(arrays, graphs=self.graphs).value(tree)
-        except (wire.BadMessage, ValueError, TypeError) as bad:
-            raise WorkerStopped(f"the worker answered with a malformed value ({bad})") from None
+def get(submission: Submission, path: tuple[str, ...]) -> Any:
+    """The value of `path` in the worker's namespace: plain data, or a `Remote`."""
+    answer, arrays = _request(submission, {"op": "get", "path": list(path)}, {}, ".".join(path))
+    if answer.get("missing"):
+        raise NameError(f"name {path[0]!r} is not defined", name=path[0]) \
+            if len(path) == 1 else AttributeError(".".join(path))
+    if "value" in answer:
+        return _decode(submission, answer["value"], arrays)[0]
+    if "error" in answer:
+        raise remote_error(answer["error"], ".".join(path))
+    return Remote(submission, path, str(answer.get("kind", "object"))[:80])
 
 
-class NotPlainData(SubmissionFailure):
-    """A learner's function returned something that may not cross to the grader."""
+def call(submission: Submission, path: tuple[str, ...], args: tuple,
+         kwargs: dict[str, Any]) -> Any:
+    """Call the learner's `path` with `args` there; the result here, on the tape if an
+    argument is (see the module's docstring)."""
+    name = ".".join(path) if path[0] != "$kept" else "the staged function"
+    grad = autodiff.is_grad_enabled()
+    encoder = wire.Encoder(ref=_ref, tracked=lambda t: grad and t._node is not None)
+    try:
+        request = {"op": "call", "path": list(path), "args": encoder.value(list(args)),
+                   "kwargs": encoder.value(dict(kwargs)), "grad": grad}
+    except wire.CannotCross as why:
+        raise TypeError(f"{name}(...) was given {why}, which cannot cross to the "
+                        f"submission: {PLAIN_DATA}") from None
+    answer, arrays = _request(submission, request, encoder.arrays, f"{name}(...)", path)
+    if "value" in answer:
+        value, results = _decode(submission, answer["value"], arrays)
+        inputs = [t for t in encoder.tensors if grad and t._node is not None]
+        _on_tape(submission, answer.get("call"), inputs, results, name)
+        return value
+    if "unsendable" in answer:
+        raise NotPlainData([f"{name}(...) returned {str(answer['unsendable'])[:300]}, "
+                            f"which cannot cross to the grader: {PLAIN_DATA}"])
+    if answer.get("missing"):
+        raise NameError(f"name {path[0]!r} is not defined", name=path[0])
+    raise remote_error(answer.get("error"), f"{name}(...)")
 
 
+def _request(submission: Submission, request: dict[str, Any], arrays: dict[str, Any],
+             what: str, function: tuple[str, ...] | None = None) -> tuple[dict, dict]:
+    answer, payload = submission.request(request, arrays, what, function)
+    printed = answer.get("printed")
+    if isinstance(printed, str) and printed:  # shown with the test, if it fails, under
+        sys.stdout.write(printed[-PRINTED:])  # "it printed:"
+    warn_again(answer)
+    return answer, payload
+
+
+def _decode(submission: Submission, tree: Any, arrays: dict[str, Any]) -> tuple[Any, list]:
+    """The value, and the tensors in it (made off the tape: `_on_tape` puts them on)."""
+    decoder = wire.Decoder(arrays, graphs=submission.graphs,
+                           kept=lambda loaded, number: RemoteGraph(loaded, submission, number),
+                           leaves=False)
+    try:
+        return decoder.value(tree), decoder.tensors
+    except (wire.BadMessage, ValueError, TypeError) as bad:
+        raise WorkerStopped(f"the worker answered with a malformed value ({bad})") from None
+
+
+# -- gradients through the wall ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class KeptCall:
+    """A call the worker kept, to differentiate: which one, and how many results it had."""
+
+    submission: Submission
+    number: int
+    name: str
+    results: int
+
+
+def _submission_call_vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> list:
+    """The gradient rule of `SUBMISSION_CALL`: the worker's vector-Jacobian product."""
+    kept: KeptCall = params["call"]
+    grad = autodiff.is_grad_enabled()  # (a backward pass being recorded: create_graph)
+    encoder = wire.Encoder(tracked=lambda t: grad and t._node is not None)
+    request = {"op": "vjp", "call": kept.number, "cotangents": encoder.value(list(cotangents)),
+               "grad": grad}
+    what = f"the gradient of {kept.name}(...)"
+    answer, arrays = _request(kept.submission, request, encoder.arrays, what)
+    if "value" not in answer:
+        raise remote_error(answer.get("error"), what)
+    grads, results = _decode(kept.submission, answer["value"], arrays)
+    if not isinstance(grads, list) or len(grads) != len(inputs):
+        raise WorkerStopped(f"{what}: the worker answered {len(inputs)} gradients wrongly")
+    # (in the order of the worker's leaves: the cotangents on a tape, then the call's inputs)
+    tracked = [*(t for t in encoder.tensors if t._node is not None), *inputs] if grad else []
+    _on_tape(kept.submission, answer.get("call"), tracked, results, f"d {kept.name}")
+    return grads
+
+
+#: A call of a learner's function, on the tests' tape: its results came from the worker, and
+#: its gradient rule asks the worker (no kernel: it never runs here).
+SUBMISSION_CALL = Op("submission_call", lambda xp: None, lambda *specs: None,
+                     vjp=_submission_call_vjp, flops=no_flops, primitive=False)
+
+
+def _on_tape(submission: Submission, number: Any, inputs: list, results: list,
+             name: str) -> None:
+    """Record the worker's call `number` on the tape, its results among `results`."""
+    if type(number) is not int or not inputs or not results:
+        return
+    params = {"call": KeptCall(submission, number, name, len(results))}
+    nodes = autodiff.record_results(SUBMISSION_CALL, tuple(inputs), params,
+                                    tuple(r._data for r in results), CPU)
+    for result, node in zip(results, nodes or (), strict=False):
+        result._node = node

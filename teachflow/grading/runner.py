@@ -1,22 +1,22 @@
-"""Running a notebook's visible tests: the learner's cells, then each test cell's functions.
+"""Running a notebook's cells, and its test cells' tests, as a kernel and pytest would.
 
-`teachflow check` runs in the process that asks, with no Jupyter kernel (starting one costs
-seconds, and a learner checks often). It runs the notebook as a kernel would, top to bottom in
-one fresh namespace (``__name__ == "__main__"``, IPython's magics where a cell uses them), and
-runs each test cell at its place with its hidden tests left out: every ``def test_...`` of the
-cell is called, as pytest would, and the cell passes when all of them pass.
+Two parts, one on each side of the wall (`teachflow.grading.worker`):
 
-In a notebook, ``tfl.grading.check()`` skips the first part: the learner's functions are
-already in the kernel, as the learner last ran them, so only the test cells run, in a copy of
-the kernel's namespace (a test's own names never leak into the notebook).
+- `Runner` runs the learner's cells, top to bottom in one namespace (``__name__ ==
+  "__main__"``, IPython's magics where a cell uses them: `teachflow.grading.shell`), in the
+  worker. A cell that does not run (a syntax error, an exception, a stub that raises
+  ``NotImplementedError`` at its top level) does not stop the others, and what it bound before
+  it raised stays bound, as in a kernel. In a notebook's own kernel the cells ran already; the
+  runner only reads them, to tell a stub or a cell broken in the saved file.
+- `TestRunner` runs each test cell at its place, on the tests' side, with pytest
+  (`teachflow.grading.testcell`): the cell passes when each of its tests does. Each test cell
+  says which names it needs (`teachflow.grading.cells`); a name the worker does not have, that
+  only failed cells define, is reported with that cell's problem (a name no cell defines, with
+  the closest stub before it: a stub defines nothing), and every other test cell runs as
+  usual.
 
-A cell that does not run (a syntax error, an exception, a stub that raises
-``NotImplementedError`` at its top level) does not stop the others. Each test cell says which
-names it needs (`teachflow.grading.cells`); a test cell that needs a name only failed cells
-define is reported with that cell's problem (a name no cell defines, with the closest stub
-before it: a stub defines nothing), and every other test cell runs as usual. This is
-the learner's own code on their own machine, so nothing is sandboxed here; grading, which runs
-code from a whole class, is another matter.
+``teachflow check`` and ``teachflow grade`` both run them this way (`teachflow.grading.judge`),
+so that what a check says is what grading gives.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
-import inspect
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from teachflow.grading.failures import (
 from teachflow.grading.notebook import Cell
 from teachflow.grading.regions import without_hidden_tests
 from teachflow.grading.rewrite import HELPER, assertion_failed, rewrite_asserts
+from teachflow.grading.testcell import Case, run_cell_tests
 
 OUTPUT_SHOWN = 2000  # characters of a failing test's printed output shown with it
 
@@ -84,24 +84,27 @@ def _captured() -> Iterator[io.StringIO]:
 
 
 def fresh_namespace(cells: list[Cell]) -> dict[str, Any]:
-    """A namespace as a fresh kernel's: IPython's own when a cell uses magics or ``display``."""
+    """A namespace as a fresh kernel's: IPython's own when a cell uses magics or ``display``
+    (a notebook's shell, `NotebookShell`, unless a shell runs already)."""
     namespace: dict[str, Any] = {"__builtins__": builtins}
     if any(c.cell_type == "code" and needs_ipython(c.source) for c in cells):
         from IPython.core.interactiveshell import InteractiveShell
         from traitlets.config import Config
+
+        from teachflow.grading.shell import NotebookShell
 
         if InteractiveShell.initialized():  # a shell runs already: leave its namespace alone
             namespace["get_ipython"] = InteractiveShell.instance
         else:
             config = Config()
             config.HistoryManager.enabled = False  # check writes nothing into ~/.ipython
-            namespace = InteractiveShell.instance(config=config).user_ns
+            namespace = NotebookShell.instance(config=config).user_ns
     namespace["__name__"] = "__main__"
     return namespace
 
 
 class Runner:
-    """Runs cells into `namespace` and test cells against it, noting which cells failed.
+    """Runs cells into `namespace`, noting which cells failed.
 
     `ran_by_kernel`: the learner's cells were run by their kernel, not by this runner (a test
     cell may need any of them, and a missing name means a cell not run yet)."""
@@ -153,10 +156,16 @@ class Runner:
                 exec(code, self.namespace)
         except KeyboardInterrupt:
             raise
-        except NotImplementedError:
-            self._fail(cell, NOT_DONE, ["it raises NotImplementedError"])
         except BaseException as error:  # SystemExit included: a cell does not end the check
-            self._fail(cell, FAILED, error_lines(error, self.places))
+            if self.places.raised_in_notebook(error, NotImplementedError):  # a stub
+                self._fail(cell, NOT_DONE, ["it raises NotImplementedError"])
+            else:
+                self._fail(cell, FAILED, error_lines(error, self.places))
+
+
+class TestRunner(Runner):
+    """Runs test cells against the namespace (the tests' side): the learner's names in it are
+    proxies of the worker's (`teachflow.grading.remote`), and failures are the worker's."""
 
     def _providers(self, name: str, before: int) -> list[Cell]:
         return [self.cells[i] for i, names in self.defines.items()
@@ -164,18 +173,27 @@ class Runner:
 
     def _missing(self, uses: set[str], before: int) -> dict[int, list[str]]:
         """The failed cells a test cell needs, with the names it needs from each: names that
-        only failed cells define."""
+        the namespace lacks and only failed cells define."""
         needed: dict[int, list[str]] = {}
         stubs = [i for i, f in self.failures.items() if f.status == NOT_DONE and i < before]
-        for name in sorted(uses):
+        for name in sorted(uses - self.namespace.keys()):
             providers = [c.index for c in self._providers(name, before)]
             if providers and all(i in self.failures for i in providers):
                 for index in providers:
                     needed.setdefault(index, []).append(name)
-            elif not providers and name not in self.namespace and stubs:
+            elif not providers and stubs:
                 # A stub defines nothing: the name is likely the answer of the closest one.
                 needed.setdefault(max(stubs), []).append(name)
         return needed
+
+    def _raised(self, uses: set[str], before: int) -> list[str]:
+        """Why names a test uses may be wrong: the cells that bound them raised afterwards."""
+        failed = {i for name in uses for c in self._providers(name, before)
+                  if (i := c.index) in self.failures}
+        return [line for i in sorted(failed) if self.failures[i].lines for line in (
+            f"note: {self.failures[i].cell.describe()} raised an error when it ran, after it "
+            f"bound what the test uses: {self.failures[i].lines[0]}",
+            *self.failures[i].lines[1:2])]
 
     def run_tests(self, cell: Cell, hidden: bool = False) -> TestCellResult:
         """Run the visible tests of test cell `cell` against the namespace (and its hidden
@@ -197,41 +215,54 @@ class Runner:
                 f"needs {', '.join(needed[f.cell.index])}: {f.sentence()}" for f in failures
             ] + [line for f in failures for line in f.lines[1:]])
         filename = self.places.register(cell, source)
-        # Fresh, a test cell runs in the notebook's namespace, as in a kernel (a helper it
-        # defines serves later cells); in the learner's kernel, in a copy that leaves no trace.
-        scope = dict(self.namespace) if self.ran_by_kernel else self.namespace
-        scope[HELPER] = assertion_failed
+        # A test cell runs in the tests' namespace, as in a kernel: a helper it defines serves
+        # later cells.
+        self.namespace[HELPER] = assertion_failed
         try:
             with _captured():
-                exec(compile(rewrite_asserts(tree, source), filename, "exec"), scope)
+                exec(compile(rewrite_asserts(tree, source), filename, "exec"), self.namespace)
         except KeyboardInterrupt:
             raise
         except BaseException as error:
             status, lines = explain_failure(error, self.places, filename)
             return TestCellResult(cell, status, lines=lines + self._name_hint(error, cell))
-        results = [self._run_test(name, scope[name], filename, cell)
-                   for name in test_functions(tree)]
+        names = test_functions(tree)
+        cases = run_cell_tests(self.namespace, names, filename)
+        results = [self._result(name, [c for c in cases if c.function == name], filename,
+                                cell) for name in names]
+        notes = self._raised(used_names(source) - defined_names(source), cell.index)
+        for result in results:
+            if result.status != PASSED:
+                result.lines += notes
         statuses = {r.status for r in results}
         status = NOT_DONE if NOT_DONE in statuses else FAILED if FAILED in statuses else PASSED
         return TestCellResult(cell, status, results)
 
-    def _run_test(self, name: str, test: Any, filename: str, cell: Cell) -> TestResult:
-        required = [p.name for p in inspect.signature(test).parameters.values()
-                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY,
-                                                           p.POSITIONAL_OR_KEYWORD)]
-        if required:
-            return TestResult(name, FAILED, [f"it takes arguments ({', '.join(required)}): "
-                                             f"pytest's fixtures are not available to check"])
-        with _captured() as output:
-            try:
-                test()
-            except KeyboardInterrupt:
-                raise
-            except BaseException as error:
-                status, lines = explain_failure(error, self.places, filename)
-                lines += self._name_hint(error, cell)
-                return TestResult(name, status, lines, output.getvalue()[-OUTPUT_SHOWN:])
-        return TestResult(name, PASSED)
+    def _result(self, name: str, cases: list[Case], filename: str, cell: Cell) -> TestResult:
+        """A test function's result: passed when each of its cases did."""
+        failed = [c for c in cases if c.outcome == "failed"]
+        if not cases:
+            return TestResult(name, FAILED, ["pytest did not run it (see the cell's other "
+                                             "tests: its collection failed?)"])
+        if not failed:
+            return TestResult(name, PASSED)
+        statuses, lines = set(), []
+        for case in failed:
+            status, why = self._explain(case, filename, cell)
+            statuses.add(status)
+            head = [f"case {case.name}:"] if case.name != name else []
+            lines += head + why
+        status = NOT_DONE if statuses == {NOT_DONE} else FAILED
+        return TestResult(name, status, lines, "".join(c.printed for c in failed)[-OUTPUT_SHOWN:])
+
+    def _explain(self, case: Case, filename: str, cell: Cell) -> tuple[str, list[str]]:
+        if case.when == "call" and case.error is not None:
+            status, lines = explain_failure(case.error, self.places, filename)
+            return status, lines + self._name_hint(case.error, cell)
+        errors = [line[1:].strip() for line in case.text.splitlines() if line.startswith("E ")]
+        return FAILED, [f"pytest could not {'set it up' if case.when == 'setup' else 'finish it'}:"
+                        f" {'; '.join(errors) or case.text.strip().splitlines()[-1:]}"]
+
 
     def _name_hint(self, error: BaseException, cell: Cell) -> list[str]:
         """For a NameError: the cell that defines the name, and what to do about it."""

@@ -19,6 +19,9 @@ one of three ways, the strongest this machine allows (`find_isolation` tries the
     Only limits and a stripped environment: for a machine where neither works, and only
     when asked (``--no-isolation``), after a loud warning.
 
+``teachflow check`` starts its worker a fourth way, ``local``: the learner's own code, as the
+learner, in the notebook's folder and environment, under the same limits as when graded.
+
 In every mode the worker is the leader of its own process group (killed whole, by
 `Worker.kill`), its environment holds a few fixed variables and nothing of the grader's, and
 before learner code runs it sets hard limits on CPU time, address space, processes and file
@@ -63,13 +66,20 @@ class Limits:
     memory_mb: int = 2048     # address space
     processes: int = 64       # processes and threads the worker may start (see below)
     file_mb: int = 64         # the largest file it may write
+    total: float | None = None  # seconds for all of a submission's cells and calls
 
-    def arguments(self, uid: int | None) -> list[str]:
+    @property
+    def budget(self) -> float:
+        """Seconds for the whole submission: `total`, or ten deadlines (at least 5 minutes)."""
+        return self.total if self.total is not None else max(300.0, 10 * self.timeout)
+
+    def arguments(self, uid: int | None, local: bool = False) -> list[str]:
         cpu = int(max(60.0, 20 * self.timeout))  # a backstop: wall-clock deadlines come first
         # The kernel counts a limit on processes over all of a user's processes: a worker that
-        # keeps a grader's (non-root) user id may start `processes` more than it has now.
-        processes = self.processes + (_tasks_of(os.getuid())
-                                      if uid is None and os.geteuid() != 0 else 0)
+        # keeps a grader's (non-root) user id may start `processes` more than it has now. A
+        # learner's own check leaves their processes alone (-1: no limit).
+        processes = -1 if local else self.processes + (
+            _tasks_of(os.getuid()) if uid is None and os.geteuid() != 0 else 0)
         arguments = ["--cpu", str(cpu), "--memory", str(self.memory_mb << 20),
                      "--processes", str(processes), "--file-size", str(self.file_mb << 20)]
         return arguments + (["--uid", str(uid)] if uid is not None else [])
@@ -159,10 +169,12 @@ def _bubblewrap(executable: str, uid: int | None) -> list[str]:
     return command
 
 
-def _python(limits: Limits, uid: int | None, probe: bool = False) -> list[str]:
+def _python(limits: Limits, uid: int | None, probe: bool = False,
+            local: bool = False) -> list[str]:
     start = (f"import sys; sys.path.insert(0, {str(package_root())!r}); "
              "from teachflow.grading.worker import main; main()")
-    return [sys.executable, "-I", "-c", start, *limits.arguments(uid),
+    isolated = [] if local else ["-I"]  # (a learner's check imports what their kernel would)
+    return [sys.executable, *isolated, "-c", start, *limits.arguments(uid, local),
             *(["--probe"] if probe else [])]
 
 
@@ -185,6 +197,25 @@ class Worker:
     isolation: str
     uid: int | None
     scratch: Path | None
+    limits: Limits
+
+    def death(self, what: str) -> str:
+        """Why the worker's pipe closed while it did `what`, in words."""
+        try:
+            status = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return f"{what} closed the worker's connection to the grader"
+        if self.isolation == "bubblewrap" and status > 128:
+            status = -(status - 128)  # bwrap reports a signal as 128 + its number
+        if status >= 0:
+            return (f"{what} ended the worker process (exit status {status}): code must not "
+                    f"exit (os._exit, sys.exit at the top level of a process)")
+        signals = {signal.SIGXCPU: "used more than its CPU time",
+                   signal.SIGXFSZ: f"wrote a file larger than {self.limits.file_mb} MB",
+                   signal.SIGKILL: "was killed (out of memory?)",
+                   signal.SIGSEGV: "crashed (segmentation fault)"}
+        why = signals.get(-status, f"was killed by signal {-status}")
+        return f"{what} {why}; limits: {self.limits.memory_mb} MB of memory"
 
     def kill(self) -> None:
         """Stop the worker and every process it started, whatever state they are in."""
@@ -215,12 +246,20 @@ def _kill_user(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def start(isolation: str, limits: Limits, probe: bool = False) -> Worker:
-    """Start a worker under `isolation` (one of `ISOLATIONS`); its stdin and stdout are the
-    pipes of `teachflow.grading.wire`, its stderr is thrown away."""
+def start(isolation: str, limits: Limits, probe: bool = False, cwd: str | None = None) -> Worker:
+    """Start a worker under `isolation` (one of `ISOLATIONS`, or ``local`` in folder `cwd`);
+    its stdin and stdout are the pipes of `teachflow.grading.wire`, its stderr is thrown
+    away."""
     uid = worker_uid()
     scratch = None
     preexec = None
+    if isolation == "local":
+        command = _python(limits, None, probe, local=True)
+        env = dict(os.environ, MPLBACKEND="Agg", PYTHONDONTWRITEBYTECODE="1")
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.DEVNULL, cwd=cwd, env=env,
+                                   start_new_session=True)
+        return Worker(process, isolation, None, None, limits)
     if isolation == "bubblewrap":
         command = _bubblewrap(shutil.which("bwrap") or "bwrap", uid) + _python(limits, uid, probe)
         cwd, env = "/", None
@@ -236,7 +275,7 @@ def start(isolation: str, limits: Limits, probe: bool = False) -> Worker:
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, cwd=cwd, env=env,
                                start_new_session=True, preexec_fn=preexec)
-    return Worker(process, isolation, uid, scratch)
+    return Worker(process, isolation, uid, scratch, limits)
 
 
 def works(isolation: str) -> tuple[bool, str]:

@@ -15,10 +15,13 @@ themselves; everything else is an object with one key that says what it is::
     {"list": [...]}  {"tuple": [...]}  {"dict": [[key, value], ...]}  {"complex": [re, im]}
     {"array": "a0"}                      a NumPy array, the payload's entry a0
     {"scalar": "a1"}                     a NumPy scalar (np.float32(1.5)), kept as a 0-d array
-    {"tensor": "a2", "requires_grad": false}   a teachflow Tensor (its values; no history)
-    {"graph": "g0"}                      a staged function in the saved-graph format: its
+    {"tensor": "a2", "requires_grad": false}   a teachflow Tensor: its values, and whether
+                                         it is on a tape (its history stays where it is: see
+                                         `teachflow.grading.remote` for gradients)
+    {"graph": "g0", "kept": 3}           a staged function in the saved-graph format: its
                                          files are the payload's entries g0.saved.json and
-                                         g0.arrays.npz, read back by ``tfl.load``
+                                         g0.arrays.npz, read back by ``tfl.load``; "kept", from
+                                         the worker, numbers the original, which stays there
     {"ref": ["model"]}                   (grader to worker only) one of the worker's own
                                          values, passed back to it by name
 
@@ -72,11 +75,20 @@ class Limits:
 
 
 class Encoder:
-    """Turns a value into a header tree and the arrays and files of its payload."""
+    """Turns a value into a header tree and the arrays and files of its payload.
+
+    `tracked(tensor)` says whether a tensor is sent as on a tape (``requires_grad``); `keep`
+    numbers a staged function that stays on this side (the worker's: a call of it runs there).
+    `tensors` lists the tensors encoded, in the order a `Decoder` makes them again."""
 
     def __init__(self, limits: Limits = Limits(),
-                 ref: Callable[[Any], list[str] | None] | None = None) -> None:
+                 ref: Callable[[Any], list[str] | None] | None = None,
+                 tracked: Callable[[Any], bool] | None = None,
+                 keep: Callable[[Any], int] | None = None) -> None:
         self.limits, self.ref, self.arrays, self.items = limits, ref, {}, 0
+        self.tracked = tracked or (lambda tensor: tensor._node is not None)
+        self.keep = keep
+        self.tensors: list[Any] = []
 
     def value(self, value: Any, depth: int = 0) -> Any:
         self.items += 1
@@ -100,10 +112,19 @@ class Encoder:
             return {"scalar": self._array(np.asarray(value))}
         from teachflow.tensor import Tensor
 
-        if type(value) is Tensor:
-            return {"tensor": self._array(value.numpy()), "requires_grad": value.requires_grad}
+        if isinstance(value, Tensor):  # (a Parameter too: its values cross, as a Tensor)
+            from teachflow.graph import Value
+
+            if isinstance(value._data, Value):
+                raise CannotCross("a symbolic tensor of a trace, which has no values yet (the "
+                                  "submission's functions run in its own process, which a "
+                                  "trace cannot enter: call them outside tfl.function)")
+            self.tensors.append(value)
+            return {"tensor": self._array(Tensor.numpy(value)),
+                    "requires_grad": self.tracked(value)}
         if _is_graph(value):
-            return {"graph": self._graph(value)}
+            graph = {"graph": self._graph(value)}
+            return graph if self.keep is None else {**graph, "kept": self.keep(value)}
         path = self.ref(value) if self.ref is not None else None
         if path is not None:
             return {"ref": path}
@@ -136,8 +157,9 @@ class Encoder:
 def _is_graph(value: Any) -> bool:
     from teachflow.compiler import Compilation
     from teachflow.function import ConcreteFunction, Function
+    from teachflow.saved.loaded import SavedFunction
 
-    return isinstance(value, Compilation | ConcreteFunction | Function)
+    return isinstance(value, Compilation | ConcreteFunction | Function | SavedFunction)
 
 
 def kind(value: Any) -> str:
@@ -153,13 +175,21 @@ def kind(value: Any) -> str:
 
 
 class Decoder:
-    """Turns a header tree and its payload back into values: arrays, tensors, loaded graphs."""
+    """Turns a header tree and its payload back into values: arrays, tensors, loaded graphs.
+
+    `kept(loaded, number)` stands in for a staged function the other side kept (see
+    `Encoder`), and a graph that is not kept is refused; `tensors` lists the tensors made, in
+    the order the `Encoder` met them. With `leaves`, a tensor sent as on a tape is made a leaf
+    that requires grad; without, every tensor is made off the tape."""
 
     def __init__(self, arrays: dict[str, np.ndarray], limits: Limits = Limits(),
                  graphs: Path | None = None,
-                 resolve: Callable[[list[str]], Any] | None = None) -> None:
+                 resolve: Callable[[list[str]], Any] | None = None,
+                 kept: Callable[[Any, int], Any] | None = None, leaves: bool = True) -> None:
         self.arrays, self.limits, self.graphs, self.resolve = arrays, limits, graphs, resolve
+        self.kept, self.leaves = kept, leaves
         self.items = 0
+        self.tensors: list[Any] = []
 
     def value(self, tree: Any, depth: int = 0) -> Any:
         self.items += 1
@@ -191,9 +221,19 @@ class Decoder:
         if tag == "tensor" and isinstance(tree.get("requires_grad"), bool):
             import teachflow as tfl
 
-            return tfl.tensor(self._array(body), requires_grad=tree["requires_grad"])
+            made = tfl.tensor(self._array(body),
+                              requires_grad=self.leaves and tree["requires_grad"])
+            self.tensors.append(made)
+            return made
         if tag == "graph" and isinstance(body, str):
-            return self._graph(body)
+            number = tree.get("kept")
+            if self.kept is None:
+                if len(tree) != 1:
+                    raise BadMessage("a kept graph where none may be")
+                return self._graph(body)
+            if type(number) is not int:
+                raise BadMessage("a graph the worker did not keep")
+            return self.kept(self._graph(body), number)
         if tag == "ref" and self.resolve is not None and isinstance(body, list) and all(
                 isinstance(name, str) for name in body) and body:
             return self.resolve(body)
