@@ -118,10 +118,10 @@ def test_a_broken_cell_fails_only_the_tests_that_need_it(tmp_path: Path) -> None
     status = {r.cell.grade_id: r for r in report.results}
     assert status["test_square"].status == "passed"
     assert status["test_double"].status == "failed"
-    assert status["test_double"].lines[0] == (
+    assert status["test_double"].tests[0].lines[0] == (
         "needs double: cell 2 (grade_id 'double') did not run: SyntaxError: invalid syntax "
         "(line 2)")
-    assert status["test_double"].lines[1].strip() == "return 2 * x +"
+    assert status["test_double"].tests[0].lines[1].strip() == "return 2 * x +"
     # A cell that raised after it bound a name: the test runs against what it bound, as in a
     # kernel, and its failure says what the cell raised
     (table,) = status["test_table"].tests
@@ -180,15 +180,16 @@ def test_in_a_kernel_the_tests_run_against_the_functions_as_last_run(release: Pa
     namespace = {"np": np, "__name__": "__main__"}
     undone = check_namespace(release, namespace)  # the saved stub, never run: not done yet
     assert undone.results[0].status == "not done yet"
-    assert undone.results[0].lines == ["needs my_softmax: cell 3 (grade_id 'softmax') is not "
-                                       "done yet (it raises NotImplementedError)"]
+    assert undone.results[0].tests[0].lines == [
+        "needs my_softmax: cell 3 (grade_id 'softmax') is not done yet (it raises "
+        "NotImplementedError)"]
     answered_file = answered(release, release.parent / "answered.ipynb",
                              softmax="def my_softmax(x):\n    return x")
     unrun = check_namespace(answered_file, namespace)  # an answer saved, but not run
     assert unrun.results[0].status == "not done yet"
-    assert unrun.results[0].lines == ["needs my_softmax: cell 3 (grade_id 'softmax') is not "
-                                      "done yet (it has not run in this kernel yet: run it "
-                                      "first)"]
+    assert unrun.results[0].tests[0].lines == [
+        "needs my_softmax: cell 3 (grade_id 'softmax') is not done yet (it has not run in "
+        "this kernel yet: run it first)"]
     assert "HIDDEN" not in unrun.text() and "not done yet" in unrun.summary()
     namespace["my_softmax"] = lambda x: np.exp(x) / np.exp(x).sum()
     assert check_namespace(release, namespace).passed
@@ -206,10 +207,10 @@ def test_in_a_kernel_a_stub_or_a_syntax_error_in_the_saved_file_is_reported(
     learner = answered(release, tmp_path / "learner.ipynb", f="def f(:\n    return 1")
     report = check_namespace(learner, {"f": lambda: 1})  # an older f, run before the typo
     answer, f = report.results
-    assert answer.status == "not done yet" and answer.lines == [
+    assert answer.status == "not done yet" and answer.tests[0].lines == [
         "needs ANSWER: cell 1 (grade_id 'answer') is not done yet (it raises "
         "NotImplementedError)"]
-    assert f.status == "failed" and f.lines[0].startswith(
+    assert f.status == "failed" and f.tests[0].lines[0].startswith(
         "needs f: cell 3 (grade_id 'f') is broken in the saved file: SyntaxError:")
 
 

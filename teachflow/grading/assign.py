@@ -5,7 +5,12 @@
 
 Nothing is written until the whole master is checked (`authoring.read_master`), then
 against the notebook format's JSON schema too (with ``nbformat``, the format's reference
-implementation: ``pip install 'teachflow[grading]'``).
+implementation: ``pip install 'teachflow[grading]'``), and then graded: the master, as a
+submission, by the route every submission takes (`teachflow.grading.judge`: its code in a
+worker, every test, hidden ones included, through the proxies). A master that does not get
+full marks is refused, with each failing test explained: a test that cannot pass for the
+instructor's own answer would fail for every learner. (``verify=False`` skips this, for
+masters verified elsewhere, such as the shipped exercises, which the test suite grades.)
 """
 
 from __future__ import annotations
@@ -17,8 +22,18 @@ from typing import Any
 
 from teachflow.errors import GradingError
 from teachflow.grading.authoring import read_master, released_notebook
-from teachflow.grading.bundle import MANIFEST, is_bundle, load_bundle, manifest, write_bundle
-from teachflow.grading.notebook import NotebookError, read_notebook
+from teachflow.grading.bundle import (
+    MANIFEST,
+    Bundle,
+    bundle_of,
+    is_bundle,
+    load_bundle,
+    manifest,
+    write_bundle,
+)
+from teachflow.grading.failures import PASSED
+from teachflow.grading.notebook import AuthoringError, NotebookError, read_notebook
+from teachflow.grading.sandbox import Limits
 
 
 @dataclass(frozen=True)
@@ -31,8 +46,10 @@ class Assignment:
     test_cells: int
 
 
-def assign(master: str | os.PathLike[str], out: str | os.PathLike[str]) -> Assignment:
-    """Check the master notebook `master` and write ``out/release/`` and ``out/grading/``."""
+def assign(master: str | os.PathLike[str], out: str | os.PathLike[str],
+           verify: bool = True) -> Assignment:
+    """Check the master notebook `master` (and grade it, unless not to `verify`), then write
+    ``out/release/`` and ``out/grading/``."""
     master, out = Path(master), Path(out)
     notebook = read_notebook(master)
     cells = read_master(notebook)
@@ -43,6 +60,8 @@ def assign(master: str | os.PathLike[str], out: str | os.PathLike[str]) -> Assig
                            op="assign", hint="choose another --out folder")
     _check_grading_folder(grading, master.name)
     data = manifest(master.name, cells)
+    if verify:
+        _full_marks(master, bundle_of(grading, data))
     release.parent.mkdir(parents=True, exist_ok=True)
     nbformat = _nbformat()
     release.write_text(nbformat.writes(nbformat.from_dict(released_notebook(notebook, cells))),
@@ -50,6 +69,23 @@ def assign(master: str | os.PathLike[str], out: str | os.PathLike[str]) -> Assig
     write_bundle(grading, data)
     tests = sum(1 for entry in data["cells"] if entry["role"] == "tests")
     return Assignment(release, grading, data["total_points"], tests)
+
+
+def _full_marks(master: Path, bundle: Bundle) -> None:
+    """Grade the master as a submission (its own code: no sandbox) and refuse it unless every
+    test passes."""
+    from teachflow.grading.judge import grade_submission
+
+    judged = grade_submission(master, bundle, "local", Limits())
+    failed = [test for test in judged.tests if test.status != PASSED]
+    if failed:
+        lines = [f"{test.cell}: {test.name}{' (hidden)' * test.hidden}: "
+                 f"{'; '.join(test.lines[:3]) or 'failed'}" for test in failed[:5]]
+        raise AuthoringError(
+            f"{master.name} does not get full marks for its own answers when graded "
+            f"({len(failed)} of {len(judged.tests)} tests fail): " + " | ".join(lines),
+            op="assign", hint="a test the master's answers cannot pass would fail for every "
+                              "learner: fix the test or the answer, then assign again")
 
 
 def _check_grading_folder(grading: Path, notebook: str) -> None:

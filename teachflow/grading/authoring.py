@@ -13,7 +13,10 @@ cells (`teachflow.grading.notebook`) make it an exercise:
 `read_master` checks every rule before anything is written, so a mistake is found by the
 instructor and not by 300 learners: each marked cell has a ``grade_id`` of its own (grading
 matches a submission's cells to the master's by it, never by position), regions open and close,
-test cells hold tests and points, and every code cell parses, as handed out and as graded.
+test cells hold tests and points, every code cell parses, as handed out and as graded, and
+every argument of a test is a fixture grading provides (pytest's own, the notebook's
+``@pytest.fixture``, a ``parametrize`` argument). ``teachflow assign`` then grades the master
+itself, by the route a submission takes (`teachflow.grading.assign`).
 `released_notebook` then builds the learner's copy, as nbgrader's ``generate_assignment`` does:
 answers stubbed, hidden tests removed, outputs cleared (an output can show an answer), the
 marks kept, and given and test cells locked against editing and deletion in Jupyter.
@@ -21,14 +24,22 @@ marks kept, and given and test cells locked against editing and deletion in Jupy
 
 from __future__ import annotations
 
+import ast
 import copy
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from teachflow.grading import regions
-from teachflow.grading.cells import defined_names, parse, test_functions, used_names
+from teachflow.grading.cells import (
+    TEST_PREFIX,
+    defined_names,
+    parse,
+    test_functions,
+    used_names,
+)
 from teachflow.grading.notebook import SCHEMA_VERSION, AuthoringError, Cell, cells_of
+from teachflow.grading.testcell import BUILTIN_FIXTURES
 
 GRADE_ID = re.compile(r"^[A-Za-z0-9_-]+$")  # nbgrader's rule; also safe in file and column names
 
@@ -49,7 +60,60 @@ def read_master(notebook: dict[str, Any]) -> list[ExerciseCell]:
     """The master's cells, checked (`read_notebook`'s JSON in, `AuthoringError` out)."""
     cells = cells_of(notebook)
     _check_ids(cells)
-    return [_exercise_cell(cell) for cell in cells]
+    exercise = [_exercise_cell(cell) for cell in cells]
+    _check_fixtures(cells)
+    return exercise
+
+
+def _check_fixtures(cells: list[Cell]) -> None:
+    """Each test function's arguments are fixtures grading provides: pytest's own, those the
+    notebook defines (``@pytest.fixture``), and its ``parametrize`` arguments."""
+    provided = set(BUILTIN_FIXTURES)
+    for cell in cells:
+        if cell.cell_type == "code" and cell.role != "solution":
+            provided |= {f.name for f in _functions(parse(cell.source)) if _is_fixture(f)}
+    for cell in cells:
+        if cell.role != "tests" or cell.cell_type != "code":
+            continue
+        for test in _functions(parse(cell.source)):
+            if not test.name.startswith(TEST_PREFIX):
+                continue
+            given = _parametrized(test)
+            for argument in [a.arg for a in (*test.args.posonlyargs, *test.args.args)]:
+                if argument not in provided and argument not in given:
+                    raise _refuse(cell, f"has {test.name}({argument}): no fixture provides "
+                                  f"{argument!r}",
+                                  "a test may take pytest's own fixtures (tmp_path, "
+                                  "monkeypatch, capsys, recwarn, ...), a @pytest.fixture "
+                                  "defined in a given or test cell, or a parametrize argument")
+
+
+def _functions(tree: ast.Module) -> list[ast.FunctionDef]:
+    return [s for s in tree.body if isinstance(s, ast.FunctionDef)]
+
+
+def _decorator_name(decorator: ast.expr) -> str:
+    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+    return ast.unparse(target)
+
+
+def _is_fixture(function: ast.FunctionDef) -> bool:
+    return any(_decorator_name(d).split(".")[-1] == "fixture" for d in function.decorator_list)
+
+
+def _parametrized(function: ast.FunctionDef) -> set[str]:
+    """The argument names a function's ``parametrize`` marks give (``"x, y"`` or a list)."""
+    names: set[str] = set()
+    for decorator in function.decorator_list:
+        if not (isinstance(decorator, ast.Call) and decorator.args and
+                _decorator_name(decorator).split(".")[-1] == "parametrize"):
+            continue
+        first = decorator.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            names |= {n.strip() for n in first.value.split(",") if n.strip()}
+        elif isinstance(first, ast.List | ast.Tuple):
+            names |= {e.value for e in first.elts if isinstance(e, ast.Constant)}
+    return names
 
 
 def _refuse(cell: Cell, problem: str, hint: str) -> AuthoringError:
@@ -134,6 +198,12 @@ def _test_cell(cell: Cell) -> ExerciseCell:
                       "tests; 0 is allowed")
     visible = regions.without_hidden_tests(cell.source, where)
     tree = _parses(cell, cell.source, "")
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and stmt.name.startswith("Test"):
+            raise _refuse(cell, f"holds a test class, {stmt.name}",
+                          "teachflow grades the test functions at a test cell's top level "
+                          "(their points are the cell's, shared): write its tests as "
+                          "functions")
     tests = test_functions(tree)
     if not tests:
         raise _refuse(cell, "is a test cell with no test function",

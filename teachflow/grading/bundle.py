@@ -171,6 +171,11 @@ def load_bundle(directory: str | os.PathLike[str]) -> Bundle:
         raise _bad(path, f"it has no readable {MANIFEST} ({error.strerror})") from None
     except ValueError as error:
         raise _bad(path, f"its {MANIFEST} is not JSON ({error})") from None
+    return bundle_of(path, data)
+
+
+def bundle_of(path: Path, data: Any) -> Bundle:
+    """The bundle a manifest's data describes (`manifest`'s, or a file's, checked)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise _bad(path, f"its {MANIFEST} is not a teachflow grading manifest")
     if data.get("version") != VERSION:

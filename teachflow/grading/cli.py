@@ -31,10 +31,11 @@ OK, TESTS_FAILED, CANNOT = 0, 1, 2
 def assign_command(args: argparse.Namespace) -> int:
     from teachflow.grading.assign import assign
 
-    done = assign(args.master, args.out)
+    done = assign(args.master, args.out, verify=not args.no_verify)
     cells = f"{done.test_cells} test cell{'s' * (done.test_cells != 1)}"
+    graded = "" if args.no_verify else "; the master, graded, gets full marks"
     print(f"released {done.release}\ngrading bundle {done.grading} ({cells}, "
-          f"{done.total_points:g} points): never hand it out")
+          f"{done.total_points:g} points{graded}): never hand it out")
     return OK
 
 
@@ -71,6 +72,10 @@ SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
         (("master",), {"help": "the master notebook, with solutions and all tests"}),
         (("--out",), {"required": True, "metavar": "DIR",
                       "help": "writes DIR/release/MASTER.ipynb and DIR/grading/"}),
+        (("--no-verify",), {"action": "store_true",
+                            "help": "do not grade the master itself first (by default a "
+                                    "master whose own answers do not get full marks is "
+                                    "refused)"}),
     ]),
     "check": (check_command, "run a notebook's visible tests (exit status 0: all pass)", [
         (("notebook",), {"help": "the exercise notebook"}),

@@ -19,6 +19,7 @@ cell `check` ran, or ``cell In[7], line 2`` for a cell the learner ran in their 
 from __future__ import annotations
 
 import linecache
+import os
 import re
 import traceback
 from dataclasses import dataclass, field
@@ -63,9 +64,22 @@ class Places:
             frames[-1].filename in self.cells or not is_library_file(frames[-1].filename))
 
     def user_frames(self, tb: TracebackType | None) -> list[traceback.FrameSummary]:
-        """The frames of `tb` in notebook code, not in teachflow or another library."""
+        """The frames of `tb` in notebook code, not in teachflow, pytest or another library."""
         return [frame for frame in traceback.extract_tb(tb)
-                if frame.filename in self.cells or not is_library_file(frame.filename)]
+                if frame.filename in self.cells or not (
+                    is_library_file(frame.filename) or frame.filename.startswith(_PYTEST))]
+
+
+def _test_machinery() -> tuple[str, ...]:
+    """Where pytest and its plugin library live: their frames are not the notebook's."""
+    import importlib.util
+
+    found = (importlib.util.find_spec(name) for name in ("_pytest", "pluggy"))
+    return tuple(os.path.dirname(spec.origin) + os.sep for spec in found
+                 if spec is not None and spec.origin)
+
+
+_PYTEST = _test_machinery()
 
 
 def _indent(text: str) -> list[str]:
@@ -87,7 +101,13 @@ class SubmissionFailure(Exception):
 
 
 def explain_failure(error: BaseException, places: Places, test_file: str) -> tuple[str, list[str]]:
-    """The status (`FAILED` or `NOT_DONE`) and the lines that explain why a test failed."""
+    """The status (`FAILED` or `NOT_DONE`) and the lines that explain why a test failed.
+
+    A stub's error that another error hides (``pytest.warns`` around a call of a stub
+    fails "DID NOT WARN") is the reason: the exercise is not done yet."""
+    stub = _stub_inside(error, places)
+    if stub is not None and stub is not error:
+        return explain_failure(stub, places, test_file)
     frames = places.user_frames(error.__traceback__)
     in_test = [f for f in frames if f.filename == test_file]
     if isinstance(error, SubmissionFailure):
@@ -111,6 +131,18 @@ def explain_failure(error: BaseException, places: Places, test_file: str) -> tup
                 else "an assertion failed")
         return FAILED, [head, *_indent(message or "AssertionError (no message)")]
     return FAILED, error_lines(error, places, test_file)
+
+
+def _stub_inside(error: BaseException, places: Places) -> BaseException | None:
+    """The stub's error among `error` and those it was raised while handling, if any."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if (isinstance(error, SubmissionFailure) and error.status == NOT_DONE) or \
+                places.raised_in_notebook(error, NotImplementedError):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def error_lines(error: BaseException, places: Places, test_file: str = "") -> list[str]:

@@ -196,8 +196,9 @@ def grade_submission(path: Path, bundle: Bundle, isolation: str,
     program, notes = worker_cells(bundle, submitted)
     notes += _test_cell_notes(bundle, submitted)
     with _scratch() as scratch:
+        cwd = str(path.resolve().parent) if isolation == "local" else None
         submission = Submission([cell for _, cell in program],
-                                lambda: ProcessChannel(isolation, limits), limits, scratch)
+                                lambda: ProcessChannel(isolation, limits, cwd), limits, scratch)
         try:
             results = run_exercise(bundle, program, submission, hidden=True)
         finally:

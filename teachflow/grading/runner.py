@@ -208,12 +208,13 @@ class TestRunner(Runner):
                                                        "(was it edited? its tests are as the "
                                                        "instructor wrote them when graded)"])
         needed = self._missing(used_names(source) - defined_names(source), cell.index)
-        if needed:
+        if needed:  # each of its tests fails (or is not done) for the same reason
             failures = [self.failures[i] for i in needed]
             status = NOT_DONE if all(f.status == NOT_DONE for f in failures) else FAILED
-            return TestCellResult(cell, status, lines=[
-                f"needs {', '.join(needed[f.cell.index])}: {f.sentence()}" for f in failures
-            ] + [line for f in failures for line in f.lines[1:]])
+            why = [f"needs {', '.join(needed[f.cell.index])}: {f.sentence()}"
+                   for f in failures] + [line for f in failures for line in f.lines[1:]]
+            return TestCellResult(cell, status, [TestResult(name, status, why)
+                                                 for name in test_functions(tree)])
         filename = self.places.register(cell, source)
         # A test cell runs in the tests' namespace, as in a kernel: a helper it defines serves
         # later cells.
@@ -246,12 +247,16 @@ class TestRunner(Runner):
                                              "tests: its collection failed?)"])
         if not failed:
             return TestResult(name, PASSED)
-        statuses, lines = set(), []
+        statuses, reasons = set(), {}  # (cases failing for the same reason: together)
         for case in failed:
             status, why = self._explain(case, filename, cell)
             statuses.add(status)
-            head = [f"case {case.name}:"] if case.name != name else []
-            lines += head + why
+            reasons.setdefault(tuple(why), []).append(case.name)
+        lines = []
+        for why, names in reasons.items():
+            if names != [name]:
+                lines.append(f"case{'s' * (len(names) > 1)} {', '.join(names)}:")
+            lines += why
         status = NOT_DONE if statuses == {NOT_DONE} else FAILED
         return TestResult(name, status, lines, "".join(c.printed for c in failed)[-OUTPUT_SHOWN:])
 
