@@ -85,7 +85,8 @@ def test_a_failing_assert_says_what_was_expected_and_what_was_got(release: Path,
     report = check_notebook(learner)
     assert report.results[0].status == "failed"
     shape, total = report.results[0].tests
-    assert shape.lines == ["line 2:  assert my_softmax(np.array([1.0, 2.0, 3.0])).shape == (3,)",
+    assert shape.lines == ["cell 4 (grade_id 'test_softmax'), line 2:  "
+                           "assert my_softmax(np.array([1.0, 2.0, 3.0])).shape == (3,)",
                            "got:      my_softmax(np.array([1.0, 2.0, 3.0])).shape = (3, 1)",
                            "expected: (3,)",
                            "got 2 items where 1 was expected"]

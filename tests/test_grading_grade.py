@@ -466,8 +466,10 @@ def test_bad_settings_and_missing_files_are_refused(softmax: Path, tmp_path: Pat
     missing = teachflow_command("grade", str(tmp_path / "nope.ipynb"), "--bundle", str(bundle),
                                 "--out", str(tmp_path / "r"))
     assert missing.returncode == 2 and "no such submission" in missing.stderr
-    with pytest.raises(GradingError, match="jobs and timeout must be positive"):
+    with pytest.raises(GradingError, match="jobs, timeout and budget must be positive"):
         grade([softmax / "softmax.ipynb"], bundle, tmp_path / "r", jobs=0, isolation="none")
+    with pytest.raises(GradingError, match="--budget 0"):
+        grade([softmax / "softmax.ipynb"], bundle, tmp_path / "r", budget=0, isolation="none")
 
 
 # -- Gradescope ---------------------------------------------------------------------------------
@@ -487,7 +489,10 @@ def test_the_autograder_holds_setup_run_bundle_and_wheel(autograder: Path) -> No
         modes = {info.filename: info.external_attr >> 16 for info in archive.infolist()}
         setup = archive.read("setup.sh").decode()
     wheel = next(n for n in names if n.endswith(".whl"))
-    assert {"setup.sh", "run_autograder", "grading/manifest.json"} <= names
+    assert {"README.md", "setup.sh", "run_autograder", "grading/manifest.json"} <= names
+    with zipfile.ZipFile(autograder) as archive:
+        readme = archive.read("README.md").decode()
+    assert "Base image**: Ubuntu 24.04 (or 22.04)" in readme
     assert modes["run_autograder"] & 0o111 and modes["setup.sh"] & 0o111
     assert "bubblewrap" in setup and wheel in setup
     with zipfile.ZipFile(autograder) as archive, \
@@ -495,6 +500,97 @@ def test_the_autograder_holds_setup_run_bundle_and_wheel(autograder: Path) -> No
         inside = set(built.namelist())
     assert "teachflow/grading/worker.py" in inside
     assert any(n.endswith(".dist-info/RECORD") for n in inside)
+
+
+SHIM = """#!/bin/sh
+# A stand-in for {name}: says what it was asked, in the log, and acts as the image would.
+echo "{name} $*" >> "$SHIMS/log"
+{body}
+"""
+
+#: What a command does on an image with `python3` of version `version` (and which packages
+#: apt-get can install: with the deadsnakes archive added, python3.12 too).
+PYTHON_SHIM = """case "$1" in
+  -c) exit {too_old} ;;
+  --version) echo "Python {version}" ;;
+  -m) mkdir -p "$3/bin"; printf '#!/bin/sh\\necho "pip $*" >> "$SHIMS/log"\\n' > "$3/bin/pip"
+      chmod +x "$3/bin/pip" ;;
+esac"""
+APT_SHIM = """case "$*" in
+  *python3.12*)
+    if [ -e "$SHIMS/deadsnakes" ] || [ "{archive_has_312}" = yes ]; then
+      sed "s/{{version}}/3.12/; s/{{too_old}}/0/" "$SHIMS/python.in" > "$SHIMS/python3.12"
+      sed -i "s/^echo \\"[^ ]* /echo \\"python3.12 /" "$SHIMS/python3.12"
+      chmod +x "$SHIMS/python3.12"
+    else
+      exit 100
+    fi ;;
+esac"""
+
+
+def _setup_on(autograder: Path, tmp_path: Path, python3: str, archive_has_312: bool = False,
+              ppa: bool = True) -> tuple[subprocess.CompletedProcess, str]:
+    """Run setup.sh on a stand-in image: `python3` of version `python3`, apt-get and
+    add-apt-repository that log what they are asked (and install python3.12 where the image's
+    archives have it), a few of the machine's own commands, and no other Python."""
+    shims = tmp_path / "shims"
+    shims.mkdir(parents=True)
+    too_old = int(tuple(map(int, python3.split("."))) < (3, 11))
+    python = SHIM.format(name="python3", body=PYTHON_SHIM.format(version="{version}",
+                                                                   too_old="{too_old}"))
+    (shims / "python.in").write_text(python)
+    (shims / "python3").write_text(python.replace("{version}", python3)
+                                   .replace("{too_old}", str(too_old)))
+    (shims / "apt-get").write_text(SHIM.format(name="apt-get", body=APT_SHIM.format(
+        archive_has_312="yes" if archive_has_312 else "no")))
+    (shims / "add-apt-repository").write_text(SHIM.format(
+        name="add-apt-repository", body='touch "$SHIMS/deadsnakes"' if ppa else "exit 1"))
+    for shim in ("python3", "apt-get", "add-apt-repository"):
+        os.chmod(shims / shim, 0o755)
+    with zipfile.ZipFile(autograder) as archive:
+        archive.extractall(tmp_path / "autograder" / "source")
+    tools = tmp_path / "tools"  # (the machine's commands the scripts use, and no Python)
+    tools.mkdir()
+    for tool in ("mkdir", "chmod", "sed", "touch"):
+        (tools / tool).symlink_to(shutil.which(tool))
+    environment = {"PATH": f"{shims}:{tools}", "SHIMS": str(shims),
+                   "AUTOGRADER_ROOT": str(tmp_path / "autograder"),
+                   "TEACHFLOW_PREFIX": str(tmp_path / "opt")}
+    setup = tmp_path / "autograder" / "source" / "setup.sh"
+    done = subprocess.run([shutil.which("bash"), str(setup)], env=environment,
+                          capture_output=True, text=True, timeout=60)
+    log = (shims / "log").read_text() if (shims / "log").exists() else ""
+    return done, log
+
+
+@pytest.mark.parametrize(("python3", "archive_has_312", "chosen", "deadsnakes"), [
+    ("3.12.3", False, "python3", False),    # Ubuntu 24.04: its own python3
+    ("3.10.12", False, "python3.12", True),  # Ubuntu 22.04: 3.12 from deadsnakes
+    ("3.10.12", True, "python3.12", False),  # an archive that has 3.12 itself
+])
+def test_setup_installs_a_python_teachflow_runs_on(autograder: Path, tmp_path: Path,
+                                                   python3: str, archive_has_312: bool,
+                                                   chosen: str, deadsnakes: bool) -> None:
+    done, log = _setup_on(autograder, tmp_path, python3, archive_has_312)
+    assert done.returncode == 0, done.stdout + done.stderr + log
+    assert "apt-get install -y --no-install-recommends bubblewrap" in log
+    assert f"{chosen} -m venv {tmp_path / 'opt'}" in log
+    assert ("add-apt-repository -y ppa:deadsnakes/ppa" in log) == deadsnakes
+    venv = "python3-venv" if chosen == "python3" else f"{chosen}-venv"
+    assert f"install -y --no-install-recommends {venv}" in log
+    wheel = next(n for n in zipfile.ZipFile(autograder).namelist() if n.endswith(".whl"))
+    assert f"pip install --no-cache-dir {tmp_path / 'autograder' / 'source' / wheel}[grading]" \
+        in log
+
+
+def test_setup_says_which_image_to_choose_when_no_python_can_be_had(autograder: Path,
+                                                                    tmp_path: Path) -> None:
+    done, _ = _setup_on(autograder, tmp_path, "3.8.10", ppa=False)  # not an Ubuntu image
+    assert done.returncode == 1
+    assert "no Python 3.11+ on this image" in done.stdout
+    assert "could not install Python 3.11+; choose the Ubuntu 24.04" in done.stderr
+    done, _ = _setup_on(autograder, tmp_path / "no-3.12", "3.8.10", ppa=True)
+    assert done.returncode == 0  # (deadsnakes has 3.12 for it)
 
 
 def _gradescope_layout(autograder: Path, root: Path, files: dict[str, Path]) -> Path:

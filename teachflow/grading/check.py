@@ -6,7 +6,7 @@ assertion in words (`teachflow.grading.failures`)::
 
     FAILED        test_softmax (2 points)
       test_shape
-        line 3:  assert my_softmax(x).shape == (3,)
+        cell 4 (grade_id 'test_softmax'), line 3:  assert my_softmax(x).shape == (3,)
         got:      my_softmax(x).shape = (3, 1)
         expected: (3,)
 

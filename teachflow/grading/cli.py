@@ -51,17 +51,18 @@ def grade_command(args: argparse.Namespace) -> int:
     from teachflow.grading.grade import grade
 
     done = grade(args.submissions, args.bundle, args.out, jobs=args.jobs, timeout=args.timeout,
-                 memory_mb=args.memory, isolation="none" if args.no_isolation else None)
+                 memory_mb=args.memory, isolation="none" if args.no_isolation else None,
+                 budget=args.budget, hidden_details=args.hidden_details)
     print(done.summary())
     return OK
 
 
 def gradescope_command(args: argparse.Namespace) -> int:
-    from teachflow.grading.gradescope import autograder
+    from teachflow.grading.gradescope import BASE_IMAGE, autograder
 
     path = autograder(args.bundle, args.out)
     print(f"wrote {path}: upload it as the assignment's autograder (a Gradescope "
-          f"\"Programming Assignment\", Ubuntu image)")
+          f"\"Programming Assignment\"; base image: {BASE_IMAGE}; README.md inside says more)")
     return OK
 
 
@@ -90,7 +91,18 @@ SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
         (("--jobs",), {"type": int, "default": 2, "metavar": "N",
                        "help": "submissions graded at once (default 2)"}),
         (("--timeout",), {"type": float, "default": 30.0, "metavar": "S",
-                          "help": "seconds each cell and each test may take (default 30)"}),
+                          "help": "seconds each cell and each call of a learner's function "
+                                  "may take (default 30); a function whose call ran past it "
+                                  "is not called again"}),
+        (("--budget",), {"type": float, "default": None, "metavar": "S",
+                         "help": "seconds for all of one submission's cells and calls "
+                                 "(default: 10 timeouts, at least 300)"}),
+        (("--hidden-details",), {"action": "store_true",
+                                 "help": "write why a hidden test failed in full, its line "
+                                         "and the values it compared (learners see them once "
+                                         "grades are published, the expected answer "
+                                         "included); by default only 'failed' or 'not done "
+                                         "yet'"}),
         (("--memory",), {"type": int, "default": 2048, "metavar": "MB",
                          "help": "memory of a learner's process (default 2048)"}),
         (("--no-isolation",), {"action": "store_true",

@@ -34,19 +34,27 @@ PASSED, FAILED, NOT_DONE = "passed", "failed", "not done yet"
 
 @dataclass
 class Places:
-    """The notebook cells compiled so far, by the file name their code was compiled under."""
+    """The notebook cells compiled so far, by the file name their code was compiled under.
+
+    A cell a kernel ran was compiled under a file name of the kernel's (``cell In[7]``); a
+    message names it by its place in the notebook all the same (``cell 12``), when its text is
+    that of a cell of the saved notebook, so that one report never mixes the two."""
 
     cells: dict[str, Cell] = field(default_factory=dict)
+    texts: dict[str, Cell] = field(default_factory=dict)
 
     def register(self, cell: Cell, source: str) -> str:
         """A file name for `cell`'s code, its lines kept for tracebacks and messages."""
         filename = f"<notebook cell {cell.index + 1}>"
         self.cells[filename] = cell
+        for text in (source, cell.source):
+            self.texts[text.strip()] = cell
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         return filename
 
     def where(self, filename: str, lineno: int) -> str:
-        cell = self.cells.get(filename)
+        cell = self.cells.get(filename) or self.texts.get("".join(
+            linecache.getlines(filename)).strip()) if filename else None
         if cell is not None:
             return f"{cell.describe()}, line {lineno}"
         return str(SourceLocation(filename, lineno))
@@ -115,7 +123,8 @@ def explain_failure(error: BaseException, places: Places, test_file: str) -> tup
                   ] if in_test else []
         return error.status, [*error.lines, *called]
     if isinstance(error, AssertionFailure):
-        return FAILED, [f"line {error.lineno}:  {error.statement}", *error.details]
+        return FAILED, [f"{places.where(test_file, error.lineno)}:  {error.statement}",
+                        *error.details]
     if places.raised_in_notebook(error, NotImplementedError):
         source = next((f for f in reversed(frames) if f.filename != test_file), None)
         who = f"{source.name} " if source and source.name != "<module>" else ""

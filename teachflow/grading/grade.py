@@ -17,9 +17,15 @@ class, and writes
   then one column per test cell's ``grade_id``), the file to paste into a grade book.
 
 ``<submission>`` is the file's stem; when two submissions share a stem (``alice/hw.ipynb``,
-``bob/hw.ipynb``) their folders' names are joined in front (``alice-hw``, ``bob-hw``). A folder
-given as a submission stands for every notebook inside it. Scores are computed and written by
-this process alone, after the worker that ran the learner's code is gone.
+``bob/hw.ipynb``) their folders' names are joined in front (``alice-hw``, ``bob-hw``), and a
+stem that is the name of something grading writes (``grades.csv.ipynb``) gets a number
+(``grades.csv-2``): no learner's file name can collide with the class's files. A folder given
+as a submission stands for every notebook inside it. Scores are computed and written by this
+process alone, after the worker that ran the learner's code is gone.
+
+A hidden test's entry says whether it passed, and, when it did not, only why in general (not
+done yet, or failed): its line and the values it compared would show learners the expected
+answer once grades are published. ``--hidden-details`` writes them in full.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from teachflow.errors import GradingError
 from teachflow.grading import sandbox
 from teachflow.grading.bundle import Bundle, load_bundle
 from teachflow.grading.failures import PASSED
-from teachflow.grading.judge import Judged, grade_submission
+from teachflow.grading.judge import Judged, TestOutcome, grade_submission
 
 WARNING = """\
 **********************************************************************************
@@ -56,6 +62,11 @@ ISOLATION_SAYS = {
             "folder (bubblewrap is not available: {why})",
     "none": "submissions run WITHOUT isolation",
 }
+
+
+GRADES = "grades.csv"
+#: What grading writes into RESULTS beside the submissions' folders (no submission's name).
+WRITTEN = frozenset({GRADES})
 
 
 @dataclass
@@ -108,20 +119,23 @@ def submission_names(paths: Sequence[Path]) -> dict[Path, str]:
         name = path.stem if stems[path.stem] == 1 else \
             f"{path.resolve().parent.name}-{path.stem}"
         base, count = name, 1
-        while name in taken or not name.strip(".") or os.sep in name:
+        while name.lower() in taken or name.lower() in WRITTEN or not name.strip(".") or \
+                os.sep in name:
             count += 1
             name = f"{base}-{count}"
-        taken.add(name)
+        taken.add(name.lower())
         names[path] = name
     return names
 
 
-def results_json(judged: Judged) -> dict[str, Any]:
-    """A submission's result in Gradescope's autograder format."""
+def results_json(judged: Judged, hidden_details: bool = False) -> dict[str, Any]:
+    """A submission's result in Gradescope's autograder format (a hidden test's output in
+    general terms, unless `hidden_details`: see the module's docstring)."""
     tests = [{"name": f"{t.cell}: {t.name}", "score": round(t.score, 6),
               "max_score": round(t.max_score, 6),
               "status": "passed" if t.status == PASSED else "failed",
-              "output": "\n".join(t.lines),
+              "output": "\n".join(t.lines if hidden_details or not t.hidden
+                                  else _hidden_output(t)),
               "visibility": "after_published" if t.hidden else "visible"}
              for t in judged.tests]
     passed = sum(t.status == PASSED for t in judged.tests)
@@ -131,10 +145,17 @@ def results_json(judged: Judged) -> dict[str, Any]:
             "tests": tests}
 
 
-def write_results(folder: Path, judged: Judged) -> None:
+def _hidden_output(test: TestOutcome) -> list[str]:
+    if test.status == PASSED:
+        return []
+    why = "not done yet" if test.lines[:1] == ["not done yet:"] else "failed"
+    return [f"This hidden test {why}; what it checks is not shown."]
+
+
+def write_results(folder: Path, judged: Judged, hidden_details: bool = False) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").write_text(json.dumps(results_json(judged), indent=1) + "\n",
-                                         encoding="utf-8")
+    (folder / "results.json").write_text(
+        json.dumps(results_json(judged, hidden_details), indent=1) + "\n", encoding="utf-8")
 
 
 def _check_placement(bundle: Bundle, submissions: list[Path], out: Path,
@@ -158,17 +179,19 @@ def _check_placement(bundle: Bundle, submissions: list[Path], out: Path,
 def grade(submissions: Iterable[str | os.PathLike[str]], bundle: str | os.PathLike[str],
           out: str | os.PathLike[str], jobs: int = 2, timeout: float = 30.0,
           memory_mb: int = 2048, isolation: str | None = None,
-          progress: bool = True) -> Graded:
+          progress: bool = True, budget: float | None = None,
+          hidden_details: bool = False) -> Graded:
     """Grade `submissions` against the bundle at `bundle` into `out` (see the module's
     docstring). `isolation`: one of `sandbox.ISOLATIONS`, or None for the strongest that
-    works here (a `GradingError` when none does)."""
+    works here (a `GradingError` when none does); `budget`: seconds for all of one
+    submission's cells and calls (`sandbox.Limits.budget` when None)."""
     start = time.perf_counter()
     loaded = load_bundle(bundle)
     paths = notebooks(submissions)
-    if jobs < 1 or timeout <= 0 or memory_mb < 256:
-        raise GradingError(f"--jobs {jobs}, --timeout {timeout:g}, --memory {memory_mb}: "
-                           f"jobs and timeout must be positive, memory at least 256 MB",
-                           op="grade")
+    if jobs < 1 or timeout <= 0 or memory_mb < 256 or (budget is not None and budget <= 0):
+        raise GradingError(f"--jobs {jobs}, --timeout {timeout:g}, --memory {memory_mb}, "
+                           f"--budget {budget}: jobs, timeout and budget must be positive, "
+                           f"memory at least 256 MB", op="grade")
     reasons: list[str] = []
     if isolation is None:
         isolation, reasons = sandbox.find_isolation(allow_none=False)
@@ -176,14 +199,14 @@ def grade(submissions: Iterable[str | os.PathLike[str]], bundle: str | os.PathLi
     results = Path(out)
     _check_placement(loaded, paths, results, isolation)
     results.mkdir(parents=True, exist_ok=True)
-    limits = sandbox.Limits(timeout=timeout, memory_mb=memory_mb)
+    limits = sandbox.Limits(timeout=timeout, memory_mb=memory_mb, total=budget)
     names = submission_names(paths)
     scores: dict[str, dict[str, float]] = {}
     for path, judged in _progress(_graded(paths, loaded, isolation, limits, jobs), len(paths),
                                   progress):
-        write_results(results / names[path], judged)
+        write_results(results / names[path], judged, hidden_details)
         scores[names[path]] = judged.cell_scores(loaded)
-    _write_csv(results / "grades.csv", [names[p] for p in paths], scores, loaded)
+    _write_csv(results / GRADES, [names[p] for p in paths], scores, loaded)
     totals = {name: sum(cells.values()) for name, cells in scores.items()}
     return Graded(results, names, totals, loaded.total_points, time.perf_counter() - start,
                   isolation)

@@ -6,8 +6,13 @@ submission puts the learner's files in ``/autograder/submission``, runs
 ``/autograder/run_autograder``, and reads ``/autograder/results/results.json``. The zip
 written here holds:
 
-- ``setup.sh``: installs Python, bubblewrap, and teachflow from the wheel beside it (built
-  here from the teachflow that writes the zip, so both grade alike) into ``/opt/teachflow``;
+- ``README.md``: for the instructor: the base image to choose (`BASE_IMAGE`) and what the
+  scripts do;
+- ``setup.sh``: installs bubblewrap, a Python teachflow runs on (3.11 or newer: the image's own
+  where it is new enough, as on Ubuntu 24.04; else Python 3.12 from Ubuntu's archive, or from
+  the deadsnakes archive on Ubuntu 22.04, whose own is 3.10), and teachflow from the wheel
+  beside it (built here from the teachflow that writes the zip, so both grade alike) into a
+  virtual environment in ``/opt/teachflow``;
 - ``run_autograder``: makes the bundle readable by root only, finds the submitted notebook
   (the one named as the exercise, else the only one), grades it with ``teachflow grade``
   (the strongest isolation the container allows: bubblewrap, else a user id of its own) and
@@ -16,9 +21,10 @@ written here holds:
 - ``grading/``: the bundle;
 - the wheel.
 
-``run_autograder`` reads ``AUTOGRADER_ROOT`` (default ``/autograder``) and
-``TEACHFLOW_PYTHON`` (default ``/opt/teachflow/bin/python``), so it also runs in a folder laid
-out as Gradescope lays it out, which is how the tests run it.
+Both scripts read ``AUTOGRADER_ROOT`` (default ``/autograder``); ``setup.sh`` reads
+``TEACHFLOW_PREFIX`` (default ``/opt/teachflow``) and ``run_autograder`` ``TEACHFLOW_PYTHON``
+(default ``/opt/teachflow/bin/python``), so they also run in a folder laid out as Gradescope
+lays it out, which is how the tests run them.
 """
 
 from __future__ import annotations
@@ -40,14 +46,51 @@ from teachflow.grading.bundle import MANIFEST, load_bundle
 from teachflow.grading.grade import grade
 from teachflow.viz.assets import widgets_folder
 
+#: The image to choose in Gradescope's autograder settings (setup.sh works on both).
+BASE_IMAGE = "Ubuntu 24.04 (or 22.04), the Base variant"
+MIN_PYTHON = (3, 11)
+
 SETUP = """\
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image.
+# Base image: {base_image}. teachflow needs Python {major}.{minor} or newer: Ubuntu 24.04's own
+# python3 is; Ubuntu 22.04's (3.10) is not, so Python 3.12 comes from the deadsnakes archive.
 set -euo pipefail
+ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
+PREFIX="${{TEACHFLOW_PREFIX:-/opt/teachflow}}"
+export DEBIAN_FRONTEND=noninteractive
+
+new_enough() {{
+  command -v "$1" >/dev/null 2>&1 &&
+    "$1" -c 'import sys; sys.exit(sys.version_info < ({major}, {minor}))' 2>/dev/null
+}}
+
+find_python() {{
+  for candidate in python3 python3.13 python3.12 python3.11; do
+    if new_enough "$candidate"; then echo "$candidate"; return 0; fi
+  done
+  return 1
+}}
+
 apt-get update
-apt-get install -y --no-install-recommends python3 python3-venv python3-pip bubblewrap
-python3 -m venv /opt/teachflow
-/opt/teachflow/bin/pip install --no-cache-dir "/autograder/source/{wheel}[grading]"
+apt-get install -y --no-install-recommends bubblewrap ca-certificates
+if ! PYTHON=$(find_python); then
+  echo "setup.sh: no Python {major}.{minor}+ on this image; installing Python 3.12"
+  apt-get install -y --no-install-recommends python3.12 python3.12-venv || {{
+    apt-get install -y --no-install-recommends software-properties-common gnupg &&
+      add-apt-repository -y ppa:deadsnakes/ppa && apt-get update &&
+      apt-get install -y --no-install-recommends python3.12 python3.12-venv
+  }} || true
+  PYTHON=$(find_python) || {{
+    echo "setup.sh: could not install Python {major}.{minor}+; choose the {base_image} image" >&2
+    exit 1
+  }}
+fi
+if [ "$PYTHON" = python3 ]; then VENV_PACKAGE=python3-venv; else VENV_PACKAGE="$PYTHON-venv"; fi
+apt-get install -y --no-install-recommends "$VENV_PACKAGE"
+echo "setup.sh: teachflow runs on $("$PYTHON" --version 2>&1)"
+"$PYTHON" -m venv "$PREFIX"
+"$PREFIX/bin/pip" install --no-cache-dir "$ROOT/source/{wheel}[grading]"
 """
 
 RUN = """\
@@ -58,7 +101,23 @@ ROOT="${{AUTOGRADER_ROOT:-/autograder}}"
 PYTHON="${{TEACHFLOW_PYTHON:-/opt/teachflow/bin/python}}"
 chmod -R go-rwx "$ROOT/source" "$ROOT/submission"   # the hidden tests: root's alone
 mkdir -p "$ROOT/results"
-exec "$PYTHON" -m teachflow.grading.gradescope "$ROOT" {notebook}
+exec "$PYTHON" -c 'import sys; from teachflow.grading.gradescope import run
+sys.exit(run(sys.argv[1], sys.argv[2]))' "$ROOT" {notebook}
+"""
+
+README = """\
+# Gradescope autograder for {notebook}
+
+Written by `teachflow gradescope`. Upload this zip as the autograder of a Gradescope
+"Programming Assignment".
+
+- **Base image**: {base_image}. `setup.sh` installs Python {major}.{minor}+ where the image's own
+  is older (Ubuntu 22.04: Python 3.12 from the deadsnakes archive), bubblewrap, and teachflow
+  {version} from the wheel in this zip.
+- **Each submission**: `run_autograder` grades the notebook named `{notebook}` (or the only
+  notebook submitted) with `teachflow grade`: the learner's code in bubblewrap, the tests
+  outside it. Hidden tests say only whether they passed until `--hidden-details` is given.
+- `grading/` holds the hidden tests: this zip is for instructors only.
 """
 
 
@@ -71,8 +130,12 @@ def autograder(bundle: str | os.PathLike[str], out: str | os.PathLike[str]) -> P
         raise GradingError(f"{path} does not end in .zip", op="gradescope",
                            hint="teachflow gradescope DIR/grading --out autograder.zip")
     path.parent.mkdir(parents=True, exist_ok=True)
+    versions = {"major": MIN_PYTHON[0], "minor": MIN_PYTHON[1], "base_image": BASE_IMAGE}
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        _add(archive, "setup.sh", SETUP.format(wheel=wheel_name).encode(), executable=True)
+        _add(archive, "README.md", README.format(
+            notebook=loaded.notebook, version=teachflow_version(), **versions).encode())
+        _add(archive, "setup.sh", SETUP.format(wheel=wheel_name, **versions).encode(),
+             executable=True)
         _add(archive, "run_autograder", RUN.format(notebook=_quoted(loaded.notebook)).encode(),
              executable=True)
         for name in (MANIFEST, "README.md"):
@@ -92,6 +155,10 @@ def _add(archive: zipfile.ZipFile, name: str, data: bytes, executable: bool = Fa
     info.external_attr = (0o100755 if executable else 0o100644) << 16
     info.compress_type = zipfile.ZIP_DEFLATED
     archive.writestr(info, data)
+
+
+def teachflow_version() -> str:
+    return importlib.metadata.distribution("teachflow").version
 
 
 def build_wheel() -> tuple[str, bytes]:
@@ -131,8 +198,9 @@ def _digest(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def run(root: Path, notebook: str) -> int:
+def run(root: str | Path, notebook: str) -> int:
     """``run_autograder``'s work: grade the one submitted notebook under `root`."""
+    root = Path(root)
 
     results = root / "results" / "results.json"
     submitted = sorted(p for p in (root / "submission").rglob("*.ipynb")
@@ -153,8 +221,3 @@ def run(root: Path, notebook: str) -> int:
         shutil.rmtree(private, ignore_errors=True)
     return 0
 
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(run(Path(sys.argv[1]), sys.argv[2]))

@@ -149,6 +149,8 @@ class Submission:
     def _start(self) -> Channel:
         """A worker with the cells that ran so far run again (but those that killed one)."""
         while self.channel is None:
+            if self.spent >= self.limits.budget:
+                raise WorkerStopped(self._spent())
             if self.starts >= MAX_STARTS:
                 raise WorkerStopped(f"the worker was stopped {MAX_STARTS} times; no more tries")
             self.starts += 1
@@ -221,8 +223,7 @@ class Submission:
         left = self.limits.budget - self.spent
         if left <= 0:
             self.close()
-            raise WorkerStopped(f"{what} was not run: the submission used up its "
-                                f"{self.limits.budget:g} s in all")
+            raise WorkerStopped(f"{what} was not run: {self._spent()}")
         channel = self.channel
         assert channel is not None
         start = time.monotonic()
@@ -236,6 +237,10 @@ class Submission:
             raise
         finally:
             self.spent += time.monotonic() - start
+
+
+    def _spent(self) -> str:
+        return f"the submission used up its {self.limits.budget:g} s in all"
 
 
 def _lines(lines: Any) -> list[str]:
