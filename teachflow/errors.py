@@ -264,6 +264,11 @@ class AutodiffError(TeachflowError):
     """A gradient that cannot be computed as asked (a non-scalar output, no tracked input, ...)."""
 
 
+class GradientWarning(UserWarning):
+    """A gradient that is computed, but likely not the one meant: an output that does not
+    depend on the arguments differentiated gives zeros."""
+
+
 def expect_callable(fn: object, op: str, example: str) -> None:
     """`fn` must be callable (a function, a method, a module...): a clear error where it is not
     (``tfl.grad(None)``, ``tfl.function(f())`` with f's result instead of f)."""

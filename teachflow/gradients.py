@@ -17,7 +17,14 @@ from teachflow import dispatch
 from teachflow.autodiff import enable_grad
 from teachflow.backprop import backpropagate, filled_like, seed_of
 from teachflow.dispatch import bind
-from teachflow.errors import AutodiffError, DTypeError, expect_callable, on_behalf_of
+from teachflow.errors import (
+    AutodiffError,
+    DTypeError,
+    GradientWarning,
+    expect_callable,
+    on_behalf_of,
+    warn_at_user_line,
+)
 from teachflow.ops import elementwise
 from teachflow.spec import is_int
 from teachflow.tensor import Tensor, as_tensor
@@ -118,12 +125,19 @@ def _gradients(out: Any, inputs: list, create_graph: bool) -> list:
         what = f"shape {out.shape}" if isinstance(out, Tensor) else type(out).__name__
         raise AutodiffError(f"the function must return a scalar tensor, but returned {what}",
                             op="grad", hint="return a scalar such as loss.sum() or loss.mean()")
-    if out._node is None:  # the output does not depend on any input
-        return [filled_like(x, 0) for x in inputs]
-    targets = {x._node for x in inputs}
-    origin = getattr(out._node, "source", None)
-    with on_behalf_of(origin and replace(origin, note="seed: d(out)/d(out) = 1")):
-        seed = seed_of(out, None, "grad")
-    found = dict(backpropagate(out._node, seed, targets, create_graph))
+    found: dict = {}
+    if out._node is not None:
+        targets = {x._node for x in inputs}
+        origin = getattr(out._node, "source", None)
+        with on_behalf_of(origin and replace(origin, note="seed: d(out)/d(out) = 1")):
+            seed = seed_of(out, None, "grad")
+        found = dict(backpropagate(out._node, seed, targets, create_graph))
+    if not found:
+        warn_at_user_line(
+            "the function's output does not depend on the arguments differentiated: no op "
+            "recorded links them, so each gradient is zeros. Expected otherwise? Then the "
+            "output was computed outside teachflow (NumPy, .numpy(), .item(), float()), under "
+            "tfl.no_grad(), through .detach() or a comparison, or by code whose result comes "
+            "back as plain values", GradientWarning)
     return [found[x._node] if x._node in found else filled_like(x, 0)
             for x in inputs]

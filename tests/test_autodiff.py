@@ -391,17 +391,26 @@ def test_closure_parameters_are_not_affected() -> None:
     close(x.grad, [2.0, 3.0])
 
 
-def test_output_that_does_not_depend_on_the_input_gives_zeros() -> None:
+def test_output_that_does_not_depend_on_the_input_gives_zeros_and_says_so() -> None:
     x = tfl.tensor([1.0, 2.0, 3.0], dtype="float64")
-    g = tfl.grad(lambda x: tfl.tensor(5.0))(x)
+    with pytest.warns(tfl.GradientWarning, match="computed outside teachflow") as warned:
+        g = tfl.grad(lambda x: tfl.tensor(5.0))(x)
+    assert warned[0].filename == __file__  # (at the learner's line)
     assert g.shape == (3,) and g.dtype == np.float64
     close(g, [0.0, 0.0, 0.0])
-    ga, gb = tfl.grad(lambda a, b: (b * 2).sum(), argnums=(0, 1))(x, tfl.ones(2))
+    with warnings.catch_warnings():  # one argument it depends on: zeros for the other, quietly
+        warnings.simplefilter("error")
+        ga, gb = tfl.grad(lambda a, b: (b * 2).sum(), argnums=(0, 1))(x, tfl.ones(2))
     close(ga, np.zeros(3))
     close(gb, [2.0, 2.0])
     # Only through a comparison or a detach: no gradient path either.
-    close(tfl.grad(lambda x: (x > 1).sum() * 1.0)(x), np.zeros(3))
-    close(tfl.grad(lambda x: x.detach().sum())(x), np.zeros(3))
+    with pytest.warns(tfl.GradientWarning):
+        close(tfl.grad(lambda x: (x > 1).sum() * 1.0)(x), np.zeros(3))
+    with pytest.warns(tfl.GradientWarning):
+        close(tfl.grad(lambda x: x.detach().sum())(x), np.zeros(3))
+    # Values made outside teachflow: the gradient a learner loses without a word
+    with pytest.warns(tfl.GradientWarning):
+        close(tfl.grad(lambda x: tfl.tensor(np.exp(x.numpy())).sum())(x), np.zeros(3))
 
 
 # --- Gradients of gradients ---------------------------------------------------------------------

@@ -275,6 +275,24 @@ def test_check_in_a_real_ipython_shell(release: Path, tmp_path: Path) -> None:
     assert "<check of" not in run.stdout
 
 
+def test_in_a_kernel_a_cell_is_named_by_its_place_in_the_notebook(release: Path,
+                                                                   tmp_path: Path) -> None:
+    wrong = "def my_softmax(x):\n    return x[5]"  # an IndexError, raised in the kernel's cell
+    learner = answered(release, tmp_path / "learner.ipynb", softmax=wrong)
+    script = textwrap.dedent(f"""
+        from IPython.core.interactiveshell import InteractiveShell
+        shell = InteractiveShell.instance()
+        shell.run_cell("import numpy as np\\nimport teachflow as tfl", store_history=True)
+        shell.run_cell({wrong!r}, store_history=True)
+        shell.run_cell("tfl.grading.check({str(learner)!r})", store_history=True)
+    """)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=60)
+    assert "raised at cell 3 (grade_id 'softmax'), line 2:  return x[5]" in run.stdout, \
+        run.stdout + run.stderr
+    assert "In[" not in run.stdout  # (the kernel's count for the same cell: never both)
+
+
 def test_the_command_exits_0_only_when_every_visible_test_passes(release: Path,
                                                                  tmp_path: Path) -> None:
     master_run = teachflow_command("check", str(tmp_path / "softmax.ipynb"))

@@ -605,6 +605,7 @@ def _gradescope_layout(autograder: Path, root: Path, files: dict[str, Path]) -> 
     done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=environment,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
+    assert "Warning" not in done.stderr, done.stderr  # (runpy's, once: it starts clean)
     return root / "results" / "results.json"
 
 

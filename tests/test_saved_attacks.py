@@ -403,3 +403,35 @@ def test_names_that_read_as_code_stay_names(saved: Path) -> None:
     page = loaded.to_html(saved / "page.html").read_text()
     assert "<script>alert" not in page
     assert not Path("pwned").exists() and not (saved / "pwned").exists()
+
+
+
+def many_folds(x: tfl.Tensor, count: int = 200) -> tfl.Tensor:
+    """`count` nodes, each foldable into a 512 kB constant: 200 MB if all 200 were folded."""
+    big = tfl.zeros(1 << 16, dtype="float64")
+    return sum(((big + float(i)) * 2.0).max() for i in range(count)) + x
+
+
+def test_a_small_file_of_many_foldable_nodes_loads_in_little_memory(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from teachflow.passes.constant_fold import MAX_FOLDED_BYTES
+
+    folder = tfl.save(tfl.compile(many_folds, tfl.ones(3, dtype="float64"), passes=[]),
+                      tmp_path / "folds")
+    assert sum(f.stat().st_size for f in folder.iterdir()) < 1 << 20  # the file is small ...
+    tracemalloc.start()
+    try:
+        loaded = tfl.load(folder)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * MAX_FOLDED_BYTES, f"loading took {peak >> 20} MB"  # ... and so is loading
+    folded = [c.data.nbytes for c in loaded.compilation.snapshots[2].graph.constants]
+    assert loaded.compilation.snapshots[2].pass_name == "constant_fold"
+    assert MAX_FOLDED_BYTES // 2 < sum(folded) <= MAX_FOLDED_BYTES  # folded up to the bound
+    # What is not folded is computed when the graph runs, the same values either way
+    few = tfl.compile(lambda x: many_folds(x, 40), tfl.ones(3, dtype="float64"),
+                      passes=["constant_fold"])
+    np.testing.assert_allclose(few(tfl.ones(3, dtype="float64")).numpy(),
+                               2 * sum(range(40)) + np.ones(3))

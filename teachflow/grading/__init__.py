@@ -13,26 +13,30 @@ tests between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``) and locke
     teachflow gradescope build/grading --out autograder.zip
 
 and, in the notebook, ``tfl.grading.check()``. Grading runs the learner's code in a sandboxed
-worker and the instructor's tests in a trusted process; between them, only plain data.
+worker and the instructor's tests in a trusted process; between them, only plain data. A check
+takes the same route without the walls, so what it says is what grading gives.
 
 The chapters, in reading order:
 
 - `notebook`: a notebook file as JSON cells, and the role nbgrader's marks give each cell;
 - `cells`: a code cell read without running it: its Python, the names it defines and uses;
 - `regions`: the marked regions, and the stub that replaces an answer;
+- `testcell`: a test cell's tests run by pytest itself (parametrize, fixtures, marks);
 - `authoring`: the rules a master keeps, and the notebook learners get;
 - `bundle`: the grading bundle's format (``manifest.json``), written and loaded;
-- `assign`: ``teachflow assign``, the master checked and both folders written;
 - `explain`: values in plain words, and how two values differ;
 - `rewrite`: pytest's trick: asserts that keep their values when they fail;
 - `failures`: why a test did not pass, in a sentence, with the line it came from;
-- `runner`: the learner's cells run as a fresh kernel would, then each test cell's tests;
-- `check`: ``teachflow check`` and ``tfl.grading.check()``, and the report they print;
+- `shell`: IPython as a notebook's kernel sets it up (magics such as ``%matplotlib``);
+- `runner`: the learner's cells run as a kernel would; each test cell's tests at its place;
 - `wire`: plain data across the sandbox's wall, and the messages that carry it;
 - `sandbox`: how a worker is walled in (bubblewrap, a user id of its own, limits);
-- `worker`: the learner's code in the sandbox, answering the grader's calls;
-- `remote`: the worker seen from the trusted side, and proxies for the learner's names;
-- `judge`: one submission graded: the worker's program, the tests, the score;
+- `worker`: the learner's code, answering the tests' calls (gradients included);
+- `submission`: the worker seen from the tests: started, timed, restarted, on a budget;
+- `remote`: proxies for the learner's names; errors, warnings and gradients across the wall;
+- `judge`: one notebook judged by the one route of check and grade;
+- `check`: ``teachflow check`` and ``tfl.grading.check()``, and the report they print;
+- `assign`: ``teachflow assign``, the master checked, graded, and both folders written;
 - `grade`: ``teachflow grade``: a class in parallel, results.json and grades.csv;
 - `gradescope`: ``teachflow gradescope``: the same grading as a Gradescope autograder;
 - `cli`: the ``teachflow`` command and its subcommands.

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from teachflow.errors import GradingError
+from teachflow.grading import runner
 from teachflow.grading.bundle import Bundle, of_notebook
 from teachflow.grading.failures import NOT_DONE, PASSED
 from teachflow.grading.judge import run_exercise, worker_cells
@@ -145,23 +146,19 @@ def _exercise_of(path: Path) -> tuple[Bundle, list[tuple[float, Cell]]]:
 #: A check gives a learner's code the deadlines and memory grading gives it by default.
 DEFAULT_LIMITS = Limits()
 
-_running = False  # a check is running now (whose notebook may call check() too)
-
-
 @contextlib.contextmanager
 def _running_check(path: Path) -> Iterator[None]:
     """The tests' side runs as Jupyter runs a notebook: in its folder, which is also where
     imports look first; a check() inside it does nothing."""
-    global _running
     cwd, sys_path, backend = os.getcwd(), list(sys.path), os.environ.get("MPLBACKEND")
     os.chdir(path.parent)
     sys.path.insert(0, str(path.parent))
     os.environ["MPLBACKEND"] = backend or "Agg"  # plots are drawn into nothing, not a window
-    _running = True
+    runner.inside_check = True
     try:
         yield
     finally:
-        _running = False
+        runner.inside_check = False
         os.chdir(cwd)
         sys.path[:] = sys_path
         if backend is None:
@@ -226,7 +223,7 @@ def check(path: str | os.PathLike[str] | None = None) -> Report | None:
     In a notebook, the tests run against the functions as you last ran them; elsewhere (a
     script), the notebook at `path` runs from the top first, as ``teachflow check`` runs it.
     A notebook's own ``check()`` cell, run by ``teachflow check``, does nothing (None)."""
-    if _running:
+    if runner.inside_check:
         return None
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None else None

@@ -54,6 +54,9 @@ from teachflow.grading.testcell import Case, run_cell_tests
 
 OUTPUT_SHOWN = 2000  # characters of a failing test's printed output shown with it
 
+#: True while a check runs, and in a worker: a notebook's own ``check()`` cell does nothing.
+inside_check = False
+
 
 @dataclass
 class TestResult:

@@ -158,9 +158,9 @@ class Worker:
                     for c in cells]
         self.cells = {cell.index: cell for cell in notebook}
         if self.namespace is None:
-            from teachflow.grading import check
+            from teachflow.grading import runner
 
-            check._running = True  # (a notebook's own check() cell does nothing here)
+            runner.inside_check = True  # (a notebook's own check() cell does nothing here)
             self.runner = Runner(notebook, fresh_namespace(notebook))
         else:
             self.runner = Runner(notebook, self.namespace, ran_by_kernel=True)
