@@ -150,3 +150,11 @@ def test_a_hidden_test_does_not_show_what_it_expects(exercise, tmp_path: Path) -
     assert plain["status"] == full["status"] == "failed"
     assert plain["output"] == "This hidden test failed; what it checks is not shown."
     assert "assert fast(3) == 3" in full["output"] and "41" in full["output"]
+    # What the learner's own code did is theirs to see: its error, and where
+    raising = answered(release, tmp_path / "raising.ipynb",
+                       {**RIGHT, "fast": "def fast(n):\n    return n / (n - 3) * (n - 3)"})
+    grade([raising], bundle, tmp_path / "raising", jobs=1, isolation=ISOLATION, progress=False)
+    tests = json.loads((tmp_path / "raising" / "raising" / "results.json").read_text())["tests"]
+    output = next(t for t in tests if t["name"] == "test_staged: test_hidden")["output"]
+    assert output.startswith("This hidden test failed; what it checks is not shown.\nYour code:")
+    assert "ZeroDivisionError: division by zero" in output and "fast(3)" not in output

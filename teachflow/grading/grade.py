@@ -24,8 +24,9 @@ as a submission stands for every notebook inside it. Scores are computed and wri
 process alone, after the worker that ran the learner's code is gone.
 
 A hidden test's entry says whether it passed, and, when it did not, only why in general (not
-done yet, or failed): its line and the values it compared would show learners the expected
-answer once grades are published. ``--hidden-details`` writes them in full.
+done yet, or failed) and what the learner's own code did (the error it raised, the deadline it
+ran past): the test's line and the values it compared would show learners the expected answer
+once grades are published. ``--hidden-details`` writes them in full.
 """
 
 from __future__ import annotations
@@ -146,10 +147,13 @@ def results_json(judged: Judged, hidden_details: bool = False) -> dict[str, Any]
 
 
 def _hidden_output(test: TestOutcome) -> list[str]:
+    """A hidden test's output: that it failed, and what the learner's own code did (an error,
+    a deadline run past), never the test's lines or the values it expected."""
     if test.status == PASSED:
         return []
     why = "not done yet" if test.lines[:1] == ["not done yet:"] else "failed"
-    return [f"This hidden test {why}; what it checks is not shown."]
+    own = ["Your code:", *test.own] if test.own else []
+    return [f"This hidden test {why}; what it checks is not shown.", *own]
 
 
 def write_results(folder: Path, judged: Judged, hidden_details: bool = False) -> None:

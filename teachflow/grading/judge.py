@@ -66,6 +66,7 @@ class TestOutcome:
     max_score: float
     hidden: bool
     lines: list[str] = field(default_factory=list)
+    own: list[str] = field(default_factory=list)  # about the learner's code alone
 
     @property
     def score(self) -> float:
@@ -283,7 +284,7 @@ def _bind(namespace: dict[str, Any], uses: set[str], remote_names: set[str], bou
 
 def _record(entry: BundleCell, result: TestCellResult,
             by_name: dict[tuple[str, str], TestOutcome]) -> None:
-    grade_id = entry.grade_id or ""
+    grade_id, where = entry.grade_id or "", _cell(entry).describe()
     ran = {test.name: test for test in result.tests}
     for name in entry.tests:
         outcome = by_name[(grade_id, name)]
@@ -292,9 +293,12 @@ def _record(entry: BundleCell, result: TestCellResult,
             outcome.status = PASSED if test.status == PASSED else FAILED
             outcome.lines = [*(["not done yet:"] if test.status == NOT_DONE else []),
                              *test.lines]
+            outcome.own = test.own
             if test.output.strip() and test.status != PASSED:
                 outcome.lines += ["it printed:", *test.output.rstrip().splitlines()[-20:]]
         else:
             outcome.status = FAILED
             outcome.lines = result.lines or ["the test did not run"]
+        if outcome.status != PASSED and not any(where in line for line in outcome.lines):
+            outcome.lines.append(f"(the test is in {where})")  # every failure names its cell
 

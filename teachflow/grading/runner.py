@@ -44,6 +44,7 @@ from teachflow.grading.failures import (
     PASSED,
     CellFailure,
     Places,
+    SubmissionFailure,
     error_lines,
     explain_failure,
 )
@@ -60,12 +61,15 @@ inside_check = False
 
 @dataclass
 class TestResult:
-    """One test function: its status and why (empty when it passed), and what it printed."""
+    """One test function: its status and why (empty when it passed), and what it printed.
+    `own`: the lines of `lines` about the learner's code alone (its error, a deadline it ran
+    past, a cell that failed), which say nothing of what the test expects."""
 
     name: str
     status: str
     lines: list[str] = field(default_factory=list)
     output: str = ""
+    own: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -216,7 +220,7 @@ class TestRunner(Runner):
             status = NOT_DONE if all(f.status == NOT_DONE for f in failures) else FAILED
             why = [f"needs {', '.join(needed[f.cell.index])}: {f.sentence()}"
                    for f in failures] + [line for f in failures for line in f.lines[1:]]
-            return TestCellResult(cell, status, [TestResult(name, status, why)
+            return TestCellResult(cell, status, [TestResult(name, status, why, own=why)
                                                  for name in test_functions(tree)])
         filename = self.places.register(cell, source)
         # A test cell runs in the tests' namespace, as in a kernel: a helper it defines serves
@@ -261,7 +265,10 @@ class TestRunner(Runner):
                 lines.append(f"case{'s' * (len(names) > 1)} {', '.join(names)}:")
             lines += why
         status = NOT_DONE if statuses == {NOT_DONE} else FAILED
-        return TestResult(name, status, lines, "".join(c.printed for c in failed)[-OUTPUT_SHOWN:])
+        own = [line for c in failed if isinstance(c.error, SubmissionFailure)
+               for line in c.error.lines]
+        return TestResult(name, status, lines, "".join(c.printed for c in failed)[-OUTPUT_SHOWN:],
+                          list(dict.fromkeys(own)))
 
     def _explain(self, case: Case, filename: str, cell: Cell) -> tuple[str, list[str]]:
         if case.when == "call" and case.error is not None:
