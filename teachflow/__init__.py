@@ -50,6 +50,7 @@ from teachflow.backends import devices
 from teachflow.compiler import Compilation, Snapshot
 from teachflow.control import cond, fori_loop, while_loop
 from teachflow.errors import (
+    ArgumentError,
     AutodiffError,
     DeviceError,
     DTypeError,
@@ -165,6 +166,7 @@ def load_ipython_extension(ipython: object) -> None:
     load(ipython)
 
 __all__ = [
+    "ArgumentError",
     "AutodiffError",
     "Compilation",
     "ConcreteFunction",
