@@ -159,3 +159,7 @@ def _stacked(examples: list) -> Any:
 
 
 __all__ = ["DataLoader", "Dataset", "TensorDataset", "load_digits"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]

@@ -29,3 +29,7 @@ from teachflow.nn.module import Module, Parameter
 __all__ = ["Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "LayerNorm",
            "Linear", "MSELoss", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh",
            "functional", "utils"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]

@@ -270,3 +270,7 @@ def _reduce(x: Tensor, reduction: str) -> Tensor:
 
 __all__ = ["conv2d", "cross_entropy", "dropout", "embedding", "layer_norm", "linear",
            "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]

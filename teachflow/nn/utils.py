@@ -62,3 +62,7 @@ def _norm(x: Tensor, p: float) -> Tensor:
 
 
 __all__ = ["clip_grad_norm_"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]

@@ -11,3 +11,7 @@ from teachflow.optim.optimizer import Optimizer
 from teachflow.optim.sgd import SGD
 
 __all__ = ["SGD", "Adam", "Optimizer", "lr_scheduler"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]

@@ -145,3 +145,7 @@ def _check_number(value: Any, name: str, kind: str) -> None:
 
 
 __all__ = ["CosineAnnealingLR", "LRScheduler", "StepLR"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]
