@@ -50,6 +50,7 @@ from teachflow.backends import devices
 from teachflow.compiler import Compilation, Snapshot
 from teachflow.control import cond, fori_loop, while_loop
 from teachflow.errors import (
+    ArgumentError,
     AutodiffError,
     DeviceError,
     DTypeError,
@@ -166,6 +167,7 @@ def load_ipython_extension(ipython: object) -> None:
     load(ipython)
 
 __all__ = [
+    "ArgumentError",
     "AutodiffError",
     "Compilation",
     "ConcreteFunction",
@@ -206,11 +208,18 @@ __all__ = [
     "export_onnx",
     "eye",
     "flatten",
+    "float16",
+    "float32",
+    "float64",
     "fori_loop",
     "full",
     "full_like",
     "function",
     "grad",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
     "is_grad_enabled",
     "load",
     "log",
@@ -248,6 +257,7 @@ __all__ = [
     "testing",
     "trace",
     "transpose",
+    "uint8",
     "unsqueeze",
     "value_and_grad",
     "var",
@@ -256,5 +266,11 @@ __all__ = [
     "zeros",
     "zeros_like",
 ]
+
+
+def __dir__() -> list[str]:
+    """Tab completion shows the public names (and ``grading``, imported on first use), not the
+    chapters the package imports to make them."""
+    return [*__all__, "grading", *(name for name in globals() if name.startswith("__"))]
 
 del _eager

@@ -244,6 +244,11 @@ class DTypeError(TeachflowError, TypeError):
     """An operand of a dtype (or Python type) the op does not accept."""
 
 
+class ArgumentError(TeachflowError, TypeError):
+    """A call with arguments the function does not take: an unknown keyword, or one thing given
+    under two names (``axis=`` and PyTorch's ``dim=``)."""
+
+
 class DeviceError(TeachflowError, RuntimeError):
     """Operands on different devices, or a device that is not usable here."""
 

@@ -18,7 +18,7 @@ from teachflow.conversion import default_dtype, shape_arg
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError
 from teachflow.interop import NUMPY_TWINS
-from teachflow.operators import keywords_error
+from teachflow.operators import FIRST_AXIS, LAST_AXIS, named
 from teachflow.ops import elementwise as ew
 from teachflow.ops import linalg
 from teachflow.ops import shape as shape_ops
@@ -166,12 +166,12 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Tensor:
     return as_tensor(x).swapaxes(axis1, axis2)
 
 
-def unsqueeze(x: Any, dim: int) -> Tensor:
-    return as_tensor(x).unsqueeze(dim)
+def unsqueeze(x: Any, dim: int | None = None, **other: Any) -> Tensor:
+    return as_tensor(x).unsqueeze(dim, **other)
 
 
-def squeeze(x: Any, dim: int | Sequence[int] | None = None) -> Tensor:
-    return as_tensor(x).squeeze(dim)
+def squeeze(x: Any, dim: int | Sequence[int] | None = None, **other: Any) -> Tensor:
+    return as_tensor(x).squeeze(dim, **other)
 
 
 def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -205,18 +205,18 @@ def _axis(axis: int, ndim: int, op: str) -> int:
         raise ShapeError(err.message, op=op, hint=err.hint) from None
 
 
-def concatenate(ts: Sequence[Any], axis: int = 0, **other: Any) -> Tensor:
-    """Join tensors along an existing axis."""
+def concatenate(ts: Sequence[Any], axis: int = FIRST_AXIS, **other: Any) -> Tensor:
+    """Join tensors along an existing axis (PyTorch's ``dim=`` names it too)."""
     if other:
-        raise keywords_error("concatenate", other)
+        (axis,) = named("concatenate", other, axis=axis)
     ts = _tensors(ts, "concatenate")
     return bind(shape_ops.concatenate, *ts, axis=_axis(axis, ts[0].ndim, "concatenate"))
 
 
-def stack(ts: Sequence[Any], axis: int = 0, **other: Any) -> Tensor:
-    """Join tensors of equal shape along a new axis."""
+def stack(ts: Sequence[Any], axis: int = FIRST_AXIS, **other: Any) -> Tensor:
+    """Join tensors of equal shape along a new axis (PyTorch's ``dim=`` names it too)."""
     if other:
-        raise keywords_error("stack", other)
+        (axis,) = named("stack", other, axis=axis)
     ts = _tensors(ts, "stack")
     return bind(shape_ops.stack, *ts, axis=_axis(axis, ts[0].ndim + 1, "stack"))
 
@@ -224,12 +224,12 @@ def stack(ts: Sequence[Any], axis: int = 0, **other: Any) -> Tensor:
 # --- Composed functions ---------------------------------------------------------------------
 
 
-def softmax(x: Any, axis: int = -1, **other: Any) -> Tensor:
+def softmax(x: Any, axis: int = LAST_AXIS, **other: Any) -> Tensor:
     """``exp(x) / sum(exp(x))`` along `axis`, computed stably (see `Tensor.softmax`)."""
     return as_tensor(x).softmax(axis, **other)
 
 
-def log_softmax(x: Any, axis: int = -1, **other: Any) -> Tensor:
+def log_softmax(x: Any, axis: int = LAST_AXIS, **other: Any) -> Tensor:
     """``log(softmax(x))`` without computing the softmax: ``x - max - log(sum(exp(x - max)))``."""
     return as_tensor(x).log_softmax(axis, **other)
 

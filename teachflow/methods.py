@@ -17,7 +17,7 @@ import numpy as np
 
 from teachflow.dispatch import bind
 from teachflow.errors import DTypeError, ShapeError, TeachflowError, TraceError
-from teachflow.operators import keywords_error, reduced
+from teachflow.operators import LAST_AXIS, named, reduced
 from teachflow.ops import elementwise as ew
 from teachflow.ops import reduction
 from teachflow.spec import is_int
@@ -43,13 +43,13 @@ class FamiliarMethods:
         """Where the largest value is along `axis` (None: in the flattened tensor), as int64;
         the first place where several tie."""
         if other:
-            raise keywords_error("argmax", other)
+            axis, keepdims = named("argmax", other, axis=axis, keepdims=keepdims)
         axis = reduction.normalize_one_axis("argmax", axis, self.shape)
         return bind(reduction.argmax, self, axis=axis, keepdims=bool(keepdims))
 
     def argmin(self, axis: int | None = None, keepdims: bool = False, **other: Any) -> Tensor:
         if other:
-            raise keywords_error("argmin", other)
+            axis, keepdims = named("argmin", other, axis=axis, keepdims=keepdims)
         axis = reduction.normalize_one_axis("argmin", axis, self.shape)
         return bind(reduction.argmin, self, axis=axis, keepdims=bool(keepdims))
 
@@ -65,7 +65,7 @@ class FamiliarMethods:
                              hint="name the others: x.var(1, correction=0) (biased, NumPy's "
                                   "ddof=0), x.var(1, keepdims=True)")
         if other:
-            raise keywords_error("var", other)
+            axis, keepdims = named("var", other, axis=axis, keepdims=keepdims)
         if not isinstance(correction, int | float | np.integer | np.floating) or \
                 isinstance(correction, bool):
             raise DTypeError(f"correction is a number (1: unbiased, 0: biased), not "
@@ -89,7 +89,7 @@ class FamiliarMethods:
         hi = ew.unbounded(self.dtype, above=True) if max is None else max
         return bind(ew.clip, self, lo, hi)
 
-    def softmax(self, axis: int = -1, **other: Any) -> Tensor:
+    def softmax(self, axis: int = LAST_AXIS, **other: Any) -> Tensor:
         """``exp(x) / sum(exp(x))`` along `axis`, computed stably.
 
         Subtracting the maximum first changes nothing mathematically (it cancels in the ratio)
@@ -98,16 +98,16 @@ class FamiliarMethods:
         result.
         """
         if other:
-            raise keywords_error("softmax", other)
+            (axis,) = named("softmax", other, axis=axis)
         axes = self._softmax_axes(axis, "softmax")
         e = self._shifted(axes).exp()
         return e / e.sum(axis=axes, keepdims=True)
 
-    def log_softmax(self, axis: int = -1, **other: Any) -> Tensor:
+    def log_softmax(self, axis: int = LAST_AXIS, **other: Any) -> Tensor:
         """``log(softmax(x))`` without computing the softmax: ``x - max - log(sum(exp(x - max)))``.
         """
         if other:
-            raise keywords_error("log_softmax", other)
+            (axis,) = named("log_softmax", other, axis=axis)
         axes = self._softmax_axes(axis, "log_softmax")
         if self._empty_along(axes):  # no values at all: no log(0) of the empty sums either
             return self.softmax(axis).log()
@@ -139,8 +139,11 @@ class FamiliarMethods:
             top = bind(reduction.max, values, axis=axes, keepdims=True)
         return self - top
 
-    def unsqueeze(self, dim: int) -> Tensor:
-        """A new axis of size 1 at position `dim` (from ``-ndim - 1`` to ``ndim``)."""
+    def unsqueeze(self, dim: int | None = None, **other: Any) -> Tensor:
+        """A new axis of size 1 at position `dim` (from ``-ndim - 1`` to ``ndim``; NumPy's
+        ``axis=`` names it too)."""
+        if other:
+            (dim,) = named("unsqueeze", other, dim=dim)
         if not is_int(dim):
             raise DTypeError(f"unsqueeze takes one axis (an int), not {dim!r}", op="unsqueeze",
                              hint="e.g. x.unsqueeze(0) for a new first axis")
@@ -149,9 +152,12 @@ class FamiliarMethods:
             return self[(slice(None),) * dim + (None,)]
         return self._reshaped((*self.shape[:dim], 1, *self.shape[dim:]), "unsqueeze")
 
-    def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
-        """Without its axes of size 1: all of them, or those among `dim` (an int or a tuple);
-        an axis of `dim` whose size is not 1 stays, as in PyTorch."""
+    def squeeze(self, dim: int | Sequence[int] | None = None, **other: Any) -> Tensor:
+        """Without its axes of size 1: all of them, or those among `dim` (an int or a tuple;
+        NumPy's ``axis=`` names it too); an axis of `dim` whose size is not 1 stays, as in
+        PyTorch."""
+        if other:
+            (dim,) = named("squeeze", other, dim=dim)
         dims = reduction.normalize_axes("squeeze", dim, self.shape)
         dims = range(self.ndim) if dims is None else dims
         if self.shape.count(None) > 1:  # sizes unknown until the graph runs: keep them

@@ -8,6 +8,7 @@ the current execution mode decides *how* (see `teachflow.dispatch`). `Tensor` in
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ import numpy as np
 from teachflow.autodiff import Tracked
 from teachflow.conversion import shape_arg
 from teachflow.dispatch import bind
-from teachflow.errors import DTypeError, ShapeError, TraceError
+from teachflow.errors import ArgumentError, DTypeError, ShapeError, TraceError
 from teachflow.indexing import normalize_index
 from teachflow.ops import elementwise as ew
 from teachflow.ops import linalg, reduction
@@ -237,8 +238,8 @@ class Operators:
     def _permuted(self, axes: tuple, named: dict) -> Tensor:
         if named:
             if set(named) != {"axes"} or axes:
-                raise keywords_error("transpose", {k: v for k, v in named.items()
-                                                    if k != "axes" or axes})
+                wrong = next(k for k in named if k != "axes" or axes)
+                raise unknown_keyword("transpose", wrong, () if axes else ("axes",))
             axes = () if named["axes"] is None else (named["axes"],)
         if len(axes) == 1 and not is_int(axes[0]):
             if not isinstance(axes[0], Sequence):
@@ -255,20 +256,65 @@ class Operators:
         return self.transpose()
 
 
-# PyTorch's keywords, and what teachflow (as NumPy) calls them, with an example.
-NUMPY_KEYWORDS = {"dim": ("axis", "axis=1"), "keepdim": ("keepdims", "keepdims=True"),
-                   "unbiased": ("correction", "correction=0 for unbiased=False")}
+# --- Keywords under other libraries' names -------------------------------------------------
+
+#: A keyword a call does not take, and the one of the call's that it names: PyTorch's ``dim=``
+#: and ``keepdim=`` for NumPy's ``axis=`` and ``keepdims=`` (``x.sum(dim=1, keepdim=True)``),
+#: NumPy's ``axis=`` where teachflow takes PyTorch's ``dim=`` (``x.squeeze(axis=0)``).
+OTHER_NAMES = {"dim": "axis", "keepdim": "keepdims", "axis": "dim"}
+
+#: Keywords of other libraries that no keyword here means, and what to write instead.
+NO_TWIN = {"unbiased": "correction=0 for unbiased=False, correction=1 (the default) for True",
+           "ddof": "correction= (NumPy's ddof=0 is correction=0)"}
 
 
-def keywords_error(op: str, given: dict) -> DTypeError:
-    """A call with keywords it does not take; PyTorch's names for NumPy's are named."""
-    name = next(iter(given))
-    if name not in NUMPY_KEYWORDS:
-        return DTypeError(f"{op}() got an unexpected keyword argument {name!r}", op=op,
-                          hint=f"help(tfl.{op}) lists what it takes")
-    ours, example = NUMPY_KEYWORDS[name]
-    return DTypeError(f"{op}() takes {ours}= (NumPy's name) where PyTorch takes {name}=", op=op,
-                      hint=f"e.g. {op}(..., {example})")
+class DefaultAxis(int):
+    """An axis the call left at its default (-1 for softmax, 0 for concatenate): told apart from
+    the same number given (by identity), so that ``dim=`` beside it is not an axis given twice.
+    It prints as the number, which is what ``help()`` shows."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
+LAST_AXIS, FIRST_AXIS = DefaultAxis(-1), DefaultAxis(0)
+
+
+def named(op: str, other: dict, **ours: Any) -> tuple:
+    """The values of `ours` (a call's ``axis=``, ``keepdims=``, ... in order), each replaced by
+    what `other` (the keywords the call took without naming them) gives for it under another
+    library's name: ``x.sum(dim=1)`` is ``x.sum(axis=1)``, eagerly and traced alike. Any other
+    keyword, or one value given under both names, is an `ArgumentError`."""
+    values = dict(ours)
+    for name, value in other.items():
+        ours_name = OTHER_NAMES.get(name)
+        if ours_name not in ours:
+            raise unknown_keyword(op, name, [*ours, *(n for n, o in OTHER_NAMES.items()
+                                                      if o in ours)])
+        if _given(ours[ours_name]):
+            raise ArgumentError(f"{op}() got {ours_name}={ours[ours_name]!r} and {name}="
+                                f"{value!r}, one {ours_name} under two names ({name}= is "
+                                f"{'PyTorch' if name != 'axis' else 'NumPy'}'s name for it)",
+                                op=op, hint=f"give one of them: {op}(..., {ours_name}=...)")
+        values[ours_name] = value
+    return tuple(values.values())
+
+
+def _given(value: Any) -> bool:
+    """Did the call give this value, rather than leave it at its default?"""
+    return value is not None and value is not False and not isinstance(value, DefaultAxis)
+
+
+def unknown_keyword(op: str, name: str, accepted: Sequence[str]) -> ArgumentError:
+    """A keyword `op` does not take, said as Python says it, with the keyword meant where one
+    of `accepted` is spelled alike (``axes=`` for ``axis=``)."""
+    close = difflib.get_close_matches(name, accepted, n=1)
+    hint = (f"did you mean {close[0]}=?" if close else f"write {NO_TWIN[name]}" if
+            name in NO_TWIN else f"it takes {', '.join(f'{a}=' for a in accepted)}" if accepted
+            else f"help(tfl.{op}) lists what it takes")
+    return ArgumentError(f"{op}() got an unexpected keyword argument {name!r}", op=op, hint=hint)
 
 
 def is_scalar(x: Any) -> bool:
@@ -280,9 +326,9 @@ def is_scalar(x: Any) -> bool:
 def reduced(x: Tensor, op: Any, axis: Any, keepdims: bool, dtype: Any, out: Any,
             other: dict) -> Tensor:
     """``x.sum(axis, keepdims)`` and its kin: `op` over `axis` (normalised), in the dtype NumPy
-    asked for; keywords it does not take are named (PyTorch's ``dim=`` among them)."""
+    asked for; PyTorch's ``dim=`` and ``keepdim=`` are taken for them (see `named`)."""
     if other:
-        raise keywords_error(op.name, other)
+        axis, keepdims = named(op.name, other, axis=axis, keepdims=keepdims)
     axis = reduction.normalize_axes(op.name, axis, x.shape)
     return _as_numpy_asked(bind(op, x, axis=axis, keepdims=bool(keepdims)), op.name, dtype, out)
 

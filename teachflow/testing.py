@@ -126,3 +126,10 @@ def _compare(got: np.ndarray, numeric: np.ndarray, i: int, rtol: float, atol: fl
         f"element(s) disagree beyond atol={atol:g}, rtol={rtol:g})", op="gradcheck",
         hint="check the gradient rule of each op the function uses: its formula, and which "
              "operand it multiplies by")
+
+
+__all__ = ["GradcheckError", "finite_differences", "gradcheck"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]

@@ -144,3 +144,61 @@ def test_load_digits_refuses_a_bad_test_fraction(fraction) -> None:
         tfl.data.load_digits(test_fraction=fraction)
     assert info.value.op == "load_digits" and "test_fraction" in str(info.value)
     assert info.value.hint
+
+
+# --- Data sets (issue 26, §2) -------------------------------------------------------------------
+
+
+def test_a_tensor_dataset_is_its_tensors_cut_along_the_first_axis() -> None:
+    x, y = data(5)
+    ds = tfl.data.TensorDataset(x, tfl.tensor(y))
+    assert len(ds) == 5
+    xi, yi = ds[3]
+    np.testing.assert_array_equal(xi.numpy(), x[3])
+    assert yi.item() == 30
+    with pytest.raises(ShapeError) as info:
+        tfl.data.TensorDataset(np.zeros((3, 2)), np.zeros(4))
+    assert info.value.op == "TensorDataset"
+
+
+def test_a_loader_of_a_tensor_dataset_gives_the_batches_of_its_arrays() -> None:
+    x, y = data(10)
+    for shuffle in (False, True):
+        tfl.manual_seed(4)
+        from_arrays = list(DataLoader(x, y, batch_size=4, shuffle=shuffle))
+        tfl.manual_seed(4)
+        from_dataset = list(DataLoader(tfl.data.TensorDataset(x, y), batch_size=4,
+                                       shuffle=shuffle))
+        assert len(from_dataset) == 3
+        for a, b in zip(from_arrays, from_dataset, strict=True):
+            for ta, tb in zip(a, b, strict=True):
+                np.testing.assert_array_equal(ta.numpy(), tb.numpy())
+
+
+class Squares(tfl.data.Dataset):
+    """Example i: (a vector [i, i²] as a tensor, the label i % 3 as a Python int)."""
+
+    def __len__(self) -> int:
+        return 7
+
+    def __getitem__(self, i: int):
+        return tfl.tensor([float(i), float(i * i)]), i % 3
+
+
+def test_a_loader_of_a_dataset_stacks_its_examples_as_pytorchs_collate() -> None:
+    loader = DataLoader(Squares(), 3, drop_last=True)  # (PyTorch's batch_size by position)
+    batches = list(loader)
+    assert len(loader) == len(batches) == 2
+    xb, yb = batches[1]
+    np.testing.assert_array_equal(xb.numpy(), [[3.0, 9.0], [4.0, 16.0], [5.0, 25.0]])
+    assert xb.dtype == np.float32 and yb.dtype == np.int64
+    assert yb.numpy().tolist() == [0, 1, 2]
+    tfl.manual_seed(0)
+    seen = sorted(int(v) for _, yb in DataLoader(Squares(), 2, True) for v in yb.numpy())
+    assert seen == sorted(i % 3 for i in range(7))
+
+
+def test_a_loader_of_a_dataset_refuses_more_positional_arguments() -> None:
+    with pytest.raises(tfl.ArgumentError) as info:
+        DataLoader(Squares(), 2, True, False)
+    assert info.value.op == "DataLoader" and "batch_size" in info.value.hint

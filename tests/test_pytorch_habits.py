@@ -744,7 +744,7 @@ def test_transpose_takes_numpys_axes_keyword() -> None:
     assert tfl.transpose(x, axes=(2, 0, 1)).shape == (4, 2, 3)
     assert x.transpose(axes=(1, 0, 2)).shape == (3, 2, 4)
     assert x.transpose(axes=None).shape == (4, 3, 2)
-    with pytest.raises(tfl.DTypeError, match="unexpected keyword"):
+    with pytest.raises(tfl.ArgumentError, match="unexpected keyword"):
         x.transpose(1, 0, 2, axes=(1, 0, 2))
 
 
@@ -865,3 +865,94 @@ def test_the_retracing_advice_for_a_static_argument_fits_what_it_is() -> None:
     with pytest.warns(tfl.RetracingWarning, match=r"as tensors \(tfl.tensor\(lr\)\)"):
         for i in range(7):
             numbers(tfl.ones(2), 0.1 * i)
+
+
+# --- PyTorch's dim= and keepdim= (issue 26, §1) -------------------------------------------------
+
+CUBE = np.arange(24.0).reshape(2, 3, 4) % 7 - 3.0
+
+
+def _softmax(a: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(a - a.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+# (name, teachflow with PyTorch's keywords, the NumPy reference)
+DIM_CALLS = [
+    ("sum", lambda x: x.sum(dim=1, keepdim=True), lambda a: a.sum(axis=1, keepdims=True)),
+    ("tfl.sum", lambda x: tfl.sum(x, dim=(0, 2)), lambda a: a.sum(axis=(0, 2))),
+    ("mean", lambda x: x.mean(dim=-1), lambda a: a.mean(axis=-1)),
+    ("tfl.mean", lambda x: tfl.mean(x, 0, keepdim=True), lambda a: a.mean(0, keepdims=True)),
+    ("max", lambda x: x.max(dim=2, keepdim=True), lambda a: a.max(axis=2, keepdims=True)),
+    ("tfl.max", lambda x: tfl.max(x, dim=0), lambda a: a.max(axis=0)),
+    ("min", lambda x: x.min(dim=1), lambda a: a.min(axis=1)),
+    ("tfl.min", lambda x: tfl.min(x, dim=1, keepdim=True), lambda a: a.min(1, keepdims=True)),
+    ("argmax", lambda x: x.argmax(dim=1), lambda a: a.argmax(axis=1)),
+    ("tfl.argmin", lambda x: tfl.argmin(x, dim=2, keepdim=True),
+     lambda a: a.argmin(axis=2, keepdims=True)),
+    ("var", lambda x: x.var(dim=1, keepdim=True, correction=0),
+     lambda a: a.var(axis=1, keepdims=True)),
+    ("tfl.var", lambda x: tfl.var(x, dim=2), lambda a: a.var(axis=2, ddof=1)),
+    ("softmax", lambda x: x.softmax(dim=1), lambda a: _softmax(a, 1)),
+    ("tfl.softmax", lambda x: tfl.softmax(x, dim=0), lambda a: _softmax(a, 0)),
+    ("F.softmax", lambda x: tfl.nn.functional.softmax(x, dim=-1), lambda a: _softmax(a, -1)),
+    ("log_softmax", lambda x: x.log_softmax(dim=2), lambda a: np.log(_softmax(a, 2))),
+    ("tfl.log_softmax", lambda x: tfl.log_softmax(x, dim=1), lambda a: np.log(_softmax(a, 1))),
+    ("tfl.cat", lambda x: tfl.cat([x, x * 2], dim=1),
+     lambda a: np.concatenate([a, a * 2], axis=1)),
+    ("tfl.concatenate", lambda x: tfl.concatenate([x, x], dim=-1),
+     lambda a: np.concatenate([a, a], axis=-1)),
+    ("tfl.stack", lambda x: tfl.stack([x, -x], dim=2), lambda a: np.stack([a, -a], axis=2)),
+    ("np.sum", lambda x: np.sum(x, axis=1), lambda a: a.sum(axis=1)),
+    ("unsqueeze(axis=)", lambda x: x.unsqueeze(axis=1), lambda a: np.expand_dims(a, 1)),
+    ("np.squeeze", lambda x: np.squeeze(x[:1], axis=0), lambda a: np.squeeze(a[:1], axis=0)),
+]
+
+
+@pytest.mark.parametrize(("call", "reference"), [c[1:] for c in DIM_CALLS],
+                         ids=[c[0] for c in DIM_CALLS])
+def test_pytorchs_dim_and_keepdim_name_the_axis_eagerly_and_staged(call, reference) -> None:
+    expected = reference(CUBE)
+    eager = call(tfl.tensor(CUBE))
+    staged = tfl.function(call)(tfl.tensor(CUBE))
+    for got in (eager, staged):
+        assert got.shape == expected.shape
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x.sum(axis=0, dim=1), lambda x: x.sum(1, dim=1), lambda x: tfl.mean(x, 0, dim=0),
+    lambda x: x.max(0, True, keepdim=True), lambda x: x.argmax(0, dim=0),
+    lambda x: x.var(1, dim=1), lambda x: x.softmax(-1, dim=-1),
+    lambda x: tfl.log_softmax(x, axis=-1, dim=0), lambda x: tfl.cat([x, x], 0, dim=0),
+    lambda x: tfl.stack([x, x], axis=0, dim=1), lambda x: x.unsqueeze(0, axis=0),
+], ids=["sum", "sum-positional", "mean", "keepdims", "argmax", "var", "softmax", "log_softmax",
+        "cat", "stack", "unsqueeze"])
+def test_an_axis_given_under_both_names_is_an_argument_error(call) -> None:
+    for fn in (call, tfl.function(call)):
+        with pytest.raises(tfl.ArgumentError, match="under two names") as info:
+            fn(tfl.tensor(CUBE))
+        assert not isinstance(info.value, tfl.DTypeError)  # (not a problem of dtypes)
+        assert isinstance(info.value, TypeError) and info.value.hint
+
+
+@pytest.mark.parametrize(("call", "op", "keyword", "meant"), [
+    (lambda x: x.sum(axes=1), "sum", "axes", "axis"),
+    (lambda x: tfl.mean(x, keep_dims=True), "mean", "keep_dims", "keepdims"),
+    (lambda x: x.softmax(dims=1), "softmax", "dims", "dim"),
+    (lambda x: tfl.cat([x, x], axs=1), "concatenate", "axs", "axis"),
+    (lambda x: x.argmax(keepdmis=True), "argmax", "keepdmis", "keepdims"),
+    (lambda x: x.max(initial=0.0), "max", "initial", None),
+    (lambda x: x.var(unbiased=False), "var", "unbiased", None),
+    (lambda x: x.squeeze(axes=0), "squeeze", "axes", "axis"),
+])
+def test_an_unknown_keyword_is_an_argument_error_naming_op_and_keyword(call, op, keyword,
+                                                                       meant) -> None:
+    with pytest.raises(tfl.ArgumentError) as info:
+        call(tfl.tensor(CUBE))
+    err = info.value
+    assert not isinstance(err, tfl.DTypeError) and isinstance(err, TypeError)
+    assert err.op == op and f"unexpected keyword argument {keyword!r}" in str(err)
+    if meant is not None:
+        assert err.hint == f"did you mean {meant}=?"
+    assert err.location is not None and err.location.filename == __file__

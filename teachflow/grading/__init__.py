@@ -64,3 +64,7 @@ __all__ = [
     "grade",
     "load_bundle",
 ]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]

@@ -5,12 +5,31 @@
     loss = tfl.nn.functional.mse_loss(model(x), y)
 
 The chapters: `module` (what a module is: parameters found by attribute, names, modes, state),
-`functional` (the computations, as functions), `layers` (the modules that call them).
+`functional` (the computations, as functions), `layers` (the modules that call them), `utils`
+(for the training loop: gradients clipped by their norm).
 """
 
-from teachflow.nn import functional
-from teachflow.nn.layers import Dropout, Flatten, Linear, ReLU, Sequential, Sigmoid, Tanh
+from teachflow.nn import functional, utils
+from teachflow.nn.layers import (
+    Conv2d,
+    CrossEntropyLoss,
+    Dropout,
+    Embedding,
+    Flatten,
+    LayerNorm,
+    Linear,
+    MSELoss,
+    ReLU,
+    Sequential,
+    Sigmoid,
+    Tanh,
+)
 from teachflow.nn.module import Module, Parameter
 
-__all__ = ["Dropout", "Flatten", "Linear", "Module", "Parameter", "ReLU", "Sequential",
-           "Sigmoid", "Tanh", "functional"]
+__all__ = ["Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "LayerNorm",
+           "Linear", "MSELoss", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh",
+           "functional", "utils"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]

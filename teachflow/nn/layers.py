@@ -1,9 +1,12 @@
-"""The layers: `Linear`, the activations, `Dropout`, and `Sequential` to chain them.
+"""The layers: `Linear`, `Conv2d`, `Embedding`, `LayerNorm`, the activations, `Dropout`, the
+losses, and `Sequential` to chain them.
 
 Each is a small `Module` whose ``forward`` calls `teachflow.nn.functional`. `Linear` starts as
 PyTorch's does: weight and bias uniform in ±1/√in_features (PyTorch's Kaiming-uniform with
 a = √5 comes to exactly that bound for the weight), so a model starts in the same range, and
-its weight has PyTorch's shape (out_features, in_features).
+its weight has PyTorch's shape (out_features, in_features). `Conv2d` starts the same way, its
+fan-in being what one output reads: in_channels / groups × the kernel's area. `Embedding`
+starts from N(0, 1) and `LayerNorm` as the identity (weight 1, bias 0), as PyTorch's.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from teachflow.errors import DTypeError, TeachflowError
-from teachflow.factories import rand
+from teachflow.factories import ones, rand, randn, zeros
 from teachflow.nn import functional as F
 from teachflow.nn.module import Module, Parameter
 
@@ -24,17 +27,11 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  dtype: Any = "float32", device: str = "cpu") -> None:
         super().__init__()
-        for name, n in (("in_features", in_features), ("out_features", out_features)):
-            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-                raise DTypeError(f"{name} must be a positive int, not {n!r}", op="Linear",
-                                 hint="e.g. tfl.nn.Linear(784, 128)")
+        _check_sizes("Linear", "e.g. tfl.nn.Linear(784, 128)", in_features=in_features,
+                     out_features=out_features)
         self.in_features, self.out_features = in_features, out_features
-        bound = 1.0 / math.sqrt(in_features)
-
-        def uniform(*shape: int) -> Parameter:
-            return Parameter(rand(*shape, dtype=dtype, device=device) * (2 * bound) - bound)
-        self.weight = uniform(out_features, in_features)
-        self.bias = uniform(out_features) if bias else None
+        self.weight = _uniform((out_features, in_features), in_features, dtype, device)
+        self.bias = _uniform((out_features,), in_features, dtype, device) if bias else None
 
     def forward(self, x: Any) -> Any:
         return F.linear(x, self.weight, self.bias)
@@ -42,6 +39,146 @@ class Linear(Module):
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
+
+
+def _uniform(shape: tuple[int, ...], fan_in: int, dtype: Any, device: str) -> Parameter:
+    """A parameter uniform in ±1/√fan_in, as PyTorch starts `Linear` and `Conv2d`."""
+    bound = 1.0 / math.sqrt(fan_in)
+    return Parameter(rand(*shape, dtype=dtype, device=device) * (2 * bound) - bound)
+
+
+def _check_sizes(op: str, example: str, **sizes: Any) -> None:
+    for name, n in sizes.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+            raise DTypeError(f"{name} must be a positive int, not {n!r}", op=op, hint=example)
+
+
+class Conv2d(Module):
+    """A 2-d convolution of images (N, in_channels, H, W) by `out_channels` kernels of
+    `kernel_size`, with PyTorch's `stride`, zero `padding`, `dilation` and `groups` (see
+    `functional.conv2d`); its weight has PyTorch's shape (out_channels, in_channels / groups,
+    KH, KW)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] = 1, padding: int | tuple[int, int] | str = 0,
+                 dilation: int | tuple[int, int] = 1, groups: int = 1, bias: bool = True,
+                 dtype: Any = "float32", device: str = "cpu") -> None:
+        super().__init__()
+        _check_sizes("Conv2d", "e.g. tfl.nn.Conv2d(3, 16, kernel_size=3, padding=1)",
+                     in_channels=in_channels, out_channels=out_channels, groups=groups)
+        if in_channels % groups or out_channels % groups:
+            raise TeachflowError(f"groups={groups} must divide in_channels={in_channels} and "
+                                 f"out_channels={out_channels}", op="Conv2d",
+                                 hint="groups=1: every output channel sees every input one")
+        kh, kw = F.conv_pair(kernel_size, "kernel_size", op="Conv2d")
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
+        self.stride = F.conv_pair(stride, "stride", op="Conv2d")
+        self.dilation = F.conv_pair(dilation, "dilation", op="Conv2d")
+        self.padding = padding if padding in ("same", "valid") else \
+            F.conv_pair(padding, "padding", least=0, op="Conv2d")
+        self.groups = groups
+        fan_in = in_channels // groups * kh * kw
+        self.weight = _uniform((out_channels, in_channels // groups, kh, kw), fan_in, dtype,
+                               device)
+        self.bias = _uniform((out_channels,), fan_in, dtype, device) if bias else None
+
+    def forward(self, x: Any) -> Any:
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation,
+                        self.groups)
+
+    def extra_repr(self) -> str:
+        """PyTorch's: the settings that differ from the defaults."""
+        parts = [f"{self.in_channels}, {self.out_channels}", f"kernel_size={self.kernel_size}",
+                 f"stride={self.stride}"]
+        if self.padding not in ((0, 0), "valid"):
+            parts.append(f"padding={self.padding!r}" if isinstance(self.padding, str)
+                         else f"padding={self.padding}")
+        parts += [f"dilation={self.dilation}"] * (self.dilation != (1, 1))
+        parts += [f"groups={self.groups}"] * (self.groups != 1)
+        parts += ["bias=False"] * (self.bias is None)
+        return ", ".join(parts)
+
+
+class Embedding(Module):
+    """A table of `num_embeddings` vectors of `embedding_dim` numbers: ``emb(index)`` is the
+    row of each index. The row `padding_idx` (if given) starts at zeros and is never trained."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 dtype: Any = "float32", device: str = "cpu") -> None:
+        super().__init__()
+        _check_sizes("Embedding", "e.g. tfl.nn.Embedding(1000, 64)",
+                     num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        if padding_idx is not None and (isinstance(padding_idx, bool) or not isinstance(
+                padding_idx, int) or not -num_embeddings <= padding_idx < num_embeddings):
+            raise TeachflowError(f"padding_idx must be a row of the table (from "
+                                 f"{-num_embeddings} to {num_embeddings - 1}), not "
+                                 f"{padding_idx!r}", op="Embedding", hint="e.g. padding_idx=0")
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.padding_idx = None if padding_idx is None else padding_idx % num_embeddings
+        table = randn(num_embeddings, embedding_dim, dtype=dtype, device=device)
+        if self.padding_idx is not None:
+            table[self.padding_idx] = 0.0
+        self.weight = Parameter(table)
+
+    def forward(self, index: Any) -> Any:
+        return F.embedding(index, self.weight, self.padding_idx)
+
+    def extra_repr(self) -> str:
+        padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{padding}"
+
+
+class LayerNorm(Module):
+    """Each example normalised over its last axes (`normalized_shape`) to mean 0 and variance
+    1, then scaled by `weight` and shifted by `bias`, learnt per element (`elementwise_affine`;
+    `bias=False` keeps only the weight)."""
+
+    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True, dtype: Any = "float32",
+                 device: str = "cpu") -> None:
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else \
+            tuple(normalized_shape)
+        _check_sizes("LayerNorm", "e.g. tfl.nn.LayerNorm(64)",
+                     **{f"normalized_shape[{i}]": n for i, n in enumerate(shape)})
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        self.weight = Parameter(ones(shape, dtype=dtype, device=device)) \
+            if elementwise_affine else None
+        self.bias = Parameter(zeros(shape, dtype=dtype, device=device)) \
+            if elementwise_affine and bias else None
+
+    def forward(self, x: Any) -> Any:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class CrossEntropyLoss(Module):
+    """``loss(logits, target)`` is `functional.cross_entropy`, with its `reduction` and
+    `ignore_index`."""
+
+    def __init__(self, *, ignore_index: int = -100, reduction: str = "mean") -> None:
+        super().__init__()
+        F.check_reduction(reduction, "CrossEntropyLoss")
+        self.ignore_index, self.reduction = ignore_index, reduction
+
+    def forward(self, logits: Any, target: Any) -> Any:
+        return F.cross_entropy(logits, target, self.reduction, self.ignore_index)
+
+
+class MSELoss(Module):
+    """``loss(input, target)`` is `functional.mse_loss`, with its `reduction`."""
+
+    def __init__(self, *, reduction: str = "mean") -> None:
+        super().__init__()
+        F.check_reduction(reduction, "MSELoss")
+        self.reduction = reduction
+
+    def forward(self, input: Any, target: Any) -> Any:
+        return F.mse_loss(input, target, self.reduction)
 
 
 class ReLU(Module):

@@ -27,6 +27,7 @@ import numpy as np
 from teachflow import dispatch
 from teachflow.autodiff import no_grad
 from teachflow.errors import DTypeError, ShapeError, TeachflowError
+from teachflow.factories import zeros_like
 from teachflow.graph import StateGone
 from teachflow.tensor import Tensor, as_tensor
 
@@ -183,9 +184,9 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (``.grad = None``, PyTorch's default), or set it to
-        zeros."""
+        zeros (zeros, even where a gradient was inf or nan)."""
         for p in self.parameters():
-            p.grad = None if set_to_none or p.grad is None else p.grad * 0
+            p.grad = None if set_to_none or p.grad is None else zeros_like(p.grad)
 
     # --- State --------------------------------------------------------------------------------
 
