@@ -21,11 +21,13 @@ anyway. So the exporter takes the last stage of the compilation whose ops are al
 (after simplify, constant folding, CSE and DCE). The weights the graph reads (captured tensors)
 are written into the file as initializers, with their values at export time.
 
-The chapters: `ops` (each teachflow op in ONNX's words, and those that have none), `indexing`
-(slices, index arrays and writes), `control` (``cond`` and loops as ``If`` and ``Loop``), and
-`emitter`, which walks a graph and writes the model. Only `emitter` needs the ``onnx`` package
-(the optional ``onnx`` extra), and it is imported when a model is written, so ``import teachflow``
-does not need it.
+The chapters: `runtime` (the types onnxruntime's kernels take, and what to do about the others),
+`ops` (each teachflow op in ONNX's words, and those that have none), `indexing` (slices, index
+arrays and writes), `control` (``cond`` and loops as ``If`` and ``Loop``), and `emitter`, which
+walks a graph and writes the model. A model onnxruntime could not run is never written: the
+export refuses it, naming the op, its dtype and the line. Only `emitter` and `runtime`'s check
+need the ``onnx`` package (the optional ``onnx`` extra), imported when a model is written, so
+``import teachflow`` does not need it.
 
 The versions are pinned low on purpose: ONNX IR version 8 and opset 17 (ONNX 1.12, 2022), which
 every current runtime reads. A newer opset would change some operators' signatures (in opset 18
@@ -72,6 +74,7 @@ def to_onnx(fn: Any) -> Any:
 
     from teachflow import __version__
     from teachflow.onnx_export.emitter import Emitter, check, value_info
+    from teachflow.onnx_export.runtime import refuse_unrunnable
 
     graph = exported_graph(fn)
     e = Emitter()
@@ -82,6 +85,11 @@ def to_onnx(fn: Any) -> Any:
         names.append(name)
         inputs.append(value_info(name, v.spec, dims))
     results, outputs = e.translate(graph, names), []
+    for v in [*graph.inputs, *graph.outputs]:  # (what no node has refused)
+        if v.dtype.kind == "c":
+            raise TeachflowError(f"{v} is {v.dtype.name}, and onnxruntime has no complex "
+                                 "tensors", op="export_onnx",
+                                 hint="pass the real and imaginary parts as two inputs")
     for k, (name, v) in enumerate(zip(results, graph.outputs, strict=True)):
         outputs.append(value_info(e.fresh(f"output{k}"), v.spec))
         e.nodes.append(helper.make_node("Identity", [name], [outputs[-1].name],
@@ -91,6 +99,7 @@ def to_onnx(fn: Any) -> Any:
     model = helper.make_model(proto, ir_version=IR_VERSION, producer_name="teachflow",
                               producer_version=__version__,
                               opset_imports=[helper.make_opsetid("", OPSET)])
+    refuse_unrunnable(model, e.made_by)
     check(model)
     return model
 
