@@ -37,24 +37,35 @@ exactly.
 
 from __future__ import annotations
 
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from teachflow.compiler import Compilation
+from teachflow.concrete import ConcreteFunction
 from teachflow.errors import TeachflowError
-from teachflow.function import one_compilation
+from teachflow.factories import tensor
+from teachflow.function import Function, one_compilation
+from teachflow.function import compile as compile_on
 from teachflow.graph import Graph, subgraphs
+from teachflow.nn import Module
 
 #: The ONNX IR version and opset the exporter writes.
 IR_VERSION, OPSET = 8, 17
 
 
-def export_onnx(fn: Any, path: str | Path) -> Path:
+def export_onnx(fn: Any, args_or_path: Any, path: str | Path | None = None) -> Path:
     """Write the graph of `fn` to `path` as an ONNX model, checked by ONNX's checker; returns
     the path. `fn` is a concrete function, a `Compilation` (``tfl.compile``), or a
-    ``tfl.function`` that has been traced once (for one input signature).
+    ``tfl.function`` that has been traced once (for one input signature); or, as
+    ``torch.onnx.export(model, args, path)`` takes it, a module or any function with its example
+    input (a tensor, or a tuple of them), traced on it here (a module in eval mode, as
+    PyTorch exports one, and put back in its mode after):
 
-        c = tfl.compile(model_fn, x)
-        tfl.export_onnx(c, "model.onnx")
+        tfl.export_onnx(tfl.compile(model_fn, x), "model.onnx")
+        tfl.export_onnx(model, x, "model.onnx")
         onnxruntime.InferenceSession("model.onnx").run(None, {"x": x.numpy()})
 
     The model's inputs are named as the function's arguments, its outputs ``output0``,
@@ -62,21 +73,27 @@ def export_onnx(fn: Any, path: str | Path) -> Path:
     """
     import onnx
 
-    model = to_onnx(fn)
-    path = Path(path)
-    onnx.save(model, str(path))
-    return path
+    example, path = ((), args_or_path) if path is None else (args_or_path, path)
+    if not isinstance(path, str | PathLike):
+        raise TeachflowError(f"the path to write to is {type(path).__name__}, not a str or Path",
+                             op="export_onnx",
+                             hint="tfl.export_onnx(compiled, path) or, with example inputs, "
+                                  "tfl.export_onnx(model, x, path)")
+    model = to_onnx(fn, *(example if isinstance(example, tuple) else (example,)))
+    onnx.save(model, str(Path(path)))
+    return Path(path)
 
 
-def to_onnx(fn: Any) -> Any:
-    """The ONNX model (an ``onnx.ModelProto``) that `export_onnx` writes."""
+def to_onnx(fn: Any, *example_args: Any) -> Any:
+    """The ONNX model (an ``onnx.ModelProto``) that `export_onnx` writes: of `fn` staged, or
+    traced on `example_args` (see `export_onnx`)."""
     from onnx import helper
 
     from teachflow import __version__
     from teachflow.onnx_export.emitter import Emitter, check, value_info
     from teachflow.onnx_export.runtime import refuse_unrunnable
 
-    graph = exported_graph(fn)
+    graph = exported_graph(traced(fn, example_args) if example_args else fn)
     e = Emitter()
     names, inputs = [], []
     for k, v in enumerate(graph.inputs):
@@ -104,6 +121,29 @@ def to_onnx(fn: Any) -> Any:
     return model
 
 
+def traced(fn: Any, example_args: tuple) -> Any:
+    """`fn` traced on `example_args`: a ``tfl.function``'s concrete function for them, any
+    other function (a module: in eval mode, its modes put back after) compiled on them; what is
+    staged already, as it is."""
+    if isinstance(fn, Compilation | ConcreteFunction):
+        return fn
+    if isinstance(fn, Function):
+        return fn.get_concrete_function(*example_args)
+    if not callable(fn):
+        raise TeachflowError(f"export_onnx exports a function or a module, not a "
+                             f"{type(fn).__name__}", op="export_onnx",
+                             hint="tfl.export_onnx(model, x, path)")
+    modes = {m: m.training for m in fn.modules()} if isinstance(fn, Module) else {}
+    try:
+        if modes:
+            fn.eval()
+        return compile_on(fn, *(tensor(a) if isinstance(a, np.ndarray) else a
+                                for a in example_args))
+    finally:
+        for module, training in modes.items():
+            module.training = training
+
+
 def exported_graph(fn: Any) -> Graph:
     """The graph `export_onnx` writes: the last stage of `fn`'s compilation before fusion."""
     compilation = one_compilation(fn, "export_onnx", "an ONNX model",
@@ -111,9 +151,11 @@ def exported_graph(fn: Any) -> Graph:
                                   "f.get_concrete_function(*args)")
     if compilation is None:
         raise TeachflowError(
-            f"export_onnx exports a staged function, not a {type(fn).__name__}",
-            op="export_onnx", hint="give it tfl.compile(f, *example_args), a tfl.function "
-                                   "that has been called, or one of its concrete_functions")
+            f"export_onnx exports a staged function, not a {type(fn).__name__}, unless it is "
+            "given example inputs to trace it on", op="export_onnx",
+            hint="tfl.export_onnx(f, x, path) with f's example input x (a tuple for several), "
+                 "or give it tfl.compile(f, *example_args), a tfl.function that has been "
+                 "called, or one of its concrete_functions")
     graph = next(s.graph for s in reversed(compilation.snapshots) if _primitive(s.graph))
     if graph.updates:
         written = ", ".join(u.slot.name for u in graph.updates)
