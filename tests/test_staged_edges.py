@@ -404,6 +404,7 @@ def test_an_attribute_rebound_between_calls_is_read_anew() -> None:
 
 COLUMNS = tfl.tensor(np.array([2, 0]))  # a global, captured by the functions below
 ROW = tfl.tensor(1)
+LABELS = tfl.tensor(np.array([2, 0, 3]))
 
 
 def _with_a_closure() -> dict:
@@ -417,6 +418,7 @@ def _with_a_closure() -> dict:
         "in a loop body": lambda x: tfl.fori_loop(0, 2, lambda k, c: c + x[:, COLUMNS].sum(), x),
         "in a cond branch": lambda x: tfl.cond(flag, lambda x: x[ROW], lambda x: x[0], x),
         "clip bound": lambda x: x.clip(low, ROW), "where mask": lambda x: tfl.where(mask, x, low),
+        "cross_entropy's targets": lambda x: tfl.nn.functional.cross_entropy(x, LABELS),
     }
 
 

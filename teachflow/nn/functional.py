@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from teachflow import dispatch
 from teachflow.errors import DTypeError, ShapeError, TeachflowError
 from teachflow.factories import arange, rand
 from teachflow.graph import Value
@@ -68,7 +69,9 @@ def cross_entropy(logits: Any, target: Any, reduction: str = "mean") -> Tensor:
                          f"{target.dtype}", op="cross_entropy",
                          hint="targets are class indices: target.astype('int64')")
     classes = logits.shape[1]
-    if not isinstance(target._data, Value):  # (traced: the labels exist only when it runs)
+    # Traced, the labels exist only when it runs, an argument's or a captured tensor's alike.
+    target = dispatch.current_interpreter().operand(target)
+    if not isinstance(target._data, Value):
         labels = target.numpy()
         bad = labels[(labels < 0) | (labels >= classes)]
         if bad.size:
