@@ -16,7 +16,9 @@ shapes and dtypes, since the one body graph must accept what it gives.
   start of each step (its *history*, one stacked tensor per carry), then a loop from the last
   step to the first that applies the body's gradient (`graph_vjp`) to that step's carry.
 
-`i` is a 0-d int64 tensor in both modes (traced, it must be: one body serves every step).
+`i` is a 0-d int64 tensor in both modes (traced, it must be: one body serves every step), weakly
+typed as the Python int it stands for (`tensor.WeakTensor`): ``carry + i`` keeps a float32 carry
+float32. So is a Python number the loop carries (``(x, 0)``: a counter).
 """
 
 from __future__ import annotations
