@@ -2,7 +2,8 @@
 
 `normalize_index` puts any index NumPy accepts into one form (a tuple of ints, slices, None,
 Ellipsis and integer or boolean arrays), so the getitem and setitem ops see one shape of index;
-an index tensor computed by a graph stays a tensor (the op reads it when the graph runs).
+an index tensor computed by a graph, or read by it from outside (captured), stays a tensor (the
+op reads it when the graph runs).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from teachflow import dispatch
 from teachflow.autodiff import Tracked
 from teachflow.errors import DTypeError, IndexingError, TraceError
 from teachflow.graph import Value
@@ -31,6 +33,9 @@ def normalize_index(index: Any) -> tuple:
     normalized = []
     for item in items:
         if isinstance(item, Tracked):
+            # While tracing, a tensor from outside (a closure's, a global) is an input like an
+            # argument: the graph reads it when it runs. Eagerly, it is itself.
+            item = dispatch.current_interpreter().operand(item)
             if isinstance(item._data, Value) and item._data.kind == "const":
                 item = item._data.data  # a constant of the program: its values are known
             elif isinstance(item._data, Value) and item.dtype.kind == "b":

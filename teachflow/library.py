@@ -24,7 +24,7 @@ from teachflow.ops import linalg
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import RuleError, normalize_axis
 from teachflow.spec import is_int
-from teachflow.tensor import Tensor, as_tensor
+from teachflow.tensor import Tensor, WeakTensor, as_tensor
 
 Axis = int | Sequence[int] | None
 
@@ -34,16 +34,18 @@ _SCALAR = bool | int | float
 
 def _operands(*xs: Any) -> list:
     """Tensors as they are. Beside a tensor, Python scalars stay *weak* (they take the dtype of
-    the tensor they meet) and NumPy arrays stay constants, as with operators (``t * array``);
-    anything else becomes a tensor."""
+    the tensor they meet), and so do weak tensors (a loop's index: `WeakTensor`); NumPy arrays
+    stay constants, as with operators (``t * array``); anything else becomes a tensor."""
     if not any(isinstance(x, Tensor) for x in xs):
         return [as_tensor(x) for x in xs]
-    return [x if isinstance(x, Tensor | _SCALAR | np.ndarray | np.generic) else as_tensor(x)
+    return [x.beside(*xs) if isinstance(x, WeakTensor) else
+            x if isinstance(x, Tensor | _SCALAR | np.ndarray | np.generic) else as_tensor(x)
             for x in xs]
 
 
 def _binary(op: Any, x: Any, y: Any) -> Tensor:
-    if isinstance(x, Tensor) and isinstance(y, Tensor):  # the common case, kept fast
+    if isinstance(x, Tensor) and isinstance(y, Tensor) and \
+            WeakTensor not in (type(x), type(y)):  # the common case, kept fast
         return bind(op, x, y)
     return bind(op, *_operands(x, y))
 

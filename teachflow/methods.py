@@ -87,6 +87,8 @@ class FamiliarMethods:
                                  hint="x.clip(0.0, 1.0), x.clip(min=0.0) or x.clip(max=1.0)")
         lo = ew.unbounded(self.dtype, above=False) if min is None else min
         hi = ew.unbounded(self.dtype, above=True) if max is None else max
+        # A bound typed by the others, as a number is (a loop's index: tensor.WeakTensor).
+        lo, hi = (b.beside(self, lo, hi) if hasattr(b, "beside") else b for b in (lo, hi))
         return bind(ew.clip, self, lo, hi)
 
     def softmax(self, axis: int = LAST_AXIS, **other: Any) -> Tensor:

@@ -6,7 +6,9 @@ integers, bools and IEEE arithmetic (``+ - * /``, sqrt, comparisons, casts), wit
 where a maths function (libm's or libmvec's, as NumPy's own) is called, and closely for float
 sums (added up in another order). That holds for every fusable op and dtype, with broadcasting,
 weak Python literals, NaN and infinities, integer overflow, several results, reductions over
-every kind of axis, strided inputs and ``out`` arrays. Groups C cannot match (float16, an
+every kind of axis, strided inputs and ``out`` arrays. On edge values (NaN, infinities, floats
+cast to integer types that cannot hold them, sums that overflow, no elements) the results,
+warnings and errors are NumPy's, as ``np.errstate`` asks. Groups C cannot match (float16, an
 integer power of a negative exponent, a maths function without a vector version, kept axes on
 both sides of a reduced one) are declined with the reason. The driver is tested too: flags
 probed, a library built once and then found in the cache, a damaged one rebuilt, concurrent
@@ -36,10 +38,12 @@ from hypothesis import strategies as st
 from test_fused_kernels import (
     ARITY,
     DTYPES,
+    EDGE_VALUES,
     LITERALS,
     REDUCTION_ENDS,
     REDUCTIONS,
     _with_a_reduction,
+    assert_gives_eagers_results_and_warnings,
     group_of,
     multi_output_group,
     random_array,
@@ -315,7 +319,8 @@ def test_numpys_warnings_come_from_the_numpy_kernel_run_again() -> None:
 @pytest.mark.parametrize("shape", [(0,), (3, 0), (0, 4)])
 @pytest.mark.parametrize("reduction", [None, "sum", "mean"])
 def test_arrays_with_no_elements(shape: tuple, reduction: str | None) -> None:
-    """Nothing to compute, but a reduction's result is where it starts (a mean is 0 / 0)."""
+    """Nothing to compute, but a reduction's result is where it starts; the mean of no
+    elements (NaN, and NumPy's "Mean of empty slice") is NumPy's own."""
     def f(x):
         y = x * 2 + 1
         return y if reduction is None else getattr(tfl, reduction)(y, axis=len(shape) - 1)
@@ -323,7 +328,30 @@ def test_arrays_with_no_elements(shape: tuple, reduction: str | None) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's mean of an empty slice
         group, inputs = traced_group(f, np.ones(shape, np.float32))
-        assert assert_c_matches(group, inputs).startswith("C")
+        ran = assert_c_matches(group, inputs)
+    if reduction == "mean" and shape[-1] == 0:
+        assert "Mean of empty slice" in ran, ran
+    else:
+        assert ran.startswith("C"), ran
+
+
+# --- Edge values: NumPy's results and NumPy's warnings --------------------------------------
+
+
+@needs_cc
+@pytest.mark.parametrize("errors", ["warn", "ignore", "raise"])
+@pytest.mark.parametrize("case", sorted(EDGE_VALUES))
+def test_edge_values_give_numpys_results_and_warnings(case: str, errors: str) -> None:
+    """NaN, infinities, floats cast to an integer type that cannot hold them, float32 sums
+    whose partial sums overflow, arrays with no elements: where C's result may not be NumPy's,
+    the kernel says so and its NumPy kernel runs again, so that the results, warnings and
+    FloatingPointErrors are eager NumPy's, whatever ``np.errstate`` says."""
+    fn, arrays, cut = EDGE_VALUES[case]
+    group, inputs = cut(fn, *arrays)
+    kernel, ran = c_kernel(group)
+    assert kernel is not None or "Mean of empty slice" in ran, ran
+    assert_gives_eagers_results_and_warnings(kernel or numpy_kernel(group, np), group, inputs,
+                                             errors)
 
 
 # --- What C declines ----------------------------------------------------------------------------

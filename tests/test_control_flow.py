@@ -318,6 +318,66 @@ def test_fori_step_index_is_a_0d_int64_tensor_in_both_modes() -> None:
     assert set(seen) == {((), np.dtype("int64"))}
 
 
+#: Bodies that combine the step index with the carry as a Python int would be combined.
+WEAK_BODIES = {
+    "c + i": lambda i, c: c + i, "i * c - i": lambda i, c: i * c - i,
+    "c / (i + 1)": lambda i, c: c / (i + 1), "c ** i": lambda i, c: c ** i,
+    "maximum, where": lambda i, c: tfl.maximum(c, i) + tfl.where(c > i, i, c),
+    "clip": lambda i, c: c.clip(0, i) + tfl.clip(c, i, 9),
+    "i < c": lambda i, c: c + (i < c),
+}
+
+
+def _looped(body: Callable, way: str) -> Callable:
+    if way == "script":
+        @tfl.script
+        def scripted(c: tfl.Tensor, n: tfl.Tensor) -> tfl.Tensor:
+            for i in range(n):  # (n a tensor: the loop stays a fori_loop)
+                c = body(i, c)
+            return c
+        return lambda c: scripted(c, tfl.tensor(3))
+    looped = lambda c: tfl.fori_loop(0, 3, body, c)
+    return {"eager": looped, "function": tfl.function(looped),
+            "compile": lambda c: tfl.compile(looped, c)(c)}[way]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int32", "uint8"])
+@pytest.mark.parametrize("way", ["eager", "function", "compile", "script"])
+@pytest.mark.parametrize("body", sorted(WEAK_BODIES))
+def test_the_step_index_takes_the_carrys_dtype_as_a_python_int_would(body: str, way: str,
+                                                                      dtype: str) -> None:
+    """``c + i`` keeps a float32 carry float32 (NumPy would make int64 + float32 float64): the
+    index is weakly typed, as a Python int is; the numbers are those of a Python loop."""
+    fn, c = WEAK_BODIES[body], tfl.tensor(np.arange(1, 4), dtype=dtype)
+    want = c
+    with np.errstate(all="ignore"):
+        for k in range(3):
+            want = fn(k, want)
+        if want.dtype != c.dtype:
+            pytest.skip(f"{body} makes {dtype} {want.dtype} with a Python int too")
+        got = _looped(fn, way)(c)
+    assert got.dtype == want.dtype == c.dtype
+    _assert_same(got, want, rtol=1e-3 if dtype == "float16" else 1e-6)
+
+
+@pytest.mark.parametrize("way", ["eager", "function"])
+def test_a_while_loops_python_number_counter_is_weak_too(way: str) -> None:
+    def count(x: tfl.Tensor) -> tuple:
+        return tfl.while_loop(lambda c: c[1] < 3, lambda c: (c[0] * 0.5 + c[1], c[1] + 1),
+                              (x, 0))
+
+    x, n = (tfl.function(count) if way == "function" else count)(tfl.tensor([4.0]))
+    assert (x.dtype, n.dtype, type(n)) == (np.float32, np.int64, tfl.Tensor)
+    np.testing.assert_allclose(x.numpy(), [3.0])
+
+
+def test_an_int64_tensor_counter_promotes_and_the_error_says_to_count_with_a_number() -> None:
+    with pytest.raises(tfl.TraceError, match=r"(?s)float32\[1\] to float64\[1\].*"
+                                             r"count with 0, not tfl.tensor\(0\)"):
+        tfl.while_loop(lambda c: c[1] < 3, lambda c: (c[0] + c[1], c[1] + 1),
+                       (tfl.tensor([4.0]), tfl.tensor(0)))
+
+
 def test_graph_built_by_hand_holds_control_flow() -> None:
     with tfl.Graph() as g:
         x = tfl.placeholder((3,), dtype="float64", name="x")

@@ -7,6 +7,8 @@ nodes, maybe a final reduction, and as inputs the values the nodes read from out
   work (same ufuncs, same dtypes, Python literals still weak), closely for float sums and means
   (blocks add up in another order); for every fusable op, over hypothesis shapes with
   broadcasting, mixed dtypes and literals, for random chains, and for arrays of several blocks;
+  on edge values (NaN, infinities, casts out of range, overflowing sums, no elements) with
+  NumPy's warnings too;
 - it really works block by block: scratch allocated once, before the loop, every ufunc writing
   into it with ``out=``, broadcast operands read whole, peak memory a few blocks, ``out`` filled
   in place;
@@ -27,6 +29,7 @@ import sys
 import textwrap
 import tracemalloc
 import types
+import warnings
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -203,6 +206,113 @@ def random_array(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarr
     special = rng.choice([0.0, math.nan, math.inf, -math.inf], shape)
     values = np.where(rng.random(shape) < 0.1, special, rng.uniform(-3, 3, shape))
     return np.asarray(values).astype(dtype)
+
+
+# --- Edge values: NumPy's results and NumPy's warnings --------------------------------------
+
+#: Floats no integer type holds (NaN, infinities, out of every range), and ones some do.
+UNHELD = np.array([math.nan, math.inf, -math.inf, 1e30, -1e30, 3e9, -3e9, 2**63, -2**63,
+                   2**64, 70000.5, -129.5, 255.9, -0.9, 2.5, 0.0])
+#: Finite float32 values whose partial sums overflow.
+OVERFLOWING = np.array([3e38, 3e38, -3e38, 1.0])
+
+
+def _spread(values: np.ndarray, shape: tuple, dtype: str) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.resize(values, shape).astype(dtype)
+
+
+def _ends_in(reduction: str, axis: Any) -> Any:
+    return lambda x: getattr(x * 2.0, reduction)(axis=axis)
+
+
+#: Programs on edge values, with the arrays they run on and how their group is cut.
+EDGE_VALUES = {
+    **{f"{source} to {to} and back": (
+        lambda x, to=to, source=source: (x * 1.5).astype(to).astype(source) * 2,
+        [_spread(UNHELD, (40, 8), source)], multi_output_group)
+       for source in ("float32", "float64")
+       for to in ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64")},
+    "a cast summed": (lambda x: (x * 1.5).astype("int32").sum(axis=1),
+                      [_spread(UNHELD, (40, 8), "float64")], reduction_group),
+    # (Not NaN and both infinities together: whether inf meets -inf before a NaN, which NumPy
+    # warns of, depends on the order of the additions, which no two sums share.)
+    **{f"{reduction} over {axis} of {name}": (
+        _ends_in(reduction, axis), [_spread(values, (300, 7), "float32")], reduction_group)
+       for reduction in ("sum", "mean", "max") for axis in (None, 0, 1)
+       for name, values in [("NaN", UNHELD[[0, 3, 4, 14]]), ("inf", UNHELD[[1, 14, 15]]),
+                            ("inf and -inf", UNHELD[[1, 2, 14]])]},
+    # (Blocks of rows each sum to one infinity, which meet when the blocks' parts combine.)
+    **{f"{reduction} over {axis} of inf rows, then -inf rows": (
+        _ends_in(reduction, axis), [np.where(np.arange(288)[:, None] < 144, np.inf,
+                                             -np.inf) * np.ones((1, 7))], reduction_group)
+       for reduction in ("sum", "mean") for axis in (None, 0)},
+    **{f"a float32 {reduction} whose partial sums overflow": (
+        lambda x, r=reduction: getattr(x * 1.0, r)(axis=1),
+        [_spread(OVERFLOWING, (5, 64), "float32")], reduction_group)
+       for reduction in ("sum", "mean")},
+    **{f"{reduction} of {shape} over {axis}": (
+        _ends_in(reduction, axis), [np.ones(shape, np.float32)], reduction_group)
+       for reduction in ("sum", "mean") for shape in ((0,), (3, 0), (0, 4))
+       for axis in (None, 0, -1)},
+}
+
+
+def run_warned(kernel: Any, arrays: list[np.ndarray]) -> tuple[Any, set[str]]:
+    """`kernel`'s results, or the message of the FloatingPointError it raised, and the warnings
+    it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            results = kernel(*arrays)
+        except FloatingPointError as err:
+            results = str(err)
+    return results, {f"{w.category.__name__}: {w.message}" for w in caught}
+
+
+def assert_gives_eagers_results_and_warnings(kernel: Any, group: FusedGroup,
+                                             arrays: list[np.ndarray], errors: str) -> None:
+    """Under ``np.errstate(all=errors)``, `kernel` gives what the group's nodes give run
+    eagerly one by one: the same results (closely for float sums), warnings, or error."""
+    with np.errstate(all=errors):
+        want, warned = run_warned(lambda *a: _eager_results(group, a), arrays)
+        got, said = run_warned(kernel, arrays)
+    assert said == warned
+    if isinstance(want, str):
+        assert got == want
+        return
+    sums = group.reduction is not None and group.reduction.op.name != "max"
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want, strict=True):
+        assert (g.shape, g.dtype) == (w.shape, w.dtype)
+        if sums and w.dtype.kind == "f":
+            tolerance = {2: 1e-2, 4: 1e-5}.get(w.dtype.itemsize, 1e-12)
+            np.testing.assert_allclose(g, w, rtol=tolerance, atol=tolerance)
+        else:
+            np.testing.assert_array_equal(g, w, strict=True)
+
+
+def _eager_results(group: FusedGroup, arrays: tuple) -> list[np.ndarray]:
+    env = dict(zip(group.inputs, arrays, strict=True))
+    for node in group.members:
+        args = [env[o] if isinstance(o, Value) else o for o in node.inputs]
+        env[node.output] = np.asarray(node.op.kernel(np)(*args, **node.params))
+    return [env[v] for v in group.outputs]
+
+
+@pytest.mark.parametrize("block", [BLOCK_ELEMENTS, 64])  # one block, and several
+@pytest.mark.parametrize("errors", ["warn", "ignore", "raise"])
+@pytest.mark.parametrize("case", sorted(EDGE_VALUES))
+def test_edge_values_give_numpys_results_and_warnings(case: str, errors: str,
+                                                      block: int) -> None:
+    """NaN, infinities, floats cast to an integer type that cannot hold them, sums that
+    overflow, arrays with no elements: the kernel gives eager NumPy's results and warnings (its
+    own "Mean of empty slice"; partial results combined as a reduction, "... in reduce"), or
+    its FloatingPointError, as ``np.errstate`` asks."""
+    fn, arrays, cut = EDGE_VALUES[case]
+    group, inputs = cut(fn, *arrays)
+    with mock.patch.object(numpy_fused, "BLOCK_ELEMENTS", block):
+        kernel = numpy_kernel(group, np)
+    assert_gives_eagers_results_and_warnings(kernel, group, inputs, errors)
 
 
 # --- Every op, random chains ----------------------------------------------------------------

@@ -11,10 +11,15 @@ checked against eager NumPy, and the groups are checked against the rule of
 - fusion is *maximal*: where an elementwise node reads a value of its shape made by an
   elementwise node of another kernel, merging the two would make a cycle (there is a path of
   two steps or more between them).
+
+On edge values (NaN, infinities, values no int32 holds, cast to it), the compiled function's
+results and warnings are eager NumPy's.
 """
 
 from __future__ import annotations
 
+import operator
+import warnings
 from unittest import mock
 
 import networkx as nx
@@ -32,20 +37,23 @@ UNARY = ["tanh", "relu", "abs", "sigmoid", "exp"]
 BINARY = ["add", "sub", "mul", "maximum"]
 
 
-def _program(steps: list[tuple]) -> tuple:
+def _program(steps: list[tuple], every: bool = False) -> tuple:
     """A function of (x, r, c, w) doing `steps`; each step names the values it reads by index
-    into the values so far (taken modulo their number)."""
+    into the values so far (taken modulo their number). It returns three of them, or `every`
+    one (then no node is dead, and each computes in the compiled function too)."""
     def f(x, r, c, w):
         values = [x, r, c]
         for kind, a, b in steps:
             u, v = values[a % len(values)], values[b % len(values)]
-            if kind == "exp":
+            if kind == "cast":  # (NaN, infinities and big values are not int32's)
+                values.append(u.astype("int32").astype("float64") * 0.5)
+            elif kind == "exp":
                 values.append(u.tanh().exp())  # bounded: no overflow
             elif kind in UNARY:
                 values.append(getattr(u, kind)())
             elif kind in BINARY:
                 values.append(getattr(tfl, kind)(u, v) if kind == "maximum"
-                              else {"add": u + v, "sub": u - v, "mul": u * v}[kind])
+                              else getattr(operator, kind)(u, v))
             elif kind == "sum_rows" and u.ndim == 2:
                 values.append(u.sum(axis=1, keepdims=True))
             elif kind == "mean":
@@ -54,6 +62,8 @@ def _program(steps: list[tuple]) -> tuple:
                 values.append(u @ w)
             elif kind == "scale":
                 values.append(u * 0.5 + 1.0)
+        if every:
+            return tuple(values)
         # Several results: the last value and two picked ones, so some groups have outputs
         # in the middle.
         return values[-1], values[len(values) // 2], values[(2 * len(values)) // 3]
@@ -66,10 +76,17 @@ STEP = st.tuples(st.sampled_from([*UNARY, *BINARY, *BINARY, "sum_rows", "mean", 
                  st.integers(0, 40), st.integers(0, 40))
 
 
-def _inputs(seed: int) -> list:
+def _inputs(seed: int, edges: bool = False) -> list:
+    """Normal values; with `edges`, a third of them NaN, infinities or too big for int32."""
     rng = np.random.default_rng(seed)
-    return [tfl.tensor(rng.standard_normal(SHAPES[k]).astype(np.float64))
-            for k in ("full", "row", "column")] + [tfl.tensor(rng.standard_normal((5, 5)))]
+    arrays = [rng.standard_normal(SHAPES[k]) for k in ("full", "row", "column")]
+    if edges:
+        arrays = [np.where(rng.random(a.shape) < 1 / 3, rng.choice(EDGES, a.shape), a)
+                  for a in arrays]
+    return [tfl.tensor(a) for a in arrays] + [tfl.tensor(rng.standard_normal((5, 5)))]
+
+
+EDGES = np.array([np.nan, np.inf, -np.inf, 3e9, -1e300, 1e300])
 
 
 def _units(graph: Graph) -> tuple[nx.DiGraph, dict[int, int]]:
@@ -130,6 +147,32 @@ def test_random_dags_fuse_into_kernels_that_compute_what_eager_does(steps, seed,
         results = compiled(*args)
     _check_groups(compiled.snapshots[-2].graph, compiled.graph)
     want = [r.numpy() for r in f(*args)]
+    for got, expected in zip(results, want, strict=True):
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=st.lists(st.tuples(st.sampled_from([*UNARY, *BINARY, "cast", "cast", "matmul",
+                                                 "scale"]), st.integers(0, 40),
+                                st.integers(0, 40)), min_size=1, max_size=25),
+       seed=st.integers(0, 2**16), block=st.sampled_from([numpy_fused.BLOCK_ELEMENTS, 4, 7]))
+def test_random_dags_on_edge_values_give_eagers_results_and_warnings(steps, seed, block) -> None:
+    """NaN, infinities and values no int32 holds, through elementwise work and casts: the
+    compiled function (NumPy and C kernels, as each group suits) gives eager NumPy's results
+    and its warnings. (Reductions of such values: test_fused_kernels.py, test_c_kernels.py.)"""
+    f = _program(steps, every=True)
+    args = _inputs(seed, edges=True)
+    with mock.patch.object(numpy_fused, "BLOCK_ELEMENTS", block), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = tfl.compile(f, *args, passes=["dce", "fuse"], verify=False)
+        caught.clear()  # (tracing runs nothing, but say so)
+        results = compiled(*args)
+        said = {str(w.message) for w in caught}
+        caught.clear()
+        want = [r.numpy() for r in f(*args)]
+        warned = {str(w.message) for w in caught}
+    assert said == warned
     for got, expected in zip(results, want, strict=True):
         np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
 

@@ -493,3 +493,44 @@ def test_export_onnx_is_tfl_export_onnx_and_writes_a_file(tmp_path: Path) -> Non
     compiled = tfl.compile(lambda x: x + 1, tfl.zeros(2))
     path = tfl.export_onnx(compiled, tmp_path / "m.onnx")
     assert path == tmp_path / "m.onnx" and onnx.load(str(path)).producer_name == "teachflow"
+
+
+def test_a_module_exports_with_its_example_input_as_torch_onnx_export_takes_them(
+        tmp_path: Path) -> None:
+    """``tfl.export_onnx(model, x, path)``: traced on x, in eval mode (its dropout passes
+    through, as PyTorch exports), and the module is back in training mode after."""
+    nn = pytest.importorskip("teachflow.nn")
+    tfl.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Dropout(0.5), nn.Linear(4, 2))
+    x = tfl.tensor(arr((5, 3)))
+    path = tfl.export_onnx(model, x, tmp_path / "model.onnx")
+    assert model.training and all(m.training for m in model.modules())
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+    assert_same(got, model.eval()(x))
+
+
+def test_any_function_exports_with_a_tuple_of_example_inputs(tmp_path: Path) -> None:
+    a, b = arr((2, 3)), arr((3, 4))
+    got = run_onnx_of(lambda a, b: (a @ b).tanh(), (tfl.tensor(a), b), tmp_path, [a, b])
+    assert_same(got, (tfl.tensor(a) @ tfl.tensor(b)).tanh())
+    staged = tfl.function(lambda x: x * 2)  # a tfl.function: its trace for the example
+    assert_same(run_onnx_of(staged, tfl.tensor(a), tmp_path, [a]), tfl.tensor(a) * 2)
+    assert len(staged.concrete_functions) == 1
+
+
+def run_onnx_of(fn: Callable, example: object, folder: Path, inputs: list) -> list:
+    path = tfl.export_onnx(fn, example, folder / "model.onnx")
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, dict(zip([i.name for i in session.get_inputs()], inputs,
+                                      strict=True)))
+
+
+@pytest.mark.parametrize(("args", "match"), [((tfl.zeros(2), 3), "path to write to is int"),
+                                             (("m.onnx",), "unless it is given example inputs"),
+                                             ((tfl.zeros(2), "m.onnx"), None)])
+def test_export_onnx_with_the_wrong_arguments_says_what_it_takes(args: tuple,
+                                                                 match: str | None) -> None:
+    fn = (lambda x: x * 2) if match else 5
+    with pytest.raises(tfl.TeachflowError, match=match or "a function or a module, not a int"):
+        tfl.export_onnx(fn, *args)

@@ -446,6 +446,18 @@ def test_random_ops_are_never_folded() -> None:
 # --- CSE ------------------------------------------------------------------------------------------
 
 
+def test_a_constant_the_kernel_refuses_is_left_to_the_run_which_says_why() -> None:
+    """NumPy makes no bool range longer than 2, though the shape rule has its length: folding
+    it at compile time must not raise NumPy's bare TypeError."""
+    def f(x: tfl.Tensor) -> tfl.Tensor:
+        return x + tfl.arange(3, dtype="bool")
+
+    compiled = tfl.compile(f, t(np.ones(3)))
+    assert "arange" in ops(compiled.snapshots[-1].graph) or "arange" in compiled.source
+    with pytest.raises(tfl.DTypeError, match="arange"):
+        compiled(t(np.ones(3)))
+
+
 def test_cse_merges_a_duplicate_pure_computation() -> None:
     def f(x, y):
         return (x * y).tanh() - (x * y).tanh()

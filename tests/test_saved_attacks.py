@@ -180,7 +180,7 @@ EDITS = {
             {"op": "arange", "inputs": [], "outputs": [{"id": 500, "shape": [5], "dtype":
                                                         "int64", "device": "cpu"}],
              "params": {"start": 0, "stop": 5, "step": 0, "dtype": "int64", "device": "cpu"}}),
-        "arange refuses its operands"),
+        "(arange).params.step: a step of 0"),
     "bound of the wrong kind": (_set("graph.nodes.5.inputs.1", "3"), "must be a number"),
     "sub-graphs nested too deep": (lambda d: _nested_conds(d, 40), "graphs nest more than 32"),
     "wrong format": (_set("format", "onnx"), "is not a teachflow saved graph"),
@@ -206,6 +206,44 @@ def test_a_manifest_changed_so_is_refused_naming_what_is_wrong(saved: Path, atta
     change, words = EDITS[attack]
     refused(edit(saved, change), words)
     assert not (saved / "pwned").exists() and not Path("pwned").exists()
+
+
+def _shapes_and_axes(x: tfl.Tensor) -> tuple:
+    return (x.sum(axis=1), x.transpose(1, 0), x.reshape(-1), x[1:, 0],
+            tfl.broadcast_to(x, (4, 2, 3)), tfl.cat([x, x], axis=1), tfl.stack([x, x], axis=2),
+            x.argmax(axis=1), x[np.array([1, 0])])
+
+
+#: A parameter of a node of `_shapes_and_axes` set to a value no trace would give, with what
+#: the refusal says of it: each names the node (op and operands), the parameter, the operand.
+PARAMETERS = {
+    "axis out of range": ("sum", "axis", [5], "axis 5 is out of range: f32[2,3] has 2 axes"),
+    "axis from the end": ("sum", "axis", [-1], "axis -1 counts from the end"),
+    "axis twice": ("sum", "axis", [1, 1], "axes [1, 1] are not in increasing order"),
+    "one axis out of range": ("argmax", "axis", 2, "axis 2 is out of range"),
+    "joined axis out of range": ("concatenate", "axis", 2, "axis 2 is out of range"),
+    "new axis out of range": ("stack", "axis", 4, "stacking f32[2,3] gives 3 axes (0 to 2)"),
+    "not a permutation": ("transpose", "axes", [1, 1], "axes [1, 1] are not a permutation of "
+                                                       "the 2 axes of f32[2,3]"),
+    "too few axes": ("transpose", "axes", [0], "not a permutation of the 2 axes"),
+    "two sizes to fill in": ("reshape", "shape", [-1, -1], "shape [-1, -1] has a size that is"),
+    "reshape to another size": ("reshape", "shape", [7], "cannot reshape f32[2,3] (6 elements)"),
+    "broadcast to a shape it does not fit": ("broadcast_to", "shape", [4, 5, 3],
+                                             "cannot broadcast shapes (2, 3) and (4, 5, 3)"),
+    "negative size": ("broadcast_to", "shape", [-4, 2, 3], "shape [-4, 2, 3] has a size"),
+    "index out of bounds": ("getitem", "index", [{"slice": [1, None, None]}, 7],
+                            "index 7 is out of bounds for axis 1 with size 3"),
+    "too many indices": ("getitem", "index", [0, 0, 0], "too many indices"),
+}
+
+
+@pytest.mark.parametrize("case", list(PARAMETERS))
+def test_a_parameter_no_trace_gives_is_refused_naming_node_parameter_and_operand(
+        tmp_path: Path, case: str) -> None:
+    op, name, value, says = PARAMETERS[case]
+    folder = tfl.save(tfl.compile(_shapes_and_axes, X), tmp_path / "model")
+    edit(folder, lambda d: node(d, op)["params"].__setitem__(name, value))
+    refused(folder, f"({op} of f32[2,3]", f"params.{name}", says)
 
 
 def test_a_newer_major_version_is_refused_before_its_unknown_keys(saved: Path) -> None:

@@ -400,6 +400,57 @@ def test_an_attribute_rebound_between_calls_is_read_anew() -> None:
             model.forward(tfl.ones(2))
 
 
+# --- A captured tensor is an input like an argument ---------------------------------------------
+
+COLUMNS = tfl.tensor(np.array([2, 0]))  # a global, captured by the functions below
+ROW = tfl.tensor(1)
+LABELS = tfl.tensor(np.array([2, 0, 3]))
+
+
+def _with_a_closure() -> dict:
+    """Functions that take a tensor parameter from outside: a global or a closure's variable."""
+    picked, low, flag, mask = tfl.tensor(np.array([[1], [0]])), tfl.tensor(0.5), \
+        tfl.tensor(True), tfl.tensor(np.array([[True, False, True, False]] * 3))
+    return {
+        "x[:, i]": lambda x: x[:, COLUMNS], "x[i]": lambda x: x[ROW],
+        "x[i, j]": lambda x: x[picked, COLUMNS], "x[i, 1:]": lambda x: x[COLUMNS[:1], 1:],
+        "gradient through x[:, i]": lambda x: tfl.grad(lambda x: (x[:, COLUMNS] ** 2).sum())(x),
+        "in a loop body": lambda x: tfl.fori_loop(0, 2, lambda k, c: c + x[:, COLUMNS].sum(), x),
+        "in a cond branch": lambda x: tfl.cond(flag, lambda x: x[ROW], lambda x: x[0], x),
+        "clip bound": lambda x: x.clip(low, ROW), "where mask": lambda x: tfl.where(mask, x, low),
+        "cross_entropy's targets": lambda x: tfl.nn.functional.cross_entropy(x, LABELS),
+    }
+
+
+@pytest.mark.parametrize("way", ["function", "compile"])
+@pytest.mark.parametrize("case", list(_with_a_closure()))
+def test_a_captured_tensor_parameter_works_staged_as_eagerly(case: str, way: str) -> None:
+    """``x[:, i]`` with ``i`` a global or a closure's tensor traces as with ``i`` an argument
+    (it was a TraceError: the index was read as a value while tracing)."""
+    fn = _with_a_closure()[case]
+    x = tfl.tensor(np.arange(12.0).reshape(3, 4))
+    staged = tfl.function(fn) if way == "function" else tfl.compile(fn, x)
+    np.testing.assert_array_equal(staged(x).numpy(), fn(x).numpy())
+
+
+def test_a_captured_index_is_read_when_the_graph_runs() -> None:
+    """By reference, as a captured weight: an update of the index is seen by the next call."""
+    index = tfl.tensor(np.array([0, 1]))
+    staged = tfl.function(lambda x: x[index])
+    x = tfl.tensor([10.0, 20.0, 30.0])
+    np.testing.assert_array_equal(staged(x).numpy(), [10.0, 20.0])
+    index += 1
+    np.testing.assert_array_equal(staged(x).numpy(), [20.0, 30.0])
+    assert staged.trace_count == 1
+
+
+def test_a_captured_mask_is_refused_as_a_mask_argument_is() -> None:
+    """How many values a mask picks depends on its values, known only when the graph runs."""
+    mask = tfl.tensor([True, False, True])
+    with pytest.raises(tfl.TraceError, match="mask"):
+        tfl.function(lambda x: x[mask])(tfl.ones(3))
+
+
 # --- More that used to escape as bare Python errors ----------------------------------------------
 
 

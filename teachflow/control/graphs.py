@@ -120,7 +120,8 @@ def trace_subgraph(fn: Callable, args: Sequence[Any], construct: str,
     for i, x in enumerate(args):
         if isinstance(x, Tensor):
             name = _fresh(graph, names[i] if i < len(names) else f"arg{i}")
-            symbolic.append(Tensor._make(graph.add_input(x.spec, name=name), x._backend, None))
+            # (of its class: a weak tensor's stand-in is weak, as a loop's index is)
+            symbolic.append(type(x)._make(graph.add_input(x.spec, name=name), x._backend, None))
         else:
             symbolic.append(x)
     with builder:

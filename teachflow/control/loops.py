@@ -16,7 +16,9 @@ shapes and dtypes, since the one body graph must accept what it gives.
   start of each step (its *history*, one stacked tensor per carry), then a loop from the last
   step to the first that applies the body's gradient (`graph_vjp`) to that step's carry.
 
-`i` is a 0-d int64 tensor in both modes (traced, it must be: one body serves every step).
+`i` is a 0-d int64 tensor in both modes (traced, it must be: one body serves every step), weakly
+typed as the Python int it stands for (`tensor.WeakTensor`): ``carry + i`` keeps a float32 carry
+float32. So is a Python number the loop carries (``(x, 0)``: a counter).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from teachflow.ops import creation
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import Op
 from teachflow.spec import TensorSpec
-from teachflow.tensor import Tensor
+from teachflow.tensor import Tensor, WeakTensor
 from teachflow.tree import tree_flatten, tree_unflatten
 
 # --- while_loop -------------------------------------------------------------------------------
@@ -232,7 +234,9 @@ def _is_int(value: Any) -> bool:
 def _as_tensors(leaves: list, construct: str) -> list:
     out = []
     for k, x in enumerate(leaves):
-        if isinstance(x, bool | int | float | np.ndarray | np.generic):
+        if isinstance(x, bool | int | float):  # (weak, as the number it was: see WeakTensor)
+            x = WeakTensor.of(tensor(x))
+        elif isinstance(x, np.ndarray | np.generic):
             x = tensor(x)
         if not isinstance(x, Tensor):
             raise TeachflowError(f"loop variable {k} is {type(x).__name__}, not a tensor",
@@ -278,14 +282,14 @@ class _Loop:
         kept: list[list] = []
         for k in range(lower, upper):
             kept.append(carry)
-            i = Tensor._make(backend.xp.asarray(k, dtype=INDEX), backend, None)
+            i = WeakTensor._make(backend.xp.asarray(k, dtype=INDEX), backend, None)
             carry = self._step(self.body_fn(i, self._carry(carry)), specs)
         if self.history:
             carry = carry + [bind(shape_ops.stack, *(step[p] for step in kept), axis=0) if kept
                              else bind(creation.full, shape=(0, *s.shape), fill_value=0,
                                        dtype=s.dtype, device=s.device)
                              for p, s in enumerate(specs)]
-        return carry
+        return [_ordinary(x) for x in carry]
 
     def _holds(self, holds: Any) -> bool:
         if not isinstance(holds, Tensor) or holds.shape != () or holds.dtype.kind != "b":
@@ -298,7 +302,8 @@ class _Loop:
 
     def _step(self, out: Any, specs: list) -> list:
         leaves, tree = tree_flatten(out)
-        leaves = [tensor(x) if isinstance(x, bool | int | float) else x for x in leaves]
+        leaves = [WeakTensor.of(tensor(x)) if isinstance(x, bool | int | float) else x
+                  for x in leaves]
         self._check_body(tree, [x.spec if isinstance(x, Tensor) else x for x in leaves], specs)
         return leaves
 
@@ -327,7 +332,7 @@ class _Loop:
             leading: list = []
         else:
             backend = carry[0]._backend
-            index = Tensor._make(backend.xp.asarray(0, dtype=INDEX), backend, None)
+            index = WeakTensor._make(backend.xp.asarray(0, dtype=INDEX), backend, None)
             leading = [builder.operand(b) for b in self.bounds]
             carry = [index, *carry]
         body = trace_subgraph(self.body_fn, carry, f"the body of tfl.{self.construct} ({name})",
@@ -368,14 +373,23 @@ class _Loop:
             if before == after:
                 continue
             what = repr(self.names[k]) if self.names else str(k)
-            dtype = not isinstance(after, TensorSpec) or before.dtype != after.dtype
             raise TraceError(
                 f"{where} changes loop variable {what} from {describe(before)} to "
                 f"{describe(after)}: one body serves every step, so each loop variable keeps "
-                "its shape and dtype", op=self.construct,
-                hint=f"convert it back (.astype('{before.dtype.name}')), or start the loop with "
-                     "the dtype it takes" if dtype else
-                "keep its shape (a loop that grows a tensor can fill a preallocated one)")
+                "its shape and dtype", op=self.construct, hint=_keep_hint(before, after))
+
+
+def _keep_hint(before: TensorSpec, after: Any) -> str:
+    if isinstance(after, TensorSpec) and before.dtype == after.dtype:
+        return "keep its shape (a loop that grows a tensor can fill a preallocated one)"
+    hint = f"convert it back (.astype('{before.dtype.name}')), or start the loop with the dtype " \
+           "it takes"
+    if isinstance(after, TensorSpec) and before.dtype.kind == after.dtype.kind and \
+            np.promote_types(before.dtype, after.dtype) == after.dtype:
+        hint += (f". Beside an integer tensor made with tfl.tensor, NumPy computes "
+                 f"{before.dtype.name} in {after.dtype.name}; beside a Python number or the "
+                 f"loop's index it stays {before.dtype.name}: count with 0, not tfl.tensor(0)")
+    return hint
 
 
 def _parameters(fn: Callable) -> list[str]:
@@ -386,10 +400,15 @@ def _parameters(fn: Callable) -> list[str]:
         return []
 
 
+def _ordinary(x: Tensor) -> Tensor:
+    """A loop's result as an ordinary tensor, as traced (a weak counter's too)."""
+    return Tensor._make(x._data, x._backend, x._node) if isinstance(x, WeakTensor) else x
+
+
 def _no_gradient_through(x: Tensor) -> Tensor:
     """An eager while_loop's result: backward() reaching it raises, as it would traced."""
     if x._node is None:
-        return x
+        return _ordinary(x)
     node = autodiff.TapeNode(_WHILE_RESULT, {}, (x._node,), (None,), None, x._backend, x.shape,
                              x.dtype)
     return Tensor._make(x._data, x._backend, node)

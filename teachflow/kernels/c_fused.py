@@ -43,7 +43,11 @@ says in one sentence which kernel runs and why. NumPy warns of a division by zer
 or an invalid operation (``log(-1)``) by reading the CPU's floating-point flags after each loop;
 so does the C kernel, which returns them, and when NumPy would warn, the NumPy kernel runs again
 to warn at the learner's line (a NaN compared with ``>`` raises the flag too, so data with NaNs
-costs that second run).
+costs that second run). Where C's result may not be NumPy's at all, the kernel says so as well
+(`NUMPY_DECIDES`), and NumPy's kernel runs again whatever ``np.errstate`` says: a float cast to an
+integer type that cannot hold it (NaN, inf, out of range: undefined in C), a float sum whose
+terms are big enough that NumPy's partial sums might overflow. The mean of no elements is left
+to NumPy, whose mean warns of it.
 
 `c_source` is the C translation unit, for reading; `c_kernel` compiles it (once per machine:
 `native.py` caches it) and returns the function that calls it with the arrays. An input whose
@@ -77,6 +81,7 @@ from teachflow.kernels.c_expr import (
 )
 from teachflow.kernels.group import FusedGroup
 from teachflow.kernels.numpy_fused import numpy_kernel
+from teachflow.ops.elementwise import add, astype
 
 #: C as the system's compiler reads it: ``math.h`` names NaN and infinity.
 C = Dialect(nan=("NAN", "NAN"), inf=("INFINITY", "INFINITY"))
@@ -105,6 +110,19 @@ C_MIN_WORK = 1 << 15
 #: The floating-point exceptions a kernel reports, as bits of the number it returns, by the
 #: names `np.errstate` gives them.
 EXCEPTIONS = {"divide": 1, "over": 2, "invalid": 4}
+
+#: The bit a kernel returns beside them when its result may not be NumPy's, and NumPy's kernel
+#: runs again, whatever `np.errstate` says: it cast a float to an integer type that cannot hold
+#: it (NaN, an infinity, out of range), which C leaves undefined where NumPy gives what the
+#: CPU's instructions give, warning or not as they flag it; or it summed floats so big that
+#: NumPy's partial sums, in NumPy's order and the result's type, might overflow where the
+#: kernel's, in its order and in double, did not (`SUM_BOUND`).
+NUMPY_DECIDES = 8
+
+#: A float sum of n terms whose greatest magnitude times n is below this fraction of the
+#: result type's greatest value has no partial sum that overflows, in any order (the margin
+#: covers rounding).
+SUM_BOUND = 0.5
 
 #: The dtypes the C kernel computes in.
 C_DTYPES = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -269,7 +287,7 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
             results.append(result)
             addresses.append(address)
         raised = function(*addresses)
-        if raised and _warns(raised):  # NumPy would warn: its kernel runs again, and says so
+        if raised and _numpy_again(raised):  # its kernel runs again, and says what NumPy says
             return careful.numpy(*arrays)  # at the learner's line
         return results[0] if single else tuple(results)
 
@@ -347,7 +365,7 @@ class _careful:
             o if _writable_target(o, spec, arrays) else self.fresh(k)
             for k, (o, spec) in enumerate(zip(given, specs, strict=True))]
         raised = kernel(*addresses, *map(_address, targets))
-        if raised and _warns(raised):  # NumPy would warn: its kernel runs again, and says so
+        if raised and _numpy_again(raised):  # its kernel runs again, and says what NumPy says
             return self.numpy(*arrays, out=out)  # at the learner's line
         if given is None:
             return targets[0] if len(specs) == 1 else tuple(targets)
@@ -357,9 +375,12 @@ class _careful:
         return out
 
 
-def _warns(raised: int) -> bool:
-    """True if NumPy would act (warn, raise, ...) on the floating-point exceptions `raised`,
+def _numpy_again(raised: int) -> bool:
+    """True if the NumPy kernel must run again after the C kernel returned `raised`: a result
+    that may not be NumPy's, or floating-point exceptions NumPy would act on (warn, raise, ...)
     under the caller's `np.errstate`."""
+    if raised & NUMPY_DECIDES:
+        return True
     errors = np.geterr()
     return any(raised & bit and errors[name] != "ignore" for name, bit in EXCEPTIONS.items())
 
@@ -481,6 +502,8 @@ class _KernelWriter:
         self.spelled: dict[tuple[str, np.dtype], str] = {}  # (tanh, float32): tanhf
         self.dialect = Dialect(C.nan, C.inf, lambda name, dtype: self.spelled[name, dtype])
         self.openmp_reduction = False  # an inner loop reduces with the combining op
+        self.checks_casts = False  # a loop flags floats cast to an integer type that lacks them
+        self.bounds_sum = False  # a float sum finds its terms' greatest magnitude (`SUM_BOUND`)
 
     @property
     def declared(self) -> list[str]:
@@ -508,6 +531,9 @@ class _KernelWriter:
             for name, arity in function_calls(fusion_of(node)):
                 self.spell(name, arity, node)
             body.append(node_line(node, names, self.dialect))
+            if _casts_float_to_integer(node):
+                body.append(_cast_check(node, names))
+                self.checks_casts = True
         if math.prod(element) == 0:
             loops = self.no_elements()
         elif group.reduction is not None:  # (the values needed outside, written on the way)
@@ -518,6 +544,11 @@ class _KernelWriter:
             loops = self.elementwise_loops(names, body)
         start = ["int raised = 0;  // the exceptions raised, returned at the end",
                  "feclearexcept(FE_ALL_EXCEPT);"]
+        if self.bounds_sum:
+            bound = self.bound_type()
+            start.insert(1, f"{c_type(bound)} bound = {c_literal(0.0, bound, C)};  // the "
+                            "greatest magnitude of a term summed")
+            loops = [*loops, *self.bound_check()]
         return "\n".join([*self.header(), "", *self.preamble(), *self.signature(),
                           *_indent([*start, *loops, "return raised | exceptions();"]), "}", ""])
 
@@ -560,6 +591,10 @@ class _KernelWriter:
                  "    return (fetestexcept(FE_DIVBYZERO) ? 1 : 0) | "
                  "(fetestexcept(FE_OVERFLOW) ? 2 : 0) |",
                  "           (fetestexcept(FE_INVALID) ? 4 : 0);", "}", ""]
+        if self.checks_casts:
+            lines[6:6] = [f"// The loop adds {NUMPY_DECIDES} for a float cast to an integer type "
+                          "that cannot hold it (NaN, inf, out of", "// range): C leaves that "
+                          "undefined, and NumPy's kernel runs again."]
         if self.declared:
             lines += ["// Vector versions from glibc's libmvec (-lmvec): in a vectorised loop, "
                       "each call computes", "// several elements at once."]
@@ -650,6 +685,10 @@ class _KernelWriter:
         """Nested loops over `axes` around `body`, the innermost vectorised by `simd`; the
         loop over the `split` axis covers only the block's part, ``first`` to ``last``."""
         lines = body
+        if simd and self.checks_casts:  # (each vector lane flags into a copy, or'ed at the end)
+            simd += " reduction(|:raised)"
+        if simd and self.bounds_sum:
+            simd += " reduction(max:bound)"
         for depth, axis in reversed(list(enumerate(axes))):
             start, stop = ("first", "last") if split and axis == split[0] else \
                 ("0", str(self.sizes[axis]))
@@ -670,7 +709,8 @@ class _KernelWriter:
         axis, blocks = split
         size = self.sizes[axis]
         return [f"// {what}, in {blocks} blocks shared between the cores.",
-                "#pragma omp parallel for schedule(static) reduction(|:raised)",
+                "#pragma omp parallel for schedule(static) reduction(|:raised)"
+                + (" reduction(max:bound)" if self.bounds_sum else ""),
                 f"for (long block = 0; block < {blocks}; block++) {{",
                 f"    const long first = block * {size}L / {blocks}, "
                 f"last = (block + 1) * {size}L / {blocks};",
@@ -707,10 +747,7 @@ class _KernelWriter:
         result's type."""
         node = self.group.reduction
         if node.op.partials.mean:
-            element = self.group.elementwise_spec.shape
-            axis = node.params["axis"]
-            count = math.prod(n for a, n in enumerate(element) if axis is None or a in axis)
-            total = f"{total} / {count}.0"
+            total = f"{total} / {self.group.reduced_count}.0"
         initial = node.params.get("initial")
         if initial is not None:
             total = self.combined(total, c_literal(initial, dtype, C), dtype)
@@ -753,8 +790,13 @@ class _KernelWriter:
         combine = self.group.reduction.op.partials.combine.name
         simd = f"#pragma omp simd reduction({combine}:acc)" if dropped else "#pragma omp simd"
         self.openmp_reduction = bool(dropped)
-        step = f"acc = {self.combined('acc', _cast(*element, dtype), dtype)};"
-        accumulate = aligned([*body, (step, short)])
+        steps = [(f"acc = {self.combined('acc', _cast(*element, dtype), dtype)};", short)]
+        if self.group.reduction.op.partials.combine is add and dtype.kind == "f":
+            self.bounds_sum = True
+            size = _cast(*element, self.bound_type())
+            size = f"fabs{'f' if self.bound_type() == np.float32 else ''}({size})"
+            steps.append((f"bound = {size} > bound ? {size} : bound;", "(a NaN is not greater)"))
+        accumulate = aligned([*body, *steps])
         start, finish = f"{acc} acc = {identity};", f"{out} = {self.finished('acc', dtype)};"
         if kept:
             split = self.split(kept, None if dropped else kept[-1])
@@ -772,6 +814,21 @@ class _KernelWriter:
                 "same result however many cores", *self.in_blocks(split, inner, everything),
                 start, f"for (long block = 0; block < {blocks}; block++) "
                        f"acc = {self.combined('acc', 'part[block]', dtype)};", finish]
+
+    def bound_type(self) -> np.dtype:
+        """The dtype a sum's `bound` is found in: its terms', if floats (comparing them costs
+        less than converting them), else double."""
+        element = self.group.elementwise_spec.dtype
+        return element if element.kind == "f" else np.dtype(np.float64)
+
+    def bound_check(self) -> list[str]:
+        """The lines after a float sum that leave the result to NumPy where its partial sums
+        might overflow (`SUM_BOUND`), an infinite term too."""
+        result, count = self.group.reduction.spec.dtype, self.group.reduced_count
+        limit = c_literal(float(np.finfo(result).max) * SUM_BOUND / count, self.bound_type(), C)
+        return [f"// NumPy adds in {result.name}, in its own order: where a partial sum might "
+                "overflow there, NumPy decides.",
+                f"if (!(bound < {limit})) raised |= {NUMPY_DECIDES};"]
 
     def leading(self, kept: list[int], dropped: list[int], element: tuple[str, np.dtype],
                 body: list[str], short: str) -> list[str]:
@@ -822,6 +879,38 @@ def _check(group: FusedGroup) -> None:
                 raise Declined(f"the literal {o!r} is not written in C here")
     if group.reduction is not None and group.reduction.op.partials is None:
         raise Declined(f"{group.reduction.op.name} does not say how to reduce in parts")
+    if group.reduction is not None and group.reduction.op.partials.mean and \
+            group.reduced_count == 0:
+        raise Declined("the mean of no elements is NaN, and NumPy's warnings about it (\"Mean "
+                       "of empty slice\") come from NumPy's own mean")
+
+
+def _casts_float_to_integer(node: Node) -> bool:
+    x = node.inputs[0]
+    return node.op is astype and isinstance(x, Value) and x.dtype.kind == "f" and \
+        node.spec.dtype.kind in "iu"
+
+
+def _cast_check(node: Node, names: dict[Value, str]) -> tuple[str, str]:
+    """The line after a float cast to an integer type that flags `NUMPY_DECIDES` where the
+    value is not one the type holds once truncated (NaN fails both comparisons), and its
+    comment."""
+    x, to = node.inputs[0], node.spec.dtype
+    low, high = _holdable(x.dtype, to)
+    value = names[x]
+    return (f"raised |= ({value} >= {c_literal(low, x.dtype, C)} && {value} <= "
+            f"{c_literal(high, x.dtype, C)}) ? 0 : {NUMPY_DECIDES};",
+            f"does {to.name} hold {x}? (else C's cast is undefined: NumPy's kernel runs)")
+
+
+def _holdable(source: np.dtype, to: np.dtype) -> tuple[float, float]:
+    """The least and greatest values of the float dtype `source` that, truncated, the integer
+    dtype `to` holds."""
+    info = np.iinfo(to)
+    below, above = source.type(info.min - 1), source.type(info.max + 1)  # (rounded)
+    low = below if int(below) > info.min - 1 else np.nextafter(below, source.type(math.inf))
+    high = above if int(above) < info.max + 1 else np.nextafter(above, source.type(-math.inf))
+    return float(low), float(high)
 
 
 def _may_be_negative(operand: Any) -> bool:

@@ -15,6 +15,7 @@ kernel with several returns a tuple of them, in `outputs` order, and its ``out``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from teachflow.graph import Node, Value
@@ -83,3 +84,11 @@ class FusedGroup:
         if self.reduction is not None:
             return self.reduction.inputs[0].spec
         return self.nodes[-1].spec
+
+    @property
+    def reduced_count(self) -> int | None:
+        """How many elements the reduction combines into each of its results (a mean divides
+        by it), or None where a size is known only at run time."""
+        axis = self.reduction.params["axis"]
+        sizes = [n for a, n in enumerate(self.elementwise_spec.shape) if axis is None or a in axis]
+        return None if None in sizes else math.prod(sizes)

@@ -291,13 +291,18 @@ class _KernelWriter:
         One over the blocked axis reduces each block into ``part`` and combines that into the
         result, which starts at the identity of the combining op. A mean is a sum, divided at
         the end by the count, exactly as NumPy computes it (in float64 for integers, float32
-        for float16: then in ``acc``, cast to the result's dtype at the end).
+        for float16: then in ``acc``, cast to the result's dtype at the end). The mean of no
+        elements is NumPy's own, NaN, with its warnings ("Mean of empty slice").
         """
         spec, element = last.spec, self.group.elementwise_spec
         partials = last.op.partials
         axis, keepdims = last.params["axis"], last.params["keepdims"]
         accumulator = partials.accumulate(spec.dtype) if partials.accumulate else spec.dtype
         value = self.names[last.inputs[0]]
+        result = self.results[last.output]
+        if partials.mean and self.group.reduced_count == 0:
+            mean = self.call(last.op, [value], last.params, None)
+            return [result], [], [_commented(f"np.copyto({result}, {mean})", _short(last))], []
         dtype = f", dtype={_dtype(accumulator)}" if accumulator != element.dtype else ""
 
         def reduce_into(target: str) -> str:
@@ -305,7 +310,6 @@ class _KernelWriter:
                     f"out={target})")
 
         before, per_block, after = [], [], []
-        result = self.results[last.output]
         acc = result if accumulator == spec.dtype else "acc"
         if acc == "acc":
             before.append(f"acc = np.empty({spec.shape!r}, dtype={_dtype(accumulator)})")
@@ -315,16 +319,15 @@ class _KernelWriter:
                        f"{acc}[...] = {_literal(partials.identity(accumulator))}  # the identity "
                        f"of {combine.name}: each block combines its part into it"]
             per_block += [_commented(reduce_into("part"), f"{_short(last)}: this block's part"),
-                          self.call(combine, [acc, "part"], {}, target=acc)]
+                          # (as a reduction too, so that NumPy's warnings say "in reduce")
+                          f"np.stack(({acc}, part)).{partials.method}(axis=0, out={acc})"]
             acc_rows = []
         else:
             per_block.append(_commented(reduce_into(acc), _short(last)))
             acc_rows = [acc]
         if partials.mean:
-            count = math.prod(element.shape[a] for a in (range(element.ndim) if axis is None
-                                                         else axis))
-            after.append(_commented(f"np.true_divide({acc}, np.intp({count}), out={acc}, "
-                                    'casting="unsafe")', "mean = sum / count"))
+            after.append(_commented(f"np.true_divide({acc}, np.intp({self.group.reduced_count}), "
+                                    f'out={acc}, casting="unsafe")', "mean = sum / count"))
         if acc == "acc":
             after.append(f'np.copyto({result}, acc, casting="unsafe")')
         return acc_rows, before, per_block, after

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from teachflow import dispatch
 from teachflow.errors import DTypeError, IndexingError, ShapeError, TeachflowError
 from teachflow.factories import arange, rand, zeros
 from teachflow.graph import Value
@@ -79,7 +80,9 @@ def cross_entropy(logits: Any, target: Any, reduction: str = "mean",
                          hint="targets are class indices: target.astype('int64')")
     classes = logits.shape[1]
     ignored = None  # how many targets are ignore_index (unknown while tracing)
-    if not isinstance(target._data, Value):  # (traced: the labels exist only when it runs)
+    # Traced, the labels exist only when it runs, an argument's or a captured tensor's alike.
+    target = dispatch.current_interpreter().operand(target)
+    if not isinstance(target._data, Value):
         labels = target.numpy()
         ignored = int((labels == ignore_index).sum())
         bad = labels[((labels < 0) | (labels >= classes)) & (labels != ignore_index)]

@@ -21,11 +21,13 @@ anyway. So the exporter takes the last stage of the compilation whose ops are al
 (after simplify, constant folding, CSE and DCE). The weights the graph reads (captured tensors)
 are written into the file as initializers, with their values at export time.
 
-The chapters: `ops` (each teachflow op in ONNX's words, and those that have none), `indexing`
-(slices, index arrays and writes), `control` (``cond`` and loops as ``If`` and ``Loop``), and
-`emitter`, which walks a graph and writes the model. Only `emitter` needs the ``onnx`` package
-(the optional ``onnx`` extra), and it is imported when a model is written, so ``import teachflow``
-does not need it.
+The chapters: `runtime` (the types onnxruntime's kernels take, and what to do about the others),
+`ops` (each teachflow op in ONNX's words, and those that have none), `indexing` (slices, index
+arrays and writes), `control` (``cond`` and loops as ``If`` and ``Loop``), and `emitter`, which
+walks a graph and writes the model. A model onnxruntime could not run is never written: the
+export refuses it, naming the op, its dtype and the line. Only `emitter` and `runtime`'s check
+need the ``onnx`` package (the optional ``onnx`` extra), imported when a model is written, so
+``import teachflow`` does not need it.
 
 The versions are pinned low on purpose: ONNX IR version 8 and opset 17 (ONNX 1.12, 2022), which
 every current runtime reads. A newer opset would change some operators' signatures (in opset 18
@@ -35,24 +37,35 @@ exactly.
 
 from __future__ import annotations
 
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from teachflow.compiler import Compilation
+from teachflow.concrete import ConcreteFunction
 from teachflow.errors import TeachflowError
-from teachflow.function import one_compilation
+from teachflow.factories import tensor
+from teachflow.function import Function, one_compilation
+from teachflow.function import compile as compile_on
 from teachflow.graph import Graph, subgraphs
+from teachflow.nn import Module
 
 #: The ONNX IR version and opset the exporter writes.
 IR_VERSION, OPSET = 8, 17
 
 
-def export_onnx(fn: Any, path: str | Path) -> Path:
+def export_onnx(fn: Any, args_or_path: Any, path: str | Path | None = None) -> Path:
     """Write the graph of `fn` to `path` as an ONNX model, checked by ONNX's checker; returns
     the path. `fn` is a concrete function, a `Compilation` (``tfl.compile``), or a
-    ``tfl.function`` that has been traced once (for one input signature).
+    ``tfl.function`` that has been traced once (for one input signature); or, as
+    ``torch.onnx.export(model, args, path)`` takes it, a module or any function with its example
+    input (a tensor, or a tuple of them), traced on it here (a module in eval mode, as
+    PyTorch exports one, and put back in its mode after):
 
-        c = tfl.compile(model_fn, x)
-        tfl.export_onnx(c, "model.onnx")
+        tfl.export_onnx(tfl.compile(model_fn, x), "model.onnx")
+        tfl.export_onnx(model, x, "model.onnx")
         onnxruntime.InferenceSession("model.onnx").run(None, {"x": x.numpy()})
 
     The model's inputs are named as the function's arguments, its outputs ``output0``,
@@ -60,20 +73,27 @@ def export_onnx(fn: Any, path: str | Path) -> Path:
     """
     import onnx
 
-    model = to_onnx(fn)
-    path = Path(path)
-    onnx.save(model, str(path))
-    return path
+    example, path = ((), args_or_path) if path is None else (args_or_path, path)
+    if not isinstance(path, str | PathLike):
+        raise TeachflowError(f"the path to write to is {type(path).__name__}, not a str or Path",
+                             op="export_onnx",
+                             hint="tfl.export_onnx(compiled, path) or, with example inputs, "
+                                  "tfl.export_onnx(model, x, path)")
+    model = to_onnx(fn, *(example if isinstance(example, tuple) else (example,)))
+    onnx.save(model, str(Path(path)))
+    return Path(path)
 
 
-def to_onnx(fn: Any) -> Any:
-    """The ONNX model (an ``onnx.ModelProto``) that `export_onnx` writes."""
+def to_onnx(fn: Any, *example_args: Any) -> Any:
+    """The ONNX model (an ``onnx.ModelProto``) that `export_onnx` writes: of `fn` staged, or
+    traced on `example_args` (see `export_onnx`)."""
     from onnx import helper
 
     from teachflow import __version__
     from teachflow.onnx_export.emitter import Emitter, check, value_info
+    from teachflow.onnx_export.runtime import refuse_unrunnable
 
-    graph = exported_graph(fn)
+    graph = exported_graph(traced(fn, example_args) if example_args else fn)
     e = Emitter()
     names, inputs = [], []
     for k, v in enumerate(graph.inputs):
@@ -82,6 +102,11 @@ def to_onnx(fn: Any) -> Any:
         names.append(name)
         inputs.append(value_info(name, v.spec, dims))
     results, outputs = e.translate(graph, names), []
+    for v in [*graph.inputs, *graph.outputs]:  # (what no node has refused)
+        if v.dtype.kind == "c":
+            raise TeachflowError(f"{v} is {v.dtype.name}, and onnxruntime has no complex "
+                                 "tensors", op="export_onnx",
+                                 hint="pass the real and imaginary parts as two inputs")
     for k, (name, v) in enumerate(zip(results, graph.outputs, strict=True)):
         outputs.append(value_info(e.fresh(f"output{k}"), v.spec))
         e.nodes.append(helper.make_node("Identity", [name], [outputs[-1].name],
@@ -91,8 +116,32 @@ def to_onnx(fn: Any) -> Any:
     model = helper.make_model(proto, ir_version=IR_VERSION, producer_name="teachflow",
                               producer_version=__version__,
                               opset_imports=[helper.make_opsetid("", OPSET)])
+    refuse_unrunnable(model, e.made_by)
     check(model)
     return model
+
+
+def traced(fn: Any, example_args: tuple) -> Any:
+    """`fn` traced on `example_args`: a ``tfl.function``'s concrete function for them, any
+    other function (a module: in eval mode, its modes put back after) compiled on them; what is
+    staged already, as it is."""
+    if isinstance(fn, Compilation | ConcreteFunction):
+        return fn
+    if isinstance(fn, Function):
+        return fn.get_concrete_function(*example_args)
+    if not callable(fn):
+        raise TeachflowError(f"export_onnx exports a function or a module, not a "
+                             f"{type(fn).__name__}", op="export_onnx",
+                             hint="tfl.export_onnx(model, x, path)")
+    modes = {m: m.training for m in fn.modules()} if isinstance(fn, Module) else {}
+    try:
+        if modes:
+            fn.eval()
+        return compile_on(fn, *(tensor(a) if isinstance(a, np.ndarray) else a
+                                for a in example_args))
+    finally:
+        for module, training in modes.items():
+            module.training = training
 
 
 def exported_graph(fn: Any) -> Graph:
@@ -102,9 +151,11 @@ def exported_graph(fn: Any) -> Graph:
                                   "f.get_concrete_function(*args)")
     if compilation is None:
         raise TeachflowError(
-            f"export_onnx exports a staged function, not a {type(fn).__name__}",
-            op="export_onnx", hint="give it tfl.compile(f, *example_args), a tfl.function "
-                                   "that has been called, or one of its concrete_functions")
+            f"export_onnx exports a staged function, not a {type(fn).__name__}, unless it is "
+            "given example inputs to trace it on", op="export_onnx",
+            hint="tfl.export_onnx(f, x, path) with f's example input x (a tuple for several), "
+                 "or give it tfl.compile(f, *example_args), a tfl.function that has been "
+                 "called, or one of its concrete_functions")
     graph = next(s.graph for s in reversed(compilation.snapshots) if _primitive(s.graph))
     if graph.updates:
         written = ", ".join(u.slot.name for u in graph.updates)

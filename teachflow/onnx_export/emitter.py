@@ -73,6 +73,7 @@ class Emitter:
             self.taken: set[str] = set()
             self.initializers: list[Any] = []
             self._constants: dict[tuple, str] = {}
+            self.made_by: dict[str, Node] = {}  # ONNX node name -> the teachflow node it computes
 
     def child(self) -> Emitter:
         return Emitter(self.root)
@@ -142,6 +143,8 @@ class Emitter:
         self.nodes.append(helper.make_node(op_type, list(inputs), names,
                                            name=self.fresh(f"{label} {op_type}"),
                                            doc_string=doc, **attrs))
+        if self.node is not None:
+            self.root.made_by[self.nodes[-1].name] = self.node
         return names[0] if outputs == 1 else names
 
     def translate(self, graph: Graph, inputs: Sequence[str]) -> list[str]:
@@ -158,8 +161,13 @@ class Emitter:
 
     def convert(self, node: Node) -> None:
         convert = CONVERTERS.get(node.op.name)
-        if convert is None:
+        complex_value = next((v for v in (*node.inputs, *node.outputs)
+                              if isinstance(v, Value) and v.dtype.kind == "c"), None)
+        if convert is None or complex_value is not None:
             reason = REFUSED.get(node.op.name, "teachflow knows no ONNX equivalent for it")
+            if complex_value is not None:
+                reason = (f"{complex_value} is {complex_value.dtype.name}, and onnxruntime has "
+                          "no complex tensors")
             raise TeachflowError(
                 f"op {node.op.name} ({format_node(node)}) cannot be exported to ONNX: {reason}",
                 op=node.op.name, location=node.source,

@@ -30,6 +30,7 @@ import numpy as np
 
 from teachflow.errors import TeachflowError
 from teachflow.graph import Node, Value
+from teachflow.onnx_export.runtime import carrier
 from teachflow.ops.shape import Hole
 
 if TYPE_CHECKING:
@@ -249,8 +250,11 @@ def _scatter(e: Emitter, node: Node) -> str:
 
 
 def _added(e: Emitter, g: Value, shape: str, where: str) -> str:
-    zeros = e.add("ConstantOfShape", [shape], value=e.tensor(np.zeros(1, g.dtype)))
-    return scatter(e, zeros, shape, where, e.input(g), add=True)
+    """In float32 for float16 (onnxruntime's ScatterND does not add those), cast back."""
+    inner = carrier("ScatterND reduction=add", g.dtype)
+    zeros = e.add("ConstantOfShape", [shape], value=e.tensor(np.zeros(1, inner)))
+    out = scatter(e, zeros, shape, where, e.input(g, inner), add=True)
+    return out if inner == g.dtype else e.cast(out, g.dtype)
 
 
 CONVERTERS = {"getitem": _getitem, "gather": _getitem, "setitem": _setitem,

@@ -14,7 +14,11 @@ for that. What does need care is where the two disagree:
   ONNX's ``Mod(fmod=0)`` is Python's ``%`` for integers, and ``x - x % y`` is a multiple of ``y``,
   so ``(x - x % y) / y`` is the floor exactly. For floats, as NumPy computes it.
 - *Types an operator does not take.* ONNX's ``Add`` has no bool version (NumPy's ``True + True``
-  is logical or), ``Neg`` no unsigned one: those are written with ``Or``/``And``/``Sub``.
+  is logical or), ``Neg`` no unsigned one: those are written with ``Or``/``And``/``Sub``. Where
+  onnxruntime's kernel lacks a type ONNX allows (``Max`` of int16, ``Where`` of bools), the op
+  computes in a *carrier* dtype that holds every value, and the result is cast back
+  (`teachflow.onnx_export.runtime`); ``softplus`` of float64 is written out
+  (``max(x, 0) + log1p(exp(-|x|))``). What no carrier computes is refused when exporting.
 
 `REFUSED` says why an op has no converter; `teachflow.onnx_export.indexing` converts indexing and
 `teachflow.onnx_export.control` control flow. A test checks that every op teachflow declares is
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from teachflow.graph import Node, Value
+from teachflow.onnx_export.runtime import carrier, takes
 
 if TYPE_CHECKING:
     from teachflow.onnx_export.emitter import Emitter
@@ -77,7 +82,7 @@ _ONE_TO_ONE = {
     "add": ("Add", "Or"), "sub": ("Sub", None), "mul": ("Mul", "And"), "div": ("Div", None),
     "maximum": ("Max", "Or"), "minimum": ("Min", "And"), "exp": ("Exp", None),
     "log": ("Log", None), "sqrt": ("Sqrt", None), "tanh": ("Tanh", None),
-    "sigmoid": ("Sigmoid", None), "softplus": ("Softplus", None), "sign": ("Sign", None),
+    "sigmoid": ("Sigmoid", None), "sign": ("Sign", None),
     "abs": ("Abs", "Identity"), "identity": ("Identity", "Identity"),
     "stop_gradient": ("Identity", "Identity"), "copy": ("Identity", "Identity"),
 }
@@ -86,9 +91,18 @@ _ONE_TO_ONE = {
 def _one_to_one(op_type: str, on_bool: str | None) -> Convert:
     def convert(e: Emitter, node: Node) -> str:
         dtype = node.spec.dtype
-        operands = [e.input(x, dtype) for x in node.inputs]
-        return e.add(on_bool if dtype == BOOL and on_bool else op_type, operands)
+        if dtype == BOOL and on_bool:
+            return e.add(on_bool, [e.input(x, dtype) for x in node.inputs])
+        return in_carrier(e, op_type, node.inputs, dtype)
     return convert
+
+
+def in_carrier(e: Emitter, op_type: str, operands: Any, dtype: np.dtype) -> str:
+    """`op_type` of `operands` computed in `dtype`, or in the carrier dtype onnxruntime takes
+    for it (see `runtime.carrier`), cast back to `dtype`."""
+    inner = carrier(op_type, dtype)
+    out = e.add(op_type, [e.input(x, inner) for x in operands])
+    return out if inner == dtype else e.cast(out, dtype)
 
 
 for _name, (_op_type, _on_bool) in _ONE_TO_ONE.items():
@@ -110,18 +124,28 @@ def _neg(e: Emitter, node: Node) -> str:
     return e.add("Neg", [x])
 
 
-def _in_wider(e: Emitter, node: Node, op_type: str, takes: set[str]) -> str:
-    """`op_type` on the result's dtype if ONNX's operator takes it, else in int64 (exact for
-    the narrow integers and bools NumPy computes in), cast back to the result's dtype."""
-    dtype = node.spec.dtype
-    inner = dtype if dtype.name in takes else INT64
-    out = e.add(op_type, [e.input(x, inner) for x in node.inputs])
-    return out if inner == dtype else e.cast(out, dtype)
-
-
 @converts("pow")
 def _pow(e: Emitter, node: Node) -> str:
-    return _in_wider(e, node, "Pow", {"int32", "int64", "float16", "float32", "float64"})
+    """In a wider integer type for the narrow ones (their powers wrap there as in NumPy, once
+    cast back)."""
+    return in_carrier(e, "Pow", node.inputs, node.spec.dtype)
+
+
+@converts("softplus")
+def _softplus(e: Emitter, node: Node) -> str:
+    """ONNX's Softplus where onnxruntime has it (float32); else as NumPy's logaddexp(0, x)
+    computes it, max(x, 0) + log1p(exp(-|x|)), with log1p(y) = log(u) * y / (u - 1) for
+    u = 1 + y (Goldberg's: exact where log(1 + y) alone loses y's digits), y where u is 1."""
+    dtype = node.spec.dtype
+    x = e.input(node.inputs[0], dtype)
+    if takes("Softplus", dtype):
+        return e.add("Softplus", [x])
+    y = e.add("Exp", [e.add("Neg", [e.add("Abs", [x])])])
+    u = e.add("Add", [e.input(1, dtype), y])
+    below = e.add("Sub", [u, e.input(1, dtype)])
+    ratio = e.add("Div", [e.add("Mul", [e.add("Log", [u]), y]), below])
+    log1p = e.add("Where", [e.add("Equal", [below, e.input(0, dtype)]), y, ratio])
+    return e.add("Add", [e.add("Max", [x, e.input(0, dtype)]), log1p])
 
 
 @converts("relu")
@@ -131,7 +155,7 @@ def _relu(e: Emitter, node: Node) -> str:
     if dtype.kind in "ub":  # nothing is below zero
         return e.add("Identity", [x])
     if dtype.kind == "i":  # ONNX's Relu takes ints, but runtimes seldom implement them
-        return e.add("Max", [x, e.input(0, dtype)])
+        return in_carrier(e, "Max", [node.inputs[0], 0], dtype)
     return e.add("Relu", [x])
 
 
@@ -140,10 +164,13 @@ def _clip(e: Emitter, node: Node) -> str:
     """minimum(maximum(x, lo), hi), as NumPy computes it: ONNX's Clip takes only scalar
     bounds, and teachflow's may be tensors."""
     dtype = node.spec.dtype
-    x, lo, hi = (e.input(v, dtype) for v in node.inputs)
     if dtype == BOOL:
+        x, lo, hi = (e.input(v, dtype) for v in node.inputs)
         return e.add("And", [e.add("Or", [x, lo]), hi])
-    return e.add("Min", [e.add("Max", [x, lo]), hi])
+    inner = carrier("Max", dtype)
+    x, lo, hi = (e.input(v, inner) for v in node.inputs)
+    out = e.add("Min", [e.add("Max", [x, lo]), hi])
+    return out if inner == dtype else e.cast(out, dtype)
 
 
 def _fmod(e: Emitter, x: str, y: str, dtype: np.dtype) -> tuple[str, str]:
@@ -191,10 +218,13 @@ def _floor_quotient(e: Emitter, x: str, y: str, dtype: np.dtype) -> str:
 
 
 def _division(kind: Callable[[Emitter, str, str, np.dtype], str], quotient: bool) -> Convert:
+    """In the result's dtype, or a wider one where onnxruntime's Where lacks it (int16)."""
     def convert(e: Emitter, node: Node) -> str:
         dtype = node.spec.dtype
-        x, y = (e.input(v, dtype) for v in node.inputs)
-        return _guarded(e, x, y, dtype, lambda a, b: kind(e, a, b, dtype), quotient)
+        inner = carrier("Where", dtype)
+        x, y = (e.input(v, inner) for v in node.inputs)
+        out = _guarded(e, x, y, inner, lambda a, b: kind(e, a, b, inner), quotient)
+        return out if inner == dtype else e.cast(out, dtype)
     return convert
 
 
@@ -220,9 +250,12 @@ CONVERTERS["ne"] = _compare("Equal", negate=True)
 
 @converts("where")
 def _where(e: Emitter, node: Node) -> str:
+    """A choice moves values unchanged: any carrier of the same bits will do (bools in uint8)."""
     cond, x, y = node.inputs
     dtype = node.spec.dtype
-    return e.add("Where", [e.input(cond, BOOL), e.input(x, dtype), e.input(y, dtype)])
+    inner = carrier("Where", dtype, same_bits=True)
+    out = e.add("Where", [e.input(cond, BOOL), e.input(x, inner), e.input(y, inner)])
+    return out if inner == dtype else e.cast(out, dtype)
 
 
 @converts("astype")
@@ -248,9 +281,13 @@ def reduce(e: Emitter, op_type: str, x: str, axis: tuple | None, keepdims: bool)
 
 @converts("sum")
 def _sum(e: Emitter, node: Node) -> str:
-    """In the result's dtype, as NumPy sums (int32 elements add up in int64)."""
-    x = e.input(node.inputs[0], node.spec.dtype)
-    return reduce(e, "ReduceSum", x, node.params["axis"], node.params["keepdims"])
+    """In the result's dtype, as NumPy sums (int32 elements add up in int64); a uint64 sum in
+    int64, whose sums wrap alike."""
+    dtype = node.spec.dtype
+    inner = carrier("ReduceSum", dtype, same_bits=True)
+    out = reduce(e, "ReduceSum", e.input(node.inputs[0], inner), node.params["axis"],
+                 node.params["keepdims"])
+    return out if inner == dtype else e.cast(out, dtype)
 
 
 @converts("mean")
@@ -271,7 +308,7 @@ def _extreme(op_type: str, combine: str) -> Convert:
         if initial is not None and 0 in x.shape:  # nothing to reduce: `initial` everywhere
             return e.add("ConstantOfShape", [e.ints(node.spec.shape)],
                          value=e.tensor(np.full(1, initial, dtype)))
-        inner = np.dtype(np.uint8) if dtype == BOOL else dtype  # ONNX orders numbers only
+        inner = carrier(op_type, np.uint8 if dtype == BOOL else dtype)  # (numbers are ordered)
         out = reduce(e, op_type, e.input(x, inner), axis, keepdims)
         if initial is not None:
             out = e.add(combine, [out, e.input(initial, inner)])
@@ -287,7 +324,7 @@ def _position(op_type: str) -> Convert:
     """argmax/argmin; over all axes (axis None) as NumPy does: of the flattened tensor."""
     def convert(e: Emitter, node: Node) -> str:
         (x,), axis, keepdims = node.inputs, node.params["axis"], node.params["keepdims"]
-        name = e.input(x, np.uint8 if x.dtype == BOOL else None)
+        name = e.input(x, carrier(op_type, np.uint8 if x.dtype == BOOL else x.dtype))
         if axis is not None:
             return e.add(op_type, [name], axis=axis, keepdims=int(keepdims))
         found = e.add(op_type, [e.add("Reshape", [name, e.ints([-1])])], axis=0, keepdims=0)
@@ -317,8 +354,9 @@ def _count_of(e: Emitter, node: Node) -> str:
 
 @converts("matmul")
 def _matmul(e: Emitter, node: Node) -> str:
-    return _in_wider(e, node, "MatMul", {"int32", "int64", "uint32", "uint64", "float16",
-                                         "float32", "float64"})
+    """Narrow integers (and bools: a sum of products is nonzero where NumPy's or of ands is
+    true) in a wider type, where their sums of products wrap as NumPy's do once cast back."""
+    return in_carrier(e, "MatMul", node.inputs, node.spec.dtype)
 
 
 # --- Shapes -------------------------------------------------------------------------------------
@@ -384,8 +422,10 @@ def _sum_like(e: Emitter, node: Node) -> str:
     lead = x.ndim - like.ndim
     axes = [*range(lead), *(lead + i for i, d in enumerate(like.shape) if d == 1)]
     name = e.input(x)
-    if axes:
-        name = e.add("ReduceSum", [name, e.ints(axes)], keepdims=1)
+    if axes:  # (in x's dtype, wrapping: narrow integers in a carrier)
+        inner = carrier("ReduceSum", x.dtype, same_bits=True)
+        name = e.add("ReduceSum", [e.input(x, inner), e.ints(axes)], keepdims=1)
+        name = name if inner == x.dtype else e.cast(name, x.dtype)
     return e.add("Reshape", [name, shape_of(e, like)])
 
 
@@ -412,7 +452,9 @@ def _arange(e: Emitter, node: Node) -> str:
 
 @converts("eye")
 def _eye(e: Emitter, node: Node) -> str:
-    p = node.params
+    p, dtype = node.params, node.spec.dtype
+    inner = carrier("EyeLike", dtype)
     zeros = e.add("ConstantOfShape", [e.ints([p["n"], p["m"]])],
-                  value=e.tensor(np.zeros(1, dtype=p["dtype"])))
-    return e.add("EyeLike", [zeros])
+                  value=e.tensor(np.zeros(1, dtype=inner)))
+    out = e.add("EyeLike", [zeros])
+    return out if inner == dtype else e.cast(out, dtype)

@@ -157,6 +157,8 @@ def _sigmoid(xp: ModuleType) -> Callable[..., Any]:
     def sigmoid(x: Any, out: Any = None) -> Any:
         # exp(-log(1 + e^-x)) is 1 / (1 + e^-x) without overflow for large negative x. Into a
         # given `out`, every step is computed in place.
+        if x.dtype.kind == "u":  # (-x would wrap around, where the sigmoid is of the number)
+            x = x.astype(xp.result_type(x, xp.float16))
         log_1p_exp = xp.logaddexp(0, xp.negative(x, out=out), out=out)
         return xp.exp(xp.negative(log_1p_exp, out=out), out=out)
 

@@ -362,7 +362,9 @@ def _sum_like_kernel(xp: Any):
         lead = x.ndim - like.ndim
         axes = tuple(range(lead)) + tuple(lead + i for i, d in enumerate(like.shape)
                                           if d == 1 and x.shape[lead + i] != 1)
-        return (x.sum(axis=axes, keepdims=True) if axes else x).reshape(like.shape)
+        # (In x's dtype, as the rule says: NumPy would sum int32 into int64.)
+        return (x.sum(axis=axes, keepdims=True, dtype=x.dtype) if axes else x).reshape(
+            like.shape)
 
     return sum_like
 

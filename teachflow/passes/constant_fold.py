@@ -57,6 +57,8 @@ def constant_fold(graph: Graph, max_elements: int = MAX_ELEMENTS,
             except RuntimeWarning as warning:  # (log(-1.0) of a constant: at its line)
                 with on_behalf_of(node.source):
                     result = rerun_warning_at_user_line(kernel, operands, node.params, warning)
+            except Exception:  # (the kernel refuses them: left to run, which says why)
+                return None
             result = np.asarray(result, dtype=node.spec.dtype)
             constant = rewriter.constant(result, node.spec)  # (on the device it is used on)
             known[constant] = result

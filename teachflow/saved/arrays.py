@@ -98,7 +98,7 @@ class ArrayFile:
         with refusing(where, f"array {name} cannot be read"):
             array = self.npz[name]
         self.used.add(name)
-        return np.ascontiguousarray(array)
+        return np.asarray(array, order="C")  # (ascontiguousarray makes a 0-d array 1-d)
 
     def check_all_used(self) -> None:
         unused = sorted(set(self.members) - {f"{n}.npy" for n in self.used})

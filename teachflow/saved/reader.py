@@ -40,7 +40,7 @@ from teachflow.saved.format import (
     shape,
     text,
 )
-from teachflow.saved.schema import read_params, read_scalar, signature
+from teachflow.saved.schema import check_params, read_params, read_scalar, signature
 from teachflow.spec import TensorSpec
 from teachflow.tensor import Tensor
 
@@ -153,11 +153,18 @@ class GraphReader:
             raise refuse(where, f"{name} takes {many} operand(s), not {len(operands)}")
         inputs = tuple(self._operand(values, later, o, f"{where}.inputs[{k}]")
                        for k, o in enumerate(operands))
+        specs = [o.spec for o in inputs if isinstance(o, Value)]
+        if specs:  # (the node, as a refusal names it: its op and its operands' specs)
+            where = f"{where[:-1]} of {', '.join(map(str, specs))})"
         params = read_params(op, data["params"], self, f"{where}.params")
+        wrong = check_params(op, params, specs)
+        if wrong is not None:
+            raise refuse(f"{where}.params.{wrong[0]}", wrong[1])
         no_grad = boolean(data.get("no_grad", False), f"{where}.no_grad")
         results = items(data["outputs"], f"{where}.outputs")
         recorded = tuple(self.spec(r, f"{where}.outputs[{k}]")[0] for k, r in enumerate(results))
-        with refusing(where, f"{name} refuses its operands or parameters"):
+        refused = ", ".join(f"params.{k}" for k in params) or "its operands"
+        with refusing(where, f"{name} refuses {refused}"):
             expected = op.abstract_eval(*(o.spec if isinstance(o, Value) else o
                                           for o in inputs), **params)
         specs = expected if isinstance(expected, tuple) else (expected,)

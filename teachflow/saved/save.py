@@ -101,7 +101,7 @@ class Writer:
 
     def array(self, array: np.ndarray) -> dict:
         name = f"a{len(self.arrays)}"
-        self.arrays[name] = np.ascontiguousarray(array)
+        self.arrays[name] = np.asarray(array, order="C")  # (ascontiguousarray makes 0-d 1-d)
         return {"array": name, "shape": list(array.shape), "dtype": _dtype(array.dtype)}
 
     def tensor(self, name: str, t: Any) -> dict:

@@ -9,8 +9,11 @@ that passed ``tanh`` a second operand (NumPy's ``out``) would have it write into
 
 What a parameter may *be* is its `Kind`, by name: ``axis`` is null, an int or a list of ints;
 ``dtype`` one of the dtype names; ``true_fn`` a graph. A kind writes a value as JSON and reads
-it back, checking it on the way in. Whether the values make sense together (an axis the operand
-has) is the op's own shape rule's to say, when the loader checks the graph.
+it back, checking it on the way in; a kind whose values refer to the operands (an axis, a
+permutation of the axes, a shape) also checks them against the operands' specs (`check_params`),
+so that a refusal names the parameter and the operand: ``params.axis: axis 5 is out of range
+for f32[2,3], which has 2 axes``. The rest (an index that fits, a reshape that keeps the size) is
+the op's own shape rule's to say, when the loader checks the graph.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 
 from teachflow.graph import Graph
 from teachflow.ops.op import Op
-from teachflow.ops.shape import Hole
+from teachflow.ops.shape import Hole, reshape, stack
 from teachflow.saved.format import (
     DEVICES,
     DTYPES,
@@ -51,10 +54,12 @@ class CannotWrite(Exception):
 class Kind:
     """What one parameter may be: `write` (value, writer) gives its JSON; `read` (JSON, reader,
     where) gives the value back, or refuses. The writer and reader hold the arrays and graphs
-    (``writer.array(a)``, ``reader.graph(data, where)``)."""
+    (``writer.array(a)``, ``reader.graph(data, where)``). `check` (value, the operands' specs,
+    op) says what is wrong with a value read for these operands, or None."""
 
     write: Callable[[Any, Any], Any]
     read: Callable[[Any, Any, str], Any]
+    check: Callable[[Any, list, Op], str | None] | None = None
 
 
 def _write_int(value: Any, out: Any = None) -> int:
@@ -182,11 +187,56 @@ def _write_device(value: Any, out: Any) -> str:
     return value
 
 
+def _check_axis(value: Any, operands: list, op: Op) -> str | None:
+    """An axis (or sorted axes) of the first operand, counted from 0 as tracing leaves them;
+    stack's names an axis of its result, which has one more."""
+    if value is None or not operands:
+        return None
+    axes = list(value) if isinstance(value, tuple) else [value]
+    first = operands[0]
+    ndim = first.ndim + (op is stack)
+    negative = next((a for a in axes if a < 0), None)
+    if negative is not None:
+        return (f"axis {negative} counts from the end; a saved graph counts axes from 0, as "
+                "tracing leaves them")
+    if axes != sorted(set(axes)):
+        return f"axes {axes} are not in increasing order, each once, as tracing leaves them"
+    if axes and axes[-1] >= ndim:
+        having = f"stacking {first} gives {ndim} axes" if op is stack else \
+            f"{first} has {ndim} axes"
+        return f"axis {axes[-1]} is out of range: {having} (0 to {ndim - 1})"
+    return None
+
+
+def _check_permutation(value: Any, operands: list, op: Op) -> str | None:
+    ndim = operands[0].ndim
+    if sorted(value) != list(range(ndim)):
+        return (f"axes {list(value)} are not a permutation of the {ndim} axes of {operands[0]} "
+                f"(0 to {ndim - 1}, each once)")
+    return None
+
+
+def _check_shape(value: Any, operands: list, op: Op) -> str | None:
+    """Sizes: 0 or more, or (for a reshape) one -1 that it fills in."""
+    fills = op is reshape and list(value).count(-1) == 1
+    if any(d < 0 for d in value if not (fills and d == -1)):
+        return (f"shape {list(value)} has a size that is not one (sizes are 0 or more"
+                + (", or one -1 that the reshape fills in)" if op is reshape else ")"))
+    return None
+
+
+def _check_step(value: Any, operands: list, op: Op) -> str | None:
+    return "a step of 0 never gets from start to stop" if value == 0 else None
+
+
 INT = Kind(_write_int, lambda data, into, where: integer(data, where))
-INTS = Kind(_write_ints, _read_ints)
-AXIS = Kind(_write_axis, _read_axis)
+SIZE = Kind(_write_int, lambda data, into, where: integer(data, where, 0))
+AXES = Kind(_write_ints, _read_ints, _check_permutation)
+SHAPE = Kind(_write_ints, _read_ints, _check_shape)
+AXIS = Kind(_write_axis, _read_axis, _check_axis)
 BOOL = Kind(_write_bool, lambda data, into, where: boolean(data, where))
 SCALAR = Kind(write_scalar, read_scalar)
+STEP = Kind(write_scalar, read_scalar, _check_step)
 OPTIONAL_SCALAR = Kind(lambda v, out: None if v is None else write_scalar(v),
                        _read_optional_scalar)
 DTYPE = Kind(_write_dtype, lambda data, into, where: dtype(data, where))
@@ -198,9 +248,9 @@ GRAPH = Kind(_write_graph, lambda data, into, where: into.graph(data, where))
 
 #: Every parameter of teachflow's ops, by name. A test checks that each op's are here.
 KINDS: dict[str, Kind] = {
-    "axis": AXIS, "axes": INTS, "shape": INTS, "keepdims": BOOL, "history": BOOL,
+    "axis": AXIS, "axes": AXES, "shape": SHAPE, "keepdims": BOOL, "history": BOOL,
     "dtype": DTYPE, "device": DEVICE, "fill_value": SCALAR, "start": SCALAR, "stop": SCALAR,
-    "step": SCALAR, "initial": OPTIONAL_SCALAR, "n": INT, "m": INT, "index": INDEX,
+    "step": STEP, "initial": OPTIONAL_SCALAR, "n": SIZE, "m": SIZE, "index": INDEX,
     "true_fn": GRAPH, "false_fn": GRAPH, "cond_fn": GRAPH, "body_fn": GRAPH,
 }
 
@@ -286,3 +336,14 @@ def read_params(op: Op, data: Any, into: Any, where: str) -> dict:
     if missing:
         raise refuse(where, f"{op.name} needs the parameter {missing[0]!r}")
     return {name: KINDS[name].read(value, into, f"{where}.{name}") for name, value in data.items()}
+
+
+def check_params(op: Op, params: dict, operands: list) -> tuple[str, str] | None:
+    """The first parameter whose kind finds it wrong for operands of these specs, and what is
+    wrong with it; None when each is right."""
+    for name, value in params.items():
+        check = KINDS[name].check
+        problem = check(value, operands, op) if check is not None else None
+        if problem is not None:
+            return name, problem
+    return None
