@@ -33,6 +33,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -1191,7 +1192,7 @@ def cf_programs(draw: Any) -> CFProgram:
 EVERY_PASS = ["simplify", "constant_fold", "cse", "dce", "fuse"]
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None,
+@settings(max_examples=examples(80), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(cf_programs(), st.lists(st.sampled_from(EVERY_PASS), max_size=5), st.integers(0, 2**16))
 def test_random_control_flow_programs_compile_to_what_eager_computes(
