@@ -5,7 +5,8 @@ everything right, some leave a stub or answer one exercise wrong, and a few atta
 (an endless loop, ``os._exit``, an object whose ``__eq__`` always says True, a huge
 allocation, a fork bomb). Each kind's expected score is known, so the run checks every score
 as well as timing the whole class. Goal (issue 12): 300 submissions in under 10 minutes on
-this machine with two jobs.
+this machine with two jobs. It also times ``teachflow check`` of one right answer (goal: the
+five exercises in under 3 s).
 
     python bench/grading.py [--count 300] [--jobs 2]
 """
@@ -56,6 +57,18 @@ def _answered(release: Path, out: Path, answers: dict[str, str] | None) -> None:
     nbformat.write(notebook, out)
 
 
+def check_time(release: Path, answered: Path) -> None:
+    """How long a learner waits for ``teachflow check`` of the five exercises (goal < 3 s)."""
+    _answered(release, answered, {})
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "teachflow", "check", str(answered)],
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode:
+        sys.exit(f"teachflow check failed:\n{done.stdout}{done.stderr}")
+    print(f"teachflow check, five exercises answered right: {seconds:.2f} s (goal < 3 s)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=300)
@@ -65,6 +78,7 @@ def main() -> None:
         work = Path(folder)
         assign(notebooks.five_exercises(work), work / "build")
         release = work / "build" / "release" / "five.ipynb"
+        check_time(release, work / "right.ipynb")
         cycle = [kind for kind, (often, _, _) in KINDS.items() for _ in range(often)]
         expected = {}
         (work / "class").mkdir()

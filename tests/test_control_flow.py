@@ -955,11 +955,11 @@ def test_verification_does_not_hang_on_a_while_loop() -> None:
 
     x = tfl.tensor(3.0, dtype="float64")
     assert f(x).item() == 17.0
-    try:
-        with _time_limit(2.0):
+    try:  # it takes well under a second: a limit this far off trips only on a hang
+        with _time_limit(120.0):
             compilation = tfl.compile(f, x, verify=True)
     except _Hung:
-        pytest.fail("tfl.compile(..., verify=True) ran for more than 2 s")
+        pytest.fail("tfl.compile(..., verify=True) ran for more than 120 s: it hangs")
     assert compilation(x).item() == 17.0
 
 
