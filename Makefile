@@ -3,13 +3,16 @@
 #               (exercises/release/), opens the lessons
 #   make test   creates .venv, installs teachflow with its test extras and (where it can)
 #               Debian's Chromium for the browser tests, bubblewrap for the grading
-#               sandbox and a C compiler for the CPU kernels, runs the whole suite
+#               sandbox and a C compiler for the CPU kernels, runs the whole suite: the same
+#               verdict on every run (its property tests draw the same examples each time)
+#   make explore  the property tests alone, with new random examples, ten times as many
 # Both install a C compiler (Debian's gcc) where they can: fused kernels then run as
 # generated C on the CPU; without one they run as NumPy, and the tests of the C skip.
 
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
+UV     := $(VENV)/bin/uv
 # Run apt-get through sudo only when we are not root already.
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 SUDO_N := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
@@ -17,38 +20,56 @@ SUDO_N := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 LAB_FLAGS := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 # JupyterLab serves the whole repository (the lessons ask you to read teachflow/passes/*.py)
 # and opens on the lessons' folder. Its terminals find the venv's commands (teachflow check).
-LAB_ARGS := --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons
+# Its settings' defaults come from lab-settings/overrides.json (no pop-up asking about Jupyter
+# news or updates); it logs only warnings, so the address it prints stands out.
+LAB_ARGS := --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/lessons \
+            --LabApp.app_settings_dir="$(CURDIR)/lab-settings" --log-level=WARN
+# More options for JupyterLab: make lab LAB_OPTIONS="--port=8890" (README.md, "The lab").
+LAB_OPTIONS ?=
 
-.PHONY: lab exercises test chromium bubblewrap cc lint bench clean
+.PHONY: lab exercises test explore chromium bubblewrap cc lint bench clean
 
 $(PY):
 	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
 	  echo "python3 -m venv needs Debian's python3-venv; installing it"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq python3-venv && \
 	  rm -rf $(VENV) && $(PYTHON) -m venv $(VENV); }
-	$(PY) -m pip install -q --upgrade pip
+
+# uv installs into the venv what pip would, from the same places, in seconds rather than a
+# minute: tools/uv_flags.py hands it pip's configuration (this machine's indexes, folders of
+# wheels, constraints). Should uv fail, pip installs instead. The venv keeps pip, for the
+# README's `.venv/bin/pip install -e ".[gpu]"`.
+$(UV): | $(PY)
+	$(PY) -m pip install -q "uv>=0.13,<0.14"
 
 # A stamp per extra, so a second `make test` starts at once; pyproject.toml changes reinstall.
-$(VENV)/.installed-%: pyproject.toml | $(PY)
-	$(PY) -m pip install -q -e ".[$*]"
+$(VENV)/.installed-%: pyproject.toml | $(UV)
+	$(UV) pip install -q --python $(PY) $$($(PY) tools/uv_flags.py) -e ".[$*]" || \
+	  { echo "uv could not install it: pip installs instead"; $(PY) -m pip install -q -e ".[$*]"; }
 	@touch $@
 
 lab: $(VENV)/.installed-lab exercises cc
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab $(LAB_FLAGS) $(LAB_ARGS)
+	@echo; echo "JupyterLab starts, for this machine only (it listens on localhost). Open the"; \
+	  echo "address it prints below, http://localhost:PORT/lab/tree/lessons?token=..., in a"; \
+	  echo "browser here, or from another machine through an SSH tunnel (README.md, \"The lab\")."; \
+	  echo "Ctrl-C stops it."; echo
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab $(LAB_FLAGS) $(LAB_ARGS) $(LAB_OPTIONS)
 
 # The exercises as learners get them (answers stubbed, hidden tests left out) in
 # exercises/release/, git-ignored. Each is handed out once: a second `make lab` keeps your work.
 exercises: $(VENV)/.installed-lab
-	@mkdir -p exercises/release
-	@for master in exercises/*.ipynb; do \
-	  name=$$(basename $$master); [ -e exercises/release/$$name ] && continue; \
-	  out=$$(mktemp -d) && $(PY) -m teachflow assign $$master --out $$out >/dev/null && \
-	  cp $$out/release/$$name exercises/release/ && rm -rf $$out || exit 1; \
-	done
+	@$(PY) tools/hand_out.py
 
 test: $(VENV)/.installed-test chromium bubblewrap cc
-	$(PY) -m ruff check teachflow tests bench
+	$(PY) -m ruff check teachflow tests bench tools
 	$(PY) -m pytest -rfEXs
+
+# The property tests (hypothesis's, marked `hypothesis`) with new random examples on every
+# run, ten times as many as `make test` draws (tests/conftest.py); what fails is kept in
+# .hypothesis/ and tried first next time. EXPLORE=50 for more.
+EXPLORE ?= 10
+explore: $(VENV)/.installed-test cc
+	TEACHFLOW_EXPLORE=$(EXPLORE) $(PY) -m pytest -m hypothesis -rfEXs
 
 # The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
 # Installed where we can: as root, or through sudo that asks for no password. Otherwise one

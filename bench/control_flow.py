@@ -24,6 +24,7 @@ Run: ``python bench/control_flow.py`` (``--steps 20`` for a quick look).
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import time
 import timeit
@@ -35,7 +36,7 @@ import teachflow as tfl
 from teachflow.compiler import run_pipeline
 from teachflow.graph import Graph, subgraphs
 
-from timing import best_wall_time
+from timing import best_wall_time, ratio
 
 
 def step(carry):
@@ -117,6 +118,8 @@ ROWS = [
 
 
 def show(value: float, unit: str) -> str:
+    if not math.isfinite(value):  # not taken
+        return f"{'n/a':>13s}"
     if unit == "ms":
         return f"{value * 1e3:10.2f} ms"
     if unit == "us":
@@ -137,10 +140,16 @@ def main() -> None:
     a, b = figures["fori_loop"], figures["unrolled"]
     print(f"{args.steps:,} steps of carry * 0.99 + 0.01 on float32[16]: "
           "tfl.fori_loop vs a Python for loop unrolled by tracing")
-    print(f"  {'':32s}{'fori_loop':>13s}{'unrolled':>13s}   unrolled / fori_loop")
-    for row, key, unit in ROWS:
-        ratio = b[key] / a[key] if a[key] else float("nan")
-        print(f"  {row:32s}{show(a[key], unit)}{show(b[key], unit)}   {ratio:8.2f}x")
+    print("\n".join(table(a, b)))
+
+
+def table(a: dict[str, float], b: dict[str, float]) -> list[str]:
+    """The printed rows: each figure of the fori_loop (`a`) and the unrolled loop (`b`), and
+    their ratio."""
+    lines = [f"  {'':32s}{'fori_loop':>13s}{'unrolled':>13s}   unrolled / fori_loop"]
+    lines += [f"  {row:32s}{show(a[key], unit)}{show(b[key], unit)}   {ratio(b[key], a[key]):>9}"
+              for row, key, unit in ROWS]
+    return lines
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import numpy as np
 
 import teachflow as tfl
 
+from timing import ratio
 from workloads import N_OPS, chain_numpy, chain_teachflow
 
 SINGLE_OPS = {  # name: (NumPy statement, teachflow statement), timed as bare statements
@@ -83,9 +84,9 @@ def main() -> None:
     print(f"20-op chain, 4x4 float32 (numpy {np.__version__}), time per op:")
     print(f"  raw NumPy               {t_np / N_OPS * 1e9:8.0f} ns")
     print(f"  teachflow, no tape      {t_eager / N_OPS * 1e9:8.0f} ns   "
-          f"ratio {t_eager / t_np:4.2f}x  (goal <= 2.5x)")
+          f"ratio {ratio(t_eager, t_np):>5}  (goal <= 2.5x)")
     print(f"  teachflow, recording    {t_taped / N_OPS * 1e9:8.0f} ns   "
-          f"ratio {t_taped / t_np:4.2f}x  (goal <= 4.0x)")
+          f"ratio {ratio(t_taped, t_np):>5}  (goal <= 4.0x)")
 
     print("\nsingle ops (ns per call: numpy / no tape / recording, and ratios):")
     for name, (np_stmt, tf_stmt) in SINGLE_OPS.items():
@@ -93,7 +94,7 @@ def main() -> None:
         b = statement_time(tf_stmt, *plain[:2], args.number, args.repeat)
         c = statement_time(tf_stmt, *tracked[:2], args.number, args.repeat)
         print(f"  {name:<11} {a * 1e9:6.0f} / {b * 1e9:6.0f} / {c * 1e9:6.0f}"
-              f"    {b / a:4.2f}x  {c / a:4.2f}x")
+              f"    {ratio(b, a):>5}  {ratio(c, a):>5}")
 
     bare, numpy_only, ours = (import_time(m) for m in ("sys", "numpy", "teachflow"))
     print(f"\npython -c 'import teachflow': {ours:.3f} s (goal < 0.3 s); "

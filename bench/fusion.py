@@ -53,7 +53,7 @@ import teachflow as tfl
 from teachflow.kernels.c_fused import c_kernel, small_group
 from teachflow.kernels.numpy_fused import numpy_kernel
 
-from timing import best_wall_time, interleaved_best
+from timing import best_wall_time, interleaved_best, ratio
 
 
 def chain_numpy(x, y):
@@ -144,7 +144,7 @@ def cpu_benchmark(n: int, repeat: int) -> None:
           f"{bandwidth('numpy_kernel')}   (the fallback; goal >= 40%)")
     print(f"  fused, results kept by caller {results['fused_kept'] * 1e3:7.2f} ms   "
           "(no memory to recycle: fresh pages every call)")
-    print(f"  fused speed-up over eager NumPy: {results['numpy'] / results['fused']:5.2f}x")
+    print(f"  fused speed-up over eager NumPy: {ratio(results['numpy'], results['fused']):>5}")
     fresh_pages(fused, x, y)
     held_between_calls(n)
 
@@ -191,15 +191,15 @@ def tanh_chain_benchmark(n: int) -> None:
           f"built too); the C alone built in {build_s:.2f} s, then cached")
     print(f"  eager NumPy, op by op         {results['eager']:7.3f} s")
     print(f"  compiled                      {results['compiled']:7.3f} s   "
-          f"{results['eager'] / results['compiled']:5.2f}x faster   (goal >= 1.25x)")
+          f"{ratio(results['eager'], results['compiled']):>5} faster   (goal >= 1.25x)")
     print(f"    which ran: {node.op.ran}")
     if in_c is not None:
         print(f"  the C kernel alone            {results['c_kernel']:7.3f} s   "
-              f"{results['eager'] / results['c_kernel']:5.2f}x")
+              f"{ratio(results['eager'], results['c_kernel']):>5}")
     else:
         print(f"  the C kernel: not run ({why})")
     print(f"  the NumPy kernel alone        {results['numpy_kernel']:7.3f} s   "
-          f"{results['eager'] / results['numpy_kernel']:5.2f}x")
+          f"{ratio(results['eager'], results['numpy_kernel']):>5}")
 
 
 def fresh_pages(fused, x, y, calls: int = 21) -> None:
@@ -226,7 +226,7 @@ def fresh_pages(fused, x, y, calls: int = 21) -> None:
     (dropped_faults, dropped_t), (kept_faults, kept_t) = measure(False), measure(True)
     print(f"  recycling a dropped result: {dropped_faults:.0f} page faults a call instead of "
           f"{kept_faults:.0f}; median call {dropped_t * 1e3:.2f} ms vs {kept_t * 1e3:.2f} ms = "
-          f"{kept_t / dropped_t:.2f}x")
+          f"{ratio(kept_t, dropped_t)}")
 
 
 def held_between_calls(n: int) -> None:
@@ -276,7 +276,7 @@ def small_groups() -> None:
         picked = "NumPy" if small_group(group) else "C"
         quicker = "C" if t["c"] < t["numpy"] else "NumPy"
         print(f"  {name:<16} {x.size:9,}  {t['c'] * 1e6:8.2f}  {t['numpy'] * 1e6:8.2f}"
-              f"   {picked:<6}  {quicker} ({max(t.values()) / min(t.values()):.2f}x)")
+              f"   {picked:<6}  {quicker} ({ratio(max(t.values()), min(t.values()))})")
 
 
 def gpu_benchmark(n: int, repeat: int) -> None:

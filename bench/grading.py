@@ -5,7 +5,7 @@ everything right, some leave a stub or answer one exercise wrong, and a few atta
 (an endless loop, ``os._exit``, an object whose ``__eq__`` always says True, a huge
 allocation, a fork bomb). Each kind's expected score is known, so the run checks every score
 as well as timing the whole class. Goal (issue 12): 300 submissions in under 10 minutes on
-this machine with two jobs.
+this machine with two jobs. (``bench/check.py`` times ``teachflow check``.)
 
     python bench/grading.py [--count 300] [--jobs 2]
 """

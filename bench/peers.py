@@ -42,7 +42,7 @@ import numpy as np
 
 import teachflow as tfl
 
-from timing import interleaved_best
+from timing import interleaved_best, measured, ratio
 from workloads import N_OPS, mlp_loss, mlp_params, mlp_step_numpy, mlp_step_teachflow
 
 try:
@@ -92,9 +92,13 @@ def as_numpy(t) -> np.ndarray:
     return np.asarray(t.detach() if torch is not None and isinstance(t, torch.Tensor) else t)
 
 
-def ratio_line(label: str, ratio: float, goal: float) -> str:
-    verdict = "met" if ratio <= goal else f"missed by {ratio / goal - 1:.0%}"
-    return f"  {label:<40} {ratio:5.2f}x   (goal <= {goal:.2f}x: {verdict})"
+def ratio_line(label: str, a: float, b: float, goal: float) -> str:
+    """``a / b``, two timings, against its goal."""
+    if not (measured(a) and measured(b)):
+        verdict = "not measured"
+    else:
+        verdict = "met" if a / b <= goal else f"missed by {a / b / goal - 1:.0%}"
+    return f"  {label:<40} {ratio(a, b):>5}   (goal <= {goal:.2f}x: {verdict})"
 
 
 def chain_benchmark(number: int, repeat: int, rounds: int) -> None:
@@ -131,12 +135,12 @@ def chain_benchmark(number: int, repeat: int, rounds: int) -> None:
     for key, label in rows:
         if key in t:
             print(f"  {label:<28} {t[key] / N_OPS * 1e6:7.3f} us   "
-                  f"{t[key] / t['numpy']:5.2f}x NumPy")
+                  f"{ratio(t[key], t['numpy']):>5} NumPy")
     if torch is not None:
-        print(ratio_line("teachflow eager / PyTorch eager", t["eager"] / t["torch"], 0.8))
+        print(ratio_line("teachflow eager / PyTorch eager", t["eager"], t["torch"], 0.8))
         print(ratio_line("teachflow recording / PyTorch autograd",
-                         t["taped"] / t["autograd"], 1.0))
-    print(ratio_line("teachflow staged / NumPy by hand", t["staged"] / t["numpy"], 1.15))
+                         t["taped"], t["autograd"], 1.0))
+    print(ratio_line("teachflow staged / NumPy by hand", t["staged"], t["numpy"], 1.15))
 
 
 def mlp_benchmark(number: int, repeat: int, rounds: int) -> None:
@@ -172,10 +176,10 @@ def mlp_benchmark(number: int, repeat: int, rounds: int) -> None:
     print("\nMLP step, batch 64, 784-128-10, forward + backward, time per step:")
     for key, label in rows:
         if key in t:
-            print(f"  {label:<28} {t[key] * 1e6:7.1f} us   {t[key] / t['numpy']:5.2f}x NumPy")
+            print(f"  {label:<28} {t[key] * 1e6:7.1f} us   {ratio(t[key], t['numpy']):>5} NumPy")
     if torch is not None:
-        print(ratio_line("teachflow eager / PyTorch eager", t["eager"] / t["torch"], 1.0))
-    print(ratio_line("teachflow staged / NumPy by hand", t["staged"] / t["numpy"], 1.10))
+        print(ratio_line("teachflow eager / PyTorch eager", t["eager"], t["torch"], 1.0))
+    print(ratio_line("teachflow staged / NumPy by hand", t["staged"], t["numpy"], 1.10))
 
 
 def main() -> None:

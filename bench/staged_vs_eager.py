@@ -21,6 +21,7 @@ import numpy as np
 
 import teachflow as tfl
 
+from timing import ratio
 from workloads import (
     N_OPS,
     chain_numpy,
@@ -64,9 +65,9 @@ def chain_benchmark(n: int, number: int, repeat: int) -> None:
     print(f"  teachflow eager             {t['eager'] / N_OPS * 1e6:8.2f} us")
     print(f"  teachflow eager, recording  {t['taped'] / N_OPS * 1e6:8.2f} us")
     print(f"  teachflow staged            {t['staged'] / N_OPS * 1e6:8.2f} us")
-    print(f"  staged speed-up over eager: {t['eager'] / t['staged']:5.2f}x "
-          f"(over eager recording: {t['taped'] / t['staged']:4.2f}x)   (goal at 4x4: >= 2.5x)")
-    print(f"  staged / NumPy:             {t['staged'] / t['numpy']:5.2f}x"
+    print(f"  staged speed-up over eager: {ratio(t['eager'], t['staged']):>5} "
+          f"(over eager recording: {ratio(t['taped'], t['staged'])})   (goal at 4x4: >= 2.5x)")
+    print(f"  staged / NumPy:             {ratio(t['staged'], t['numpy']):>5}"
           "                               (goal at 4x4: <= 1.3x)")
 
 
@@ -90,8 +91,8 @@ def mlp_benchmark(number: int, repeat: int) -> None:
     graph = staged.concrete_functions[0].graph
     print(f"\nMLP step, batch 64, 784-128-10, forward + backward ({len(graph)} graph nodes):")
     print(f"  hand-written NumPy  {t['numpy'] * 1e6:8.1f} us")
-    print(f"  teachflow eager     {t['eager'] * 1e6:8.1f} us   {t['eager'] / t['numpy']:5.2f}x")
-    print(f"  teachflow staged    {t['staged'] * 1e6:8.1f} us   {t['staged'] / t['numpy']:5.2f}x"
+    print(f"  teachflow eager     {t['eager'] * 1e6:8.1f} us   {ratio(t['eager'], t['numpy']):>5}")
+    print(f"  teachflow staged    {t['staged'] * 1e6:8.1f} us   {ratio(t['staged'], t['numpy']):>5}"
           "   (goal: <= 1.15x NumPy)")
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 import teachflow as tfl
 
-from timing import interleaved_rounds, paired_ratio
+from timing import best, interleaved_rounds, microseconds, paired_ratio, ratio, ratio_text
 
 try:
     import torch
@@ -151,22 +151,29 @@ def main() -> None:
             np.testing.assert_allclose(got.detach().numpy(), want, rtol=1e-4, atol=1e-6)
 
     rounds = interleaved_rounds(calls, args.number, args.repeat, args.rounds)
-    t = {name: min(times) for name, times in rounds.items()}
     assert staged_step.trace_count == 1
-    print("\nSGD training step, batch 64, 784-128-10, cross-entropy, time per step:")
-    labels = {"numpy": "NumPy by hand", "eager": "teachflow eager", "staged": "teachflow staged",
-              "torch": "PyTorch eager"}
-    for key, label in labels.items():
-        if key in t:
-            print(f"  {label:<18} {t[key] * 1e6:8.1f} us   {t[key] / t['numpy']:5.2f}x NumPy")
-    print(f"Paired ratios, the median over {args.rounds} rounds:")
-    print(f"  teachflow staged / NumPy by hand: {paired_ratio(rounds, 'staged', 'numpy'):.2f}x "
-          "(goal <= 1.10)")
-    if torch is not None:
-        print(f"  teachflow staged / PyTorch eager: {paired_ratio(rounds, 'staged', 'torch'):.2f}x "
-              "(goal < 1)")
-        print(f"  teachflow eager / PyTorch eager:  {paired_ratio(rounds, 'eager', 'torch'):.2f}x")
+    print("\n".join(report(rounds)))
 
+
+LABELS = {"numpy": "NumPy by hand", "eager": "teachflow eager", "staged": "teachflow staged",
+          "torch": "PyTorch eager"}
+
+
+def report(rounds: dict[str, list[float]]) -> list[str]:
+    """The printed lines: each contender's best time per step and its ratio to NumPy, then the
+    paired goal ratios (PyTorch's where it was measured)."""
+    t = {name: best(times) for name, times in rounds.items()}
+    lines = ["", "SGD training step, batch 64, 784-128-10, cross-entropy, time per step:"]
+    lines += [f"  {label:<18} {microseconds(t[key])}   {ratio(t[key], t['numpy']):>5} NumPy"
+              for key, label in LABELS.items() if key in t]
+    lines.append(f"Paired ratios, the median over {len(rounds['numpy'])} rounds:")
+    goals = [("staged", "numpy", "teachflow staged / NumPy by hand: ", " (goal <= 1.10)")]
+    if "torch" in rounds:
+        goals += [("staged", "torch", "teachflow staged / PyTorch eager: ", " (goal < 1)"),
+                  ("eager", "torch", "teachflow eager / PyTorch eager:  ", "")]
+    lines += [f"  {label}{ratio_text(paired_ratio(rounds, a, b))}{goal}"
+              for a, b, label, goal in goals]
+    return lines
 
 if __name__ == "__main__":
     main()

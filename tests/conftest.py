@@ -1,15 +1,43 @@
-"""Suite-wide settings: say up front which devices the run can use."""
+"""Suite-wide settings: say up front which devices the run can use, and make every run of
+`make test` give the same verdict.
+
+- Property tests (hypothesis) draw their examples from a fixed seed (``derandomize``), read no
+  database of earlier failures, and have no time limit per example (a loaded machine is slow,
+  not wrong). `make explore` (TEACHFLOW_EXPLORE, tests/helpers.py) draws new examples, more of
+  them, and keeps what fails in .hypothesis/ to try first next time.
+- Each test starts from ``tfl.manual_seed(0)``: what ``tfl.randn`` draws does not depend on the
+  run, nor on which tests ran before.
+"""
 
 from __future__ import annotations
 
+import pytest
+from helpers import EXPLORE
+from hypothesis import HealthCheck, settings
+
+import teachflow as tfl
 import teachflow.compiler
 from teachflow.backends import devices, gpu_unavailable_reason
 
 # Every compilation in the tests checks that each pass preserves what the program computes.
 teachflow.compiler.VERIFY_BY_DEFAULT = True
 
+settings.register_profile("repeatable", derandomize=True, database=None, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("explore" if EXPLORE else "repeatable")
+
+
+@pytest.fixture(autouse=True)
+def _seeded() -> None:
+    tfl.manual_seed(0)
+
 
 def pytest_report_header() -> str:
     reason = gpu_unavailable_reason()
     gpu = "GPU tests run" if reason is None else f"GPU tests (marker `gpu`) skip: {reason}"
-    return f"teachflow devices: {', '.join(devices())}; {gpu}"
+    hypothesis = (f"new examples, {EXPLORE} times as many (make explore)" if EXPLORE
+                  else "the same examples every run")
+    return (f"teachflow devices: {', '.join(devices())}; {gpu}\n"
+            f"property tests (hypothesis): {hypothesis}")

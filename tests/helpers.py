@@ -9,6 +9,7 @@ has a gradient that autodiff computes in one backward pass, and that central dif
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +20,16 @@ from hypothesis import strategies as st
 import teachflow as tfl
 
 MAX_SIDE = 4
+
+#: `make explore` sets TEACHFLOW_EXPLORE to a number: the property tests then draw new examples
+#: on each run (tests/conftest.py), that many times as many as `make test` draws.
+EXPLORE = int(os.environ.get("TEACHFLOW_EXPLORE") or 0)
+
+
+def examples(n: int) -> int:
+    """A property test's number of examples: `n` in `make test`, more in `make explore`."""
+    return n * max(EXPLORE, 1)
+
 
 # --- Shapes and axes ----------------------------------------------------------------------------
 

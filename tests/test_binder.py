@@ -47,3 +47,11 @@ def test_the_readme_launch_badge_opens_the_lessons_on_binder() -> None:
     assert badge is not None
     assert badge.group(1).startswith("https://mybinder.org/v2/gh/")
     assert "urlpath=lab/tree/lessons" in badge.group(1)
+
+
+def test_binder_gives_jupyterlab_the_settings_make_lab_gives_it() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    assert '--LabApp.app_settings_dir="$(CURDIR)/lab-settings"' in makefile
+    post_build = (BINDER / "postBuild").read_text()
+    assert re.search(r"cp lab-settings/overrides\.json \"\$settings/\"", post_build)
+    assert "/share/jupyter/lab/settings" in post_build  # JupyterLab's own settings folder

@@ -765,7 +765,8 @@ def test_private_jupyter_dirs_keep_the_users_home_out(tmp_path) -> None:
 def test_make_lab_serves_the_repository_and_opens_on_the_lessons(page, tmp_path,
                                                                  learners_home) -> None:
     """`make lab`'s own command line: lesson 3 asks the learner to open
-    teachflow/passes/cse.py, so the server's root is the repository, not lessons/."""
+    teachflow/passes/cse.py, so the server's root is the repository, not lessons/; nothing
+    pops up to ask about Jupyter's news."""
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
     pytest.importorskip("jupyterlab")
@@ -784,8 +785,16 @@ def test_make_lab_serves_the_repository_and_opens_on_the_lessons(page, tmp_path,
         page.wait_for_function("document.body.dataset.jpThemeLight !== undefined")
         assert page.evaluate("document.body.dataset.jpThemeLight") == "true"  # not the home's
         assert "lessons" in page.locator(".jp-FileBrowser-crumbs").inner_text()
+        # No pop-up asks about Jupyter's news or updates (lab-settings/overrides.json).
+        notification = page.evaluate(
+            "window.jupyterapp.serviceManager.settings"
+            ".fetch('@jupyterlab/apputils-extension:notification')"
+            ".then(plugin => plugin.schema.properties)")
+        assert notification["fetchNews"]["default"] == "false"
+        assert notification["checkForUpdates"]["default"] is False
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "make-lab.png"))
+        assert not [t for t in page.locator(".Toastify__toast").all_inner_texts() if "news" in t]
         base, token = url.split("/?")
         for path in ("teachflow/passes/cse.py", "lessons/03_passes_purity_and_fusion.ipynb"):
             response = page.request.get(f"{base}/api/contents/{path}?content=0&{token}")

@@ -32,7 +32,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from helpers import broadcastable_shapes, rng_from
+from helpers import broadcastable_shapes, examples, rng_from
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_fused_kernels import (
@@ -69,8 +69,8 @@ ROUNDED = {"exp", "log", "tanh", "pow", "sigmoid", "softplus"}
 #: How close results that went through a maths function are, by float size.
 TOLERANCE = {2: 1e-2, 4: 1e-5, 8: 1e-12}
 
-EXAMPLES = settings(max_examples=6, deadline=None,
-                    suppress_health_check=[HealthCheck.filter_too_much,
+EXAMPLES = settings(max_examples=examples(6), deadline=None,
+                    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow,
                                            HealthCheck.function_scoped_fixture])
 
 
@@ -179,7 +179,7 @@ def test_every_fusable_op_matches_numpy(name: str, data: st.DataObject) -> None:
 
 
 @needs_cc
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_random_chains_and_reductions_match_numpy(data: st.DataObject) -> None:
     """Chains of 1 to 8 random ops over up to 3 inputs, maybe ending in a sum, mean or max

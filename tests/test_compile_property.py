@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from helpers import axes
+from helpers import axes, examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -270,7 +270,7 @@ def _assert_same(got: list[np.ndarray], want: list[np.ndarray]) -> None:
         np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(programs(), PASS_LISTS, st.integers(0, 2**16))
 def test_compiled_programs_equal_eager_for_any_passes_in_any_order(
         program: Program, passes: list[str], seed: int) -> None:

@@ -33,6 +33,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -1014,11 +1015,11 @@ def test_verification_does_not_hang_on_a_while_loop() -> None:
 
     x = tfl.tensor(3.0, dtype="float64")
     assert f(x).item() == 17.0
-    try:
-        with _time_limit(2.0):
+    try:  # it takes well under a second: a limit this far off trips only on a hang
+        with _time_limit(120.0):
             compilation = tfl.compile(f, x, verify=True)
     except _Hung:
-        pytest.fail("tfl.compile(..., verify=True) ran for more than 2 s")
+        pytest.fail("tfl.compile(..., verify=True) ran for more than 120 s: it hangs")
     assert compilation(x).item() == 17.0
 
 
@@ -1251,7 +1252,7 @@ def cf_programs(draw: Any) -> CFProgram:
 EVERY_PASS = ["simplify", "constant_fold", "cse", "dce", "fuse"]
 
 
-@settings(max_examples=80, deadline=None, derandomize=True, database=None,
+@settings(max_examples=examples(80), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(cf_programs(), st.lists(st.sampled_from(EVERY_PASS), max_size=5), st.integers(0, 2**16))
 def test_random_control_flow_programs_compile_to_what_eager_computes(

@@ -36,7 +36,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from helpers import broadcastable_shapes, rng_from
+from helpers import broadcastable_shapes, examples, rng_from
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -65,8 +65,8 @@ REDUCTIONS = ["sum", "mean", "max"]
 #: Block sizes for small arrays: the real one (one block), or a few elements (several blocks).
 BLOCKS = st.sampled_from([BLOCK_ELEMENTS, 1, 2, 3, 5, 8])
 
-EXAMPLES = settings(max_examples=25, deadline=None,
-                    suppress_health_check=[HealthCheck.filter_too_much])
+EXAMPLES = settings(max_examples=examples(25), deadline=None,
+                    suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
 
 
 # --- Groups, eager reference, comparison ----------------------------------------------------
@@ -376,7 +376,7 @@ def test_every_fusable_op_matches_eager(name: str, data: st.DataObject) -> None:
     assert_matches_eager(group, inputs, data.draw(BLOCKS, label="block elements"))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_random_chains_match_eager(data: st.DataObject) -> None:
     """Chains of 1 to 8 random ops over up to 3 inputs, each op reading inputs, earlier results or

@@ -11,7 +11,7 @@ import operator
 
 import numpy as np
 import pytest
-from helpers import check_gradients, cotangent_for, weighted_sum
+from helpers import check_gradients, cotangent_for, examples, weighted_sum
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from op_cases import BINARY_CASES, DIFFERENTIABLE_CASES, MATMUL_CASES, WHERE_CASES, OpCase
@@ -22,7 +22,7 @@ from teachflow.backends import Backend
 
 
 @pytest.mark.parametrize("case", DIFFERENTIABLE_CASES, ids=str)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(data=st.data())
 def test_gradient_matches_finite_differences(case: OpCase, data: st.DataObject) -> None:
     example = case.draw(data)
@@ -36,7 +36,7 @@ MULTI_INPUT_CASES = BINARY_CASES + WHERE_CASES[:1] + WHERE_CASES[2:] + MATMUL_CA
 
 @pytest.mark.parametrize("case", MULTI_INPUT_CASES, ids=str)
 @pytest.mark.parametrize("first_dtype", ["float32", "float64"])
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(data=st.data())
 def test_mixed_precision_gradient_has_each_inputs_dtype(case: OpCase, first_dtype: str,
                                                          data: st.DataObject) -> None:

@@ -10,7 +10,7 @@ import operator
 
 import numpy as np
 import pytest
-from helpers import broadcastable_shapes, rng_from, shapes, values
+from helpers import broadcastable_shapes, examples, rng_from, shapes, values
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from op_cases import DIFFERENTIABLE_CASES, UNARY_FUNCTIONS, OpCase
@@ -22,7 +22,7 @@ TOLERANCES = {np.float64: {"rtol": 1e-10, "atol": 1e-12},
 
 
 @pytest.mark.parametrize("case", DIFFERENTIABLE_CASES, ids=str)
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data())
 def test_forward_matches_numpy(case: OpCase, data: st.DataObject) -> None:
     example = case.draw(data)
@@ -102,7 +102,7 @@ COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": oper
 
 
 @pytest.mark.parametrize("symbol", list(COMPARISONS))
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(data=st.data())
 def test_comparison_matches_numpy(symbol: str, data: st.DataObject) -> None:
     compare = COMPARISONS[symbol]
@@ -170,7 +170,7 @@ BINARY_OPS = {"+": (operator.add, operator.add), "-": (operator.sub, operator.su
 
 
 @pytest.mark.parametrize("symbol", list(BINARY_OPS))
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(dtype=st.sampled_from(DTYPES),
        other=st.sampled_from(DTYPES + [2, 0.5]),
        tensor_on_left=st.booleans())

@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import check_gradients, shapes, weighted_sum
+from helpers import check_gradients, examples, shapes, weighted_sum
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from op_cases import CLIP_CASES, DIFFERENTIABLE_CASES, NUMPY_UFUNC_CASES, OpCase
@@ -53,7 +53,7 @@ def assert_same(got: tfl.Tensor, want: tfl.Tensor) -> None:
 
 
 @pytest.mark.parametrize("case", NEW_CASES, ids=str)
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(data=st.data())
 def test_eager_staged_and_compiled_agree(case: OpCase, data: st.DataObject) -> None:
     """Values and gradients (float64): eager, ``tfl.function``, ``tfl.compile`` (every pass,
@@ -81,7 +81,7 @@ def staged_and_compiled(fn, *xs) -> list[tfl.Tensor]:
 # --- argmax and argmin --------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data(), dtype=st.sampled_from(["float32", "float64", "int64", "bool"]))
 def test_argmax_and_argmin_match_numpy(data: st.DataObject, dtype: str) -> None:
     shape = data.draw(shapes(), label="shape")

@@ -20,6 +20,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_saved import control_flow
@@ -137,7 +138,7 @@ def changed_copy(base: Path, folder: Path, changes: list) -> Path:
     return folder
 
 
-@settings(max_examples=2000, deadline=None, database=None,
+@settings(max_examples=examples(2000), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(base=st.sampled_from(["control flow", "loopless", "state dict"]),
        changes=st.lists(CHANGES, min_size=1, max_size=3))

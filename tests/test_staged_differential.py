@@ -25,7 +25,7 @@ import os
 
 import numpy as np
 import pytest
-from helpers import cotangent_for
+from helpers import cotangent_for, examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from op_cases import BINARY_CASES, DIFFERENTIABLE_CASES, SCALAR_CASES, UNARY_CASES, OpCase
@@ -36,7 +36,7 @@ from teachflow.executor import interpret
 #: Both modes call the same kernels; passes may still reorder float work, hence a tolerance.
 SAME = {"rtol": 1e-12, "atol": 1e-12}
 
-EXAMPLES = settings(max_examples=15, deadline=None)
+EXAMPLES = settings(max_examples=examples(15), deadline=None)
 
 #: Cases whose result *shape* depends on the input values (``x[x > 0]``). A trace knows shapes
 #: and dtypes only, so these cannot be staged: staging them must raise a TraceError.
@@ -282,7 +282,7 @@ def test_value_and_grad_inside_function_matches_eager(case: OpCase,
 
 
 @pytest.mark.parametrize("case", UNSTAGEABLE_CASES, ids=str)
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=examples(5), deadline=None)
 @given(data=st.data())
 def test_value_dependent_shapes_raise_a_trace_error(case: OpCase, data: st.DataObject) -> None:
     """Eagerly fine; staged, the result's shape is unknown, and the error names the op's line."""
@@ -307,7 +307,7 @@ def test_the_special_case_lists_name_cases_of_the_table() -> None:
 
 
 @pytest.mark.parametrize("case", STAGEABLE_CASES, ids=str)
-@settings(max_examples=3, deadline=None, report_multiple_bugs=False)
+@settings(max_examples=examples(3), deadline=None, report_multiple_bugs=False)
 @given(data=st.data())
 def test_the_tables_own_function_stages(case: OpCase, data: st.DataObject) -> None:
     """The case's function staged as it is, whatever its ``__name__``."""

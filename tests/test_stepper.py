@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from stepper_cases import CASES, chain
@@ -725,7 +726,7 @@ def test_a_preview_writes_numbers_as_numpy_prints_them() -> None:
         assert preview(array).replace(" ", "") == want.replace(" ", "")
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(dtype=st.sampled_from(["float32", "float64", "float16", "int8", "uint8", "int64",
                               "bool", "complex64"]),
        shape=st.lists(st.integers(0, 5), max_size=3).map(tuple), count=st.integers(1, 6),

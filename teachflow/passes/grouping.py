@@ -13,7 +13,10 @@ The rule, applied to the nodes in order (a learner can follow it with a pencil):
 3. A reduction that can be computed in pieces (sum, mean, max: their ops say how, in
    `Op.partials`) joins the group of its operand, and ends it: the kernel reduces as it
    computes, and still writes the group's values that something else needs (XLA fuses a
-   reduction with its operand's producers so). One reduction per group: the first.
+   reduction with its operand's producers so). One reduction per group: the first. What reads
+   the reduction stays outside, whatever else it reads of the group: it can start only when the
+   whole kernel is done (in ``h = tanh(x); y = h + h.sum(axis=1)``, rule 2 keeps the ``add``
+   out of ``h``'s group, the ``sum`` joins it, and the ``add`` reads both of its results).
 4. Every value of a group that something outside needs (a later node, the graph's outputs) is
    an output of its kernel (*multi-output fusion*); every other value never reaches memory.
 5. A group of one node stays as it is: nothing to gain.
@@ -194,8 +197,8 @@ class _Grouping:
             if value in returned:
                 group.stops.append(("returned", None, value))
             for reader in readers:
-                if node is group.reduction:
-                    why = "after reduction"
+                if group.reduction is not None and group.reduction.output in reader.inputs:
+                    why = "after reduction"  # whatever else it reads of the group
                 elif reader.op.partials is not None:
                     why = "reduction"
                 elif not reader.op.elementwise or len(reader.outputs) > 1:
