@@ -14,7 +14,9 @@
  * Pure functions of the data and of the set of opened boxes (node ids).
  */
 
-import { esc, NODE_H, NODE_W, plural, r1, STATUS, X_SCALE, Y_SCALE } from "./common.js";
+import {
+  esc, fitLabel, NODE_H, NODE_W, plural, r1, STATUS, X_SCALE, Y_SCALE,
+} from "./common.js";
 import { ghostPlaces } from "./ghosts.js";
 import { badgeSvg, edgePath, nodeSvg, stubPath } from "./shapes.js";
 
@@ -167,7 +169,7 @@ export function closedBoxSvg(n, status, [x, y]) {
   return toggle(n, status, false, x - NODE_W / 2, y - NODE_H / 2) +
     `<rect class="tf-box tf-cf-back" x="-3" y="-3" width="${NODE_W + 6}" height="${NODE_H + 6}" rx="6"/>` +
     `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="4"/>` +
-    `<text class="tf-label" x="${NODE_W / 2}" y="12.5">${esc(label.length > 19 ? `${label.slice(0, 18)}…` : label)}</text>` +
+    `<text class="tf-label" x="${NODE_W / 2}" y="12.5">${esc(fitLabel(label))}</text>` +
     `<text class="tf-label tf-cf-graphs" x="${NODE_W / 2}" y="25">${esc(names)}</text>` +
     (badge ? badgeSvg(badge, 6, -12) : "") + `${insideBadge(n, Boolean(badge))}</g>`;
 }

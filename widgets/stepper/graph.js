@@ -135,9 +135,18 @@ export function scrollToNodes(st, ids) {
   });
 }
 
-/** Until the learner zooms: the whole width if it fits, else as much as stays readable. */
+/** The smallest zoom at which a whole graph is still drawn at first: below it, labels are too
+ * small to read, and the graph is drawn as wide as the view and scrolls down. */
+const READABLE = 0.6;
+
+/** Until the learner zooms: the whole graph if it fits the view at a readable size (its last
+ * node too, not just its width), else the whole width if that stays readable, else as much as
+ * does. */
 export function autoZoom(st, box) {
-  return st.size.w ? Math.max(0.35, Math.min(1, (st.size.w - 4) / box.w)) : 1;
+  if (!st.size.w) return 1;
+  const wide = Math.min(1, (st.size.w - 4) / box.w);
+  const whole = Math.min(wide, (st.size.h - 4) / box.h);
+  return whole >= READABLE ? whole : Math.max(0.35, wide);
 }
 
 export function setZoom(st, zoom) {

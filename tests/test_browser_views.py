@@ -1,0 +1,84 @@
+"""The stepper as the lessons show it, in Chromium (driven as `test_browser.py` drives it):
+every node inside the graph's box and every label inside its node, side-by-side steppers that
+fit a screen, a model's modules as boxes that open on a click, and the steppers that watch a
+trace and a backward pass. Screenshots go to ``test-artifacts/``."""
+
+from __future__ import annotations
+
+import pytest
+import test_browser
+from stepper_cases import CASES
+from test_browser import ARTIFACTS, CHROMIUM, go_to, open_page, why_no_chromium
+
+import teachflow as tfl
+
+browser, page = test_browser.browser, test_browser.page  # (the fixtures, shared)
+
+pytestmark = pytest.mark.skipif(CHROMIUM is None,
+                                reason=why_no_chromium() if CHROMIUM is None else "")
+
+#: For each stepper on the page: the nodes drawn outside its picture, the nodes outside the part
+#: of the graph's box on screen (its scrolled view), and the labels wider than their node's box.
+MEASURE = """() => {
+  const out = { outside: [], hidden: [], labels: [] };
+  const beyond = (r, o) => r.left < o.left - 0.5 || r.right > o.right + 0.5 ||
+    r.top < o.top - 0.5 || r.bottom > o.bottom + 0.5;
+  for (const wrap of document.querySelectorAll(".tf-graph-wrap")) {
+    const svg = wrap.querySelector("svg");
+    const w = wrap.getBoundingClientRect();
+    const left = w.left + wrap.clientLeft;
+    const top = w.top + wrap.clientTop;
+    const view = { left, top, right: left + wrap.clientWidth, bottom: top + wrap.clientHeight };
+    for (const node of svg.querySelectorAll(".tf-node")) {
+      const id = node.dataset.nodeId ?? node.dataset.block;
+      const r = node.getBoundingClientRect();
+      if (beyond(r, svg.getBoundingClientRect())) out.outside.push(id);
+      if (beyond(r, view)) out.hidden.push(id);
+      const box = node.querySelector(":scope > rect.tf-box:not(.tf-cf-back):not(.tf-block-back)");
+      const b = box.getBoundingClientRect();
+      for (const label of node.querySelectorAll(":scope > text.tf-label")) {
+        const t = label.getBBox();  // (in the node's own units: against the box's)
+        const own = box.getBBox();
+        if (t.x < own.x - 0.5 || t.x + t.width > own.x + own.width + 0.5) {
+          out.labels.push([id, label.textContent, b.width]);
+        }
+      }
+    }
+  }
+  return out;
+}"""
+
+
+def tall_chain(x, w):  # nine layers: taller than the graph's box at full size
+    h = ((x @ w).tanh() + (x @ w).tanh()) * 1.0
+    return (h * h).mean()
+
+
+def three_results(x, y):  # one kernel writes three values that matmuls read
+    a = (x * y).tanh()
+    b = a * 2.0
+    c = b + 1.0
+    return a @ y, b @ y, c @ y
+
+
+def test_every_node_is_in_the_graph_box_and_every_label_in_its_node(page, tmp_path) -> None:
+    cases = {"tall chain": lambda: tfl.compile(tall_chain, tfl.randn(64, 32), tfl.randn(32, 16)),
+             "three results": lambda: tfl.compile(three_results, tfl.randn(4, 4),
+                                                  tfl.randn(4, 4)),
+             **CASES}
+    for name, make in cases.items():
+        compilation = make()
+        open_page(page, compilation, tmp_path / "case.html")
+        for stage in range(len(compilation.snapshots)):
+            go_to(page, stage)
+            found = page.evaluate(MEASURE)
+            assert found == {"outside": [], "hidden": [], "labels": []}, (name, stage)
+        if name == "three results":  # the kernel's label keeps its op's name
+            kernel = next(n for n in compilation.graph.nodes if n.op.name.startswith("fused"))
+            label = page.locator(f'.tf-nodes [data-node-id="{kernel.id}"] .tf-label')
+            assert label.text_content().endswith(f"= {kernel.op.name}")
+            title = page.locator(f'.tf-nodes [data-node-id="{kernel.id}"] > title')
+            assert title.text_content().startswith(f"{kernel.outputs[0]}, {kernel.outputs[1]}")
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "fit-three-results.png"))
+    assert not page.errors, page.errors
