@@ -82,3 +82,43 @@ def test_every_node_is_in_the_graph_box_and_every_label_in_its_node(page, tmp_pa
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "fit-three-results.png"))
     assert not page.errors, page.errors
+
+
+def halve(x):
+    return x * 0.5
+
+
+def test_steppers_side_by_side_each_fit_a_screen_with_narration_over_graph(browser,
+                                                                           tmp_path) -> None:
+    from teachflow.viz import side_by_side_html
+
+    def f_static(x):
+        for _ in range(3):
+            x = halve(x)
+        return x
+
+    @tfl.script
+    def f_dynamic(x):
+        while x.sum() > 1:
+            x = halve(x)
+        return x
+
+    x = tfl.tensor([4.0, 4.0])
+    path = side_by_side_html({"traced, unrolled": tfl.compile(f_static, x),
+                              "scripted": tfl.compile(f_dynamic, x)}, tmp_path / "pair.html")
+    page = browser.new_page(viewport={"width": 1280, "height": 800})  # a laptop's screen
+    page.goto(path.as_uri())
+    page.wait_for_selector(".tf-stepper[data-current-stage]")
+    for stepper in page.locator(".tf-stepper").all():
+        box = stepper.bounding_box()
+        assert box["height"] <= 700, box
+        narration = stepper.locator(".tf-narration").bounding_box()
+        graph = stepper.locator(".tf-graph-wrap").bounding_box()
+        assert 0 <= narration["y"] < graph["y"] and graph["y"] + graph["height"] <= 800
+        stepper.evaluate("el => { el.scrollTop = el.scrollHeight; }")  # down to the text IR
+        stepper.locator(".tf-next").click()  # the toolbar and the narration stay in sight
+        assert stepper.locator(".tf-narration").bounding_box()["y"] >= box["y"]
+        assert "simplify" in stepper.locator(".tf-narration").inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "side-by-side-1280x800.png"))
+    page.close()

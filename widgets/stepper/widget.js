@@ -57,6 +57,7 @@ function skeleton(uid) {
   return `
 <div class="tf-stepper" tabindex="0" data-lm-suppress-shortcuts="true" role="group"
      aria-label="Pass stepper: use the arrow keys or j and k to step through the passes">
+  <div class="tf-head">
   <div class="tf-toolbar">
     <strong class="tf-title"></strong>
     <button type="button" class="tf-prev" aria-label="Previous stage (left arrow or k)"
@@ -71,6 +72,7 @@ function skeleton(uid) {
     </label>
   </div>
   <p class="tf-narration" role="status" aria-live="polite"></p>
+  </div>
   <div class="tf-body">
     <nav class="tf-stage-nav" aria-label="Stages">
       <ol class="tf-stages"></ol>
