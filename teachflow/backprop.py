@@ -138,13 +138,21 @@ def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None =
             if node.source is None:
                 _send_back(node, g, grads, relevant, create_graph)
             else:  # the ops of this rule belong to the user's line that applied the op
-                with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}")):
+                with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}",
+                                          scope=gradient_scope(node.source.scope))):
                     _send_back(node, g, grads, relevant, create_graph)
     if release:
         for node in order:
             if type(node) is TapeNode:
                 node.release()
     return found
+
+
+def gradient_scope(scope: str) -> str:
+    """Where the gradient of an op made in `scope` (a module's: `errors.name_scope`) is
+    recorded: ``gradients/Sequential/0:Linear``, as TensorBoard's, apart from the forward pass
+    (whose nodes it reads, and which never reads it back)."""
+    return f"gradients/{scope}" if scope else ""
 
 
 def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,

@@ -23,7 +23,7 @@ from numbers import Real
 from typing import Any
 
 from teachflow.autodiff import no_grad
-from teachflow.errors import DTypeError, TeachflowError
+from teachflow.errors import DTypeError, TeachflowError, name_scope
 from teachflow.factories import zeros, zeros_like
 from teachflow.tensor import Tensor
 
@@ -64,7 +64,7 @@ class Optimizer:
             p.grad = None if set_to_none or p.grad is None else p.grad * 0
 
     def step(self) -> None:
-        with no_grad():
+        with no_grad(), name_scope(type(self).__name__):  # (a staged step's nodes: one box)
             for p, state in zip(self.params, self.state, strict=True):
                 if p.grad is not None:
                     self._update(p, p.grad, state)

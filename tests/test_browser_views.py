@@ -122,3 +122,42 @@ def test_steppers_side_by_side_each_fit_a_screen_with_narration_over_graph(brows
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "side-by-side-1280x800.png"))
     page.close()
+
+
+def test_a_models_modules_are_boxes_that_open_on_a_click(page, tmp_path) -> None:
+    from stepper_cases import modules_step
+
+    compilation = modules_step()
+    open_page(page, compilation, tmp_path / "modules.html")
+    traced = compilation.snapshots[0].graph
+    (first, *_) = [n for n in traced.nodes if n.source.scope == "Sequential/0:Linear"]
+    model = page.locator('.tf-cf-toggle[data-group="Sequential"]')
+    linear = page.locator('.tf-cf-toggle[data-group="Sequential/0:Linear"]')
+    inner = page.locator(f'.tf-graph .tf-node[data-node-id="{first.id}"]')
+    # Closed: a few boxes, the whole of them in view; nothing inside them drawn.
+    assert model.get_attribute("aria-expanded") == "false" and "nodes" in model.text_content()
+    assert linear.count() == 0 and inner.count() == 0
+    drawn = page.locator(".tf-graph .tf-node").count()
+    assert drawn < len(traced.nodes) / 2, drawn
+    assert page.evaluate(MEASURE) == {"outside": [], "hidden": [], "labels": []}
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "modules-closed.png"))
+    model.click()  # the model opens on its layers, each a box in turn
+    assert model.get_attribute("aria-expanded") == "true"
+    assert linear.get_attribute("aria-expanded") == "false" and inner.count() == 0
+    assert "Opened Sequential" in page.locator(".tf-narration").inner_text()
+    linear.click()
+    assert inner.count() == 1 and first.op.name in inner.text_content()
+    assert "Sequential/0:Linear" in page.locator(".tf-details").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "modules-open.png"))
+    inner.click()  # a node inside: its details name its module
+    assert "module" in page.locator(".tf-details").inner_text()
+    linear.locator(".tf-cf-head").click()  # and closes again (a click on its header)
+    assert inner.count() == 0
+    # Selecting a change inside a closed box opens the boxes it happened in.
+    go_to(page, [s.pass_name for s in compilation.snapshots].index("simplify"))
+    page.click(".tf-change-next")
+    page.click(".tf-change-prev")
+    change = compilation.snapshots[1].changes[0]
+    assert page.locator(f'.tf-graph [data-node-id="{change.result[0]}"]').count() == 1
+    assert not page.errors, page.errors

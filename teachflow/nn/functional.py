@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from teachflow.errors import DTypeError, ShapeError, TeachflowError
+from teachflow.errors import DTypeError, ShapeError, TeachflowError, name_scope
 from teachflow.factories import arange, rand
 from teachflow.graph import Value
 from teachflow.library import log_softmax, relu, sigmoid, softmax, tanh
@@ -75,9 +75,10 @@ def cross_entropy(logits: Any, target: Any, reduction: str = "mean") -> Tensor:
             raise TeachflowError(f"target holds class {int(bad[0])}, outside 0..{classes - 1} "
                                  f"for logits with {classes} classes", op="cross_entropy",
                                  hint="the last layer needs one output per class")
-    one_hot = target.reshape(-1, 1) == arange(classes, device=target.device).reshape(1, -1)
-    picked = (log_softmax(logits, axis=1) * one_hot.astype(logits.dtype)).sum(axis=1)
-    return _reduce(-picked, reduction)
+    with name_scope("cross_entropy"):  # (its nodes: one box in the stepper)
+        one_hot = target.reshape(-1, 1) == arange(classes, device=target.device).reshape(1, -1)
+        picked = (log_softmax(logits, axis=1) * one_hot.astype(logits.dtype)).sum(axis=1)
+        return _reduce(-picked, reduction)
 
 
 def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
@@ -90,8 +91,9 @@ def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
                          "pairs)", op="mse_loss",
                          hint="reshape one of them, e.g. target.reshape(-1, 1) for a (N, 1) "
                               "output")
-    diff = input - target
-    return _reduce(diff * diff, reduction)
+    with name_scope("mse_loss"):
+        diff = input - target
+        return _reduce(diff * diff, reduction)
 
 
 def check_probability(p: Any, op: str) -> float:

@@ -26,11 +26,19 @@ import numpy as np
 
 from teachflow import dispatch
 from teachflow.autodiff import no_grad
-from teachflow.errors import DTypeError, ShapeError, TeachflowError
+from teachflow.errors import (
+    DTypeError,
+    ShapeError,
+    TeachflowError,
+    enter_scope,
+    leave_scope,
+)
 from teachflow.graph import StateGone
 from teachflow.tensor import Tensor, as_tensor
 
 _new = object.__new__
+#: The modules whose forward is running, innermost last (a scope's names: `Module.__call__`).
+_calling: list[Module] = []
 
 
 class Parameter(Tensor):
@@ -97,7 +105,24 @@ class Module:
                                   "module calls it")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        """``forward``, its ops recorded in this module's scope (`errors.name_scope`): its name
+        in the module that calls it and its class, ``Sequential/0:Linear``, so that the stepper
+        draws each module as a box of the nodes it made."""
+        previous = enter_scope(self._name_in(_calling[-1]) if _calling else type(self).__name__)
+        _calling.append(self)
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            _calling.pop()
+            leave_scope(previous)
+
+    def _name_in(self, caller: Module) -> str:
+        """``0:Linear``: this module's attribute name in `caller`, and its class (the class
+        alone when `caller` does not hold it, as a layer kept in a list)."""
+        for name, value in vars(caller).items():
+            if value is self:
+                return f"{name}:{type(self).__name__}"
+        return type(self).__name__
 
     @property
     def __signature__(self) -> inspect.Signature:

@@ -40,14 +40,18 @@ The format (``"format": 2``)
                                     {"numpy", "c", "cuda"} per kernel (null: not generated)
      "lines": {"file.py:12": code}, the user's source lines the nodes came from
      "routes": {"3>7": [[x, y], ...]}}  the bends of edge 3 -> 7, in layout units (an edge
-                                    keeps its route from stage to stage)
+                                    keeps its route from stage to stage; "-2>7": from box -2)
 
 A **stage** is ``{"index", "pass", "changed", "changes", "stats", "updates", "nodes", "head",
-"tail"}``: ``changes`` are what the pass did, each ``{"kind", "nodes", "result", "rule",
+"tail", "groups"}``: ``changes`` are what the pass did, each ``{"kind", "nodes", "result", "rule",
 "sentence", "within"}``; ``updates`` the state each call writes back, ``{"state", "value"}``;
 ``nodes`` its entries in the graph's order, as runs of consecutive indices into the table
 (``[0, 5000]`` is entries 0 to 4999; ``[0, 10, 12, 3]`` is 0 to 9 and 12 to 14); ``head`` and
-``tail`` the lines of its text form before and after the nodes' lines.
+``tail`` the lines of its text form before and after the nodes' lines; ``groups`` its boxes of
+the modules that made the nodes (`teachflow.viz.groups`), each ``{"id", "scope", "x", "y"}``:
+a negative id, its scope (``Sequential/0:Linear``), and its place in the box around it (the
+box of the longest scope that begins its own), where a node's ``x``, ``y`` are its place in
+its own box, the box of the longest scope that begins its ``scope``.
 
 An **entry** is ``{"id", "text", "x", "y"}`` (``text``: ``%7 = mul %5, 2.0 : f32[3]``; ``x``,
 ``y``: its place in the layout) and, where they are not the default in brackets: ``op``,
@@ -60,8 +64,9 @@ reads, null for a Python number: the edges come from these; []), ``is_output`` (
 spaces and entry n's ``text``), ``owned`` (lines of the graphs it owns, printed under it),
 ``kernel`` (its index in ``kernels``), ``results`` (one ``{"id", "name", "type"}`` per result,
 for a node with several; a kernel's say which of its ops' values each is: ``writes``),
-``subgraphs`` and ``changes_inside``. A **part** (a graph a node owns) is ``{"key", "name",
-"inputs", "outputs", "changes", "values_from", "nodes"}``, its nodes as a stage's are.
+``subgraphs`` and ``changes_inside``, and ``scope`` (the module that made it: ""). A **part**
+(a graph a node owns) is ``{"key", "name", "inputs", "outputs", "changes", "values_from",
+"nodes"}``, its nodes as a stage's are.
 
 A **kernel** is ``{"name", "ran"}`` and ``missing`` (why a source is null, by language): ``ran``
 says which kernel ran on the CPU, and why (or that none has run yet). The ops it computes are
@@ -86,6 +91,7 @@ from typing import TYPE_CHECKING, Any
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.graph.graph import _format_constant, _fused_body  # (lines as str(graph) has)
 from teachflow.viz.expand import derived, value_type
+from teachflow.viz.groups import layout_grouped
 from teachflow.viz.layout import Layout, layout_stages, layout_subgraphs
 from teachflow.viz.values import PREVIEW_ELEMENTS, Values
 
@@ -147,16 +153,20 @@ class _Table:
         self.inner: dict[tuple[int, str], Layout] = {}
         self.owners: dict[int, tuple[int, ...]] = {}
         self.shown: tuple | None = None  # the last stage's graph, layout and entries
+        self.scopes: dict[int, str] = {}  # the stage's scope of each drawn node (not "")
 
     def data(self) -> dict:
         snapshots = self.compilation.snapshots
-        layouts = layout_stages(snapshots)
+        grouped = layout_grouped(snapshots)  # (None: no node was made in a module's scope)
+        layouts = [g.layout for g in grouped] if grouped else layout_stages(snapshots)
         inner = layout_subgraphs(snapshots)
         stages = []
         for i, (snap, lay, owned) in enumerate(zip(snapshots, layouts, inner, strict=True)):
             if self.values is not None:
                 self.values.add(snap.graph)
+            self.scopes = grouped[i].scopes if grouped else {}
             stages.append(self.stage(snap, lay, owned, i))
+            stages[-1]["groups"] = self.groups(grouped[i], lay) if grouped else []
         # (gzip's level 3: a fifth bigger than its default, in a third of the time)
         sources = json.dumps(self.sources, separators=(",", ":")).encode()
         return {
@@ -216,6 +226,15 @@ class _Table:
             "tail": _tail(graph),
         }
 
+    def groups(self, grouped: Any, lay: Layout) -> list[dict]:
+        """The stage's boxes of scopes (`teachflow.viz.groups`), each at its place in the box
+        around it; the bends of the edges between boxes join `routes`."""
+        for (u, v), points in lay.routes.items():
+            if (u < 0 or v < 0) and len(points) > 2:
+                self.routes.setdefault(f"{u}>{v}", [list(p) for p in points[1:-1]])
+        return [{"id": i, "scope": scope, "x": lay.positions[i][0], "y": lay.positions[i][1]}
+                for scope, i in sorted(grouped.groups.items())]
+
     def graph_entries(self, graph: Graph, lay: Layout,
                       within: tuple[int, ...]) -> tuple[list[int], set[int]]:
         """The entries of `graph`'s nodes (made where new), placed by `lay`, `within` the
@@ -249,7 +268,7 @@ class _Table:
         for o in node.inputs:
             if isinstance(o, Value):
                 u = o.producer.id if o.producer else o.id
-                bends = lay.routes[(u, node.id)][1:-1]
+                bends = lay.routes.get((u, node.id), ())[1:-1]  # (none between two boxes)
                 if bends:
                     self.routes.setdefault(f"{u}>{node.id}", [list(p) for p in bends])
 
@@ -317,6 +336,8 @@ class _Table:
         for key, x in derived(entry).items():  # (what its text says need not be sent)
             if entry.get(key) == x:
                 del entry[key]
+        if v.id in self.scopes:  # (the module that made it: its box, `viz.groups`)
+            entry["scope"] = self.scopes[v.id]
         entry.update({"x": context["x"], "y": context["y"]})
         if v.spec.device != "cpu":
             entry["device"] = v.spec.device

@@ -42,7 +42,7 @@ export function graphSvg(inf, v, placed, zoom, uid) {
     seen.add(key);
     return [a, b, []];
   };
-  for (const e of inf.removedEdges) {
+  for (const e of inf.top.removedEdges) {
     const [a, b, route] = ends(e, "-");
     if (a && b) {
       parts.push(`<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" d="` +
@@ -60,7 +60,7 @@ export function graphSvg(inf, v, placed, zoom, uid) {
   }
   parts.push(`</g><g class="tf-edges">`);
   const stubs = [];
-  for (const e of inf.stage.edges) {
+  for (const e of inf.top.edges) {
     const [a, b, route] = ends(e, "");
     if (a && b) {
       parts.push(`<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" ${arrow} d="` +

@@ -65,11 +65,13 @@ export function toggleBox(st, id) {
   else st.openBoxes.delete(id);
   drawGraph(st, false);
   scrollToNodes(st, [id]);
-  const graphs = n.subgraphs.map((p) => `${p.key} (${p.name})`).join(" and ");
+  const graphs = n.kind === "module" ? `${n.caption}`
+    : n.subgraphs.map((p) => `${p.key} (${p.name})`).join(" and ");
+  const name = n.kind === "module" ? n.scope : n.label;
   st.ui.narration.textContent = open
-    ? `Opened ${n.label}: its ${graphs}, drawn inside it` +
+    ? `Opened ${name}: its ${graphs}, drawn inside it` +
       (n.changes_inside ? `, with ${plural(n.changes_inside, "change")} by this pass.` : ".")
-    : `Closed ${n.label}.`;
+    : `Closed ${name}.`;
   st.ui.graph.querySelector(`.tf-cf-toggle[data-box="${id}"]`)?.focus({ preventScroll: true });
 }
 

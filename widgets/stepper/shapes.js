@@ -25,15 +25,19 @@ export function nodeSvg(n, status, [x, y], folded) {
     `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="${status === "fused" ? NODE_H / 2 : 4}"/>` +
     `<text class="tf-label" x="${NODE_W / 2}" y="${NODE_H / 2 + 4}">${esc(label)}</text>`;
   if (text) out += badgeSvg(text, 6, -9);
-  // A value the call writes back into state (p -= lr * g): "→ w" under the box.
-  if (n.updates?.length && status !== "removed") {
-    out += badgeSvg(clip(`→ ${n.updates.join(", ")}`, PILL_CHARS), 6, NODE_H - 5, "tf-writes");
-  }
+  if (status !== "removed") out += writesPill(n);
   // A kernel that writes several results: so many edges leave it, one per result read.
   if (n.results?.length > 1 && status !== "removed") {
     out += badgeSvg(`${n.results.length} results`, -6, NODE_H - 5, "tf-results-pill", true);
   }
   return `${out}</g>`;
+}
+
+/** A value the call writes back into state (p -= lr * g): "→ w" under the box (a closed
+ * box's: the values its nodes write). */
+export function writesPill(n, dy = NODE_H - 5) {
+  if (!n.updates?.length) return "";
+  return badgeSvg(clip(`→ ${n.updates.join(", ")}`, PILL_CHARS), 6, dy, "tf-writes");
 }
 
 /** A small pill with a word in it, at the box's top right corner (shifted by dx, dy), or at its
