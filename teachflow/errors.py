@@ -113,8 +113,11 @@ def user_frame() -> FrameType | None:
 
 #: While a gradient rule runs for an op the user wrote, the ops it applies belong to that line.
 _on_behalf_of: SourceLocation | None = None
-#: The scope the ops applied now are made in (see `name_scope`); "" outside any.
+#: The scope the ops applied now are made in (see `name_scope`); "" outside any. And what
+#: made each scope around them, innermost last (kept here, out of reach of a trace's search
+#: for the tensors its code reaches: `teachflow.surroundings`).
 _scope = ""
+_owners: list[Any] = []
 
 
 def user_location() -> SourceLocation | None:
@@ -156,18 +159,27 @@ def name_scope(name: str) -> Iterator[None]:
         leave_scope(previous)
 
 
-def enter_scope(name: str) -> str:
+def enter_scope(name: str, owner: Any = None) -> str:
     """`name_scope` in two calls, for a caller that runs often (each call of a module): enter
-    scope `name` and return the scope to go back to with `leave_scope`."""
+    scope `name`, made by `owner` (the module whose forward runs in it), and return the scope
+    to go back to with `leave_scope`."""
     global _scope
     previous = _scope
     _scope = f"{previous}/{name}" if previous else name
+    _owners.append(owner)
     return previous
 
 
 def leave_scope(previous: str) -> None:
     global _scope
     _scope = previous
+    _owners.pop()
+
+
+def scope_owner() -> Any:
+    """What made the innermost scope (a module, whose children name themselves in it), or
+    None."""
+    return _owners[-1] if _owners else None
 
 
 def warn_at_user_line(message: str, category: type[Warning] = RuntimeWarning) -> None:

@@ -154,3 +154,12 @@ def test_the_static_picture_draws_the_modules_closed() -> None:
     assert "▸ Sequential" in svg and "▸ SGD" in svg
     matmuls = [n for n in compilation.snapshots[0].graph.nodes if n.op.name == "matmul"]
     assert not any(f'data-node-id="{n.id}"' in svg for n in matmuls)  # inside closed boxes
+
+
+def test_recording_scopes_leaves_the_names_of_captured_weights_as_they_were() -> None:
+    mlp = MLP()
+    forward = tfl.function(mlp)
+    forward(tfl.randn(5, 4))
+    captures = [v.data.name for v in forward.concrete_functions[0].graph.captures]
+    assert captures == ["self.hidden.weight", "self.hidden.bias", "self.out.weight",
+                        "self.out.bias"]

@@ -32,13 +32,12 @@ from teachflow.errors import (
     TeachflowError,
     enter_scope,
     leave_scope,
+    scope_owner,
 )
 from teachflow.graph import StateGone
 from teachflow.tensor import Tensor, as_tensor
 
 _new = object.__new__
-#: The modules whose forward is running, innermost last (a scope's names: `Module.__call__`).
-_calling: list[Module] = []
 
 
 class Parameter(Tensor):
@@ -108,12 +107,12 @@ class Module:
         """``forward``, its ops recorded in this module's scope (`errors.name_scope`): its name
         in the module that calls it and its class, ``Sequential/0:Linear``, so that the stepper
         draws each module as a box of the nodes it made."""
-        previous = enter_scope(self._name_in(_calling[-1]) if _calling else type(self).__name__)
-        _calling.append(self)
+        caller = scope_owner()
+        name = self._name_in(caller) if isinstance(caller, Module) else type(self).__name__
+        previous = enter_scope(name, self)
         try:
             return self.forward(*args, **kwargs)
         finally:
-            _calling.pop()
             leave_scope(previous)
 
     def _name_in(self, caller: Module) -> str:
