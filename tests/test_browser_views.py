@@ -161,3 +161,43 @@ def test_a_models_modules_are_boxes_that_open_on_a_click(page, tmp_path) -> None
     change = compilation.snapshots[1].changes[0]
     assert page.locator(f'.tf-graph [data-node-id="{change.result[0]}"]').count() == 1
     assert not page.errors, page.errors
+
+
+def test_a_backward_pass_steps_node_by_node_each_gradient_with_its_value(page,
+                                                                        tmp_path) -> None:
+    from teachflow.viz.watch import backward_steps, trace_steps
+
+    x = tfl.tensor([[1.0, 2.0], [3.0, 4.0]])
+    w = tfl.tensor([[0.1, -0.2], [0.3, 0.05]], requires_grad=True)
+    h = x @ w
+    loss = h.tanh().sum()
+    steps = backward_steps(loss)
+    page.goto(steps.to_html(tmp_path / "backward.html").as_uri())
+    page.wait_for_selector(".tf-stepper[data-current-stage]")
+    assert "the tape %loss was recorded on, 3 ops" in page.locator(".tf-narration").inner_text()
+    assert page.locator(".tf-graph .tf-node").count() == 4  # w, and the three ops
+    for k, step in enumerate(steps.snapshots[1:], start=1):
+        page.click(".tf-next")
+        (change,) = step.changes
+        (made,) = change.result
+        drawn = page.locator(f'.tf-nodes [data-node-id="{made}"]')
+        assert drawn.get_attribute("data-status") == "added"  # the gradient just computed
+        assert f"Step {k + 1} of 5" in page.locator(".tf-narration").inner_text()
+    drawn.click()  # the last: w's gradient, with its value
+    details = page.locator(".tf-details").inner_text()
+    loss.backward()  # (the tape was kept)
+    assert "%w.grad = ∂matmul %h.grad, ·" in details
+    assert f"{w.grad.numpy().max():.4f}"[:5] in details
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "watch-backward.png"))
+    # A trace, watched: each step draws the node the builder just recorded.
+    steps = trace_steps(lambda x, w: (x @ w).tanh(), tfl.randn(4, 3), tfl.randn(3, 2))
+    page.goto(steps.to_html(tmp_path / "trace.html").as_uri())
+    page.wait_for_selector(".tf-stepper[data-current-stage]")
+    assert page.locator(".tf-graph .tf-nodes .tf-node").count() == 2  # the arguments
+    page.click(".tf-next")
+    assert page.locator('.tf-nodes [data-status="added"] .tf-label').text_content() == "%2 = matmul"
+    page.click(".tf-next")
+    assert "tanh" in page.locator(".tf-narration").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "watch-trace.png"))
+    assert not page.errors, page.errors

@@ -42,6 +42,10 @@ The format (``"format": 2``)
      "routes": {"3>7": [[x, y], ...]}}  the bends of edge 3 -> 7, in layout units (an edge
                                     keeps its route from stage to stage; "-2>7": from box -2)
 
+and, for a stepper that watches a trace or a backward pass (`teachflow.viz.watch`), ``"words":
+{"title", "first", "card", "unknown"}``: what its card and its narration say at the first
+stage, and (a tape) why a value is missing.
+
 A **stage** is ``{"index", "pass", "changed", "changes", "stats", "updates", "nodes", "head",
 "tail", "groups"}``: ``changes`` are what the pass did, each ``{"kind", "nodes", "result", "rule",
 "sentence", "within"}``; ``updates`` the state each call writes back, ``{"state", "value"}``;
@@ -92,7 +96,7 @@ from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.graph.graph import _format_constant, _fused_body  # (lines as str(graph) has)
 from teachflow.viz.expand import derived, value_type
 from teachflow.viz.groups import layout_grouped
-from teachflow.viz.layout import Layout, layout_stages, layout_subgraphs
+from teachflow.viz.layout import Layout, layout_growing, layout_stages, layout_subgraphs
 from teachflow.viz.values import PREVIEW_ELEMENTS, Values
 
 if TYPE_CHECKING:  # (the compiler shows itself with these; they only read what it made)
@@ -103,14 +107,16 @@ FORMAT = 2
 SOURCES = {"numpy": "numpy_source", "c": "c_source", "cuda": "cuda_source"}
 
 
-def compilation_data(compilation: Compilation, example_inputs: list | None = None) -> dict:
-    """The whole compilation as a JSON-ready dict (see the module docstring)."""
+def compilation_data(compilation: Compilation, example_inputs: list | None = None,
+                     values: Values | None = None) -> dict:
+    """The whole compilation as a JSON-ready dict (see the module docstring); its values on
+    `example_inputs`, or the `values` given (what `teachflow.viz.watch` computed itself)."""
     # The data holds many small objects until it is sent: the cyclic garbage collector would
     # rescan them all, and the compilation's, again and again (as it would in the passes).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Table(compilation, example_inputs).data()
+        return _Table(compilation, example_inputs, values).data()
     finally:
         if was_enabled:
             gc.enable()
@@ -131,9 +137,11 @@ def runs(indices: list[int]) -> list[int]:
 class _Table:
     """The compilation's nodes as a table of entries, filled stage by stage."""
 
-    def __init__(self, compilation: Compilation, example_inputs: list | None) -> None:
+    def __init__(self, compilation: Compilation, example_inputs: list | None,
+                 values: Values | None = None) -> None:
         self.compilation = compilation
-        self.values = Values(example_inputs) if example_inputs is not None else None
+        self.values = values if values is not None or example_inputs is None \
+            else Values(example_inputs)
         self.entries: list[dict] = []
         self.latest: dict[int, int] = {}  # node id -> its latest entry
         self.made_from: dict[int, Any] = {}  # entry -> the Node (or Value) it was made from
@@ -157,8 +165,11 @@ class _Table:
 
     def data(self) -> dict:
         snapshots = self.compilation.snapshots
-        grouped = layout_grouped(snapshots)  # (None: no node was made in a module's scope)
-        layouts = [g.layout for g in grouped] if grouped else layout_stages(snapshots)
+        # A graph watched as it grows (`teachflow.viz.watch`) is laid out as it ends up.
+        grows = getattr(self.compilation, "grows", False)
+        grouped = None if grows else layout_grouped(snapshots)  # (None: no module's scope)
+        layouts = (layout_growing(snapshots) if grows else
+                   [g.layout for g in grouped] if grouped else layout_stages(snapshots))
         inner = layout_subgraphs(snapshots)
         stages = []
         for i, (snap, lay, owned) in enumerate(zip(snapshots, layouts, inner, strict=True)):
@@ -169,7 +180,9 @@ class _Table:
             stages[-1]["groups"] = self.groups(grouped[i], lay) if grouped else []
         # (gzip's level 3: a fifth bigger than its default, in a third of the time)
         sources = json.dumps(self.sources, separators=(",", ":")).encode()
+        words = getattr(self.compilation, "words", None)
         return {
+            **({"words": words} if words else {}),
             "format": FORMAT,
             "name": self.compilation.graph.name,
             "nodes": self.entries,

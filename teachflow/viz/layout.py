@@ -298,6 +298,20 @@ def layout_drawings(drawings: list[Drawing | None],
     return layouts
 
 
+def layout_growing(snapshots: Iterable[Any]) -> list[Layout]:
+    """One layout per snapshot of a graph that only grows (a trace watched node by node): the
+    last is laid out, and each stage draws its nodes where the last has them, so each new node
+    appears where it will stay."""
+    snapshots = list(snapshots)
+    whole = layout_edges(*nodes_and_edges(snapshots[-1].graph))
+    layouts = []
+    for snap in snapshots:
+        nodes, edges = nodes_and_edges(snap.graph)
+        layouts.append(Layout({n: whole.positions[n] for n in nodes},
+                              {e: whole.routes[e] for e in edges}, {}))
+    return layouts
+
+
 def _free(at: tuple[float, float], taken: set) -> tuple[float, float]:
     """`at`, or the nearest place in its row, half a step at a time, that `taken` has not."""
     x, y = at

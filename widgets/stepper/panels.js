@@ -45,7 +45,8 @@ export function stageListHtml(stages) {
 export function figuresHtml(stages) {
   const barW = 12;
   const height = 28;
-  return FIGURES.map(([key, name, words]) => {
+  // (a stepper that watches a trace or a backward pass counts nodes only)
+  return FIGURES.filter(([key]) => key in (stages[0]?.stats ?? {})).map(([key, name, words]) => {
     const values = stages.map((s) => s.stats[key] ?? 0);
     const top = Math.max(...values, 1);
     const bars = values
@@ -104,6 +105,8 @@ export function ruleHtml(st) {
   const inf = info(st, st.stage);
   const { stage } = inf;
   const changes = stage.changes;
+  const { words } = st.data;
+  if (st.stage === 0 && words) return `<h3>${esc(words.title)}</h3><p>${esc(words.card)}</p>`;
   if (st.stage === 0) {
     return (
       `<h3>The traced graph</h3><p>${plural(stage.stats.nodes, "node")} as traced from ` +
@@ -294,10 +297,11 @@ function valuesHtml(n, part, hasValues) {
 }
 
 /** A value: its dtype and shape, min, max and mean, and a preview, under `heading`.
- * `hasValues`: whether the compilation has values at all (none without example inputs). */
+ * `hasValues`: whether the compilation has values at all (none without example inputs), or
+ * the words that say why one is missing (a tape keeps only some: `data.words.unknown`). */
 function valueHtml(v, heading, hasValues) {
   if (!v) {
-    const why = hasValues
+    const why = typeof hasValues === "string" ? hasValues : hasValues
       ? "Not computed: nothing uses this value (dead code, which dce removes)."
       : "No example inputs were given, so no values.";
     return `<h4>value</h4><p class="tf-hint">${why}</p>`;
@@ -320,7 +324,10 @@ export function narration(st) {
   const stage = st.data.stages[st.stage];
   const total = st.data.stages.length;
   let text;
-  if (st.stage === 0) {
+  if (st.data.words) {  // (a trace or a backward pass, watched step by step)
+    text = st.stage === 0 ? st.data.words.first
+      : `Step ${st.stage + 1} of ${total}: ${stage.changes[0]?.sentence ?? ""}`;
+  } else if (st.stage === 0) {
     text = `Stage 1 of ${total}: the graph as traced, ${plural(stage.stats.nodes, "node")}.`;
   } else if (!stage.changes.length) {
     text = `Stage ${st.stage + 1} of ${total}: ${stage.pass} changed nothing.`;

@@ -68,7 +68,8 @@ export function setData(st, data) {
   st.sourcesLoading = null;
   st.history = null;
   st.names = namesOf(st.data);
-  st.hasValues = Object.keys(st.data.values).length > 0;
+  // (whether there are values at all; or, for a tape, why some are not there)
+  st.hasValues = st.data.words?.unknown ?? Object.keys(st.data.values).length > 0;
   st.openBoxes = new Set();
   st.root.dataset.hasBoxes = String(st.data.nodes.some((e) => e.subgraphs) ||
     st.data.stages.some((s) => s.groups?.length));
