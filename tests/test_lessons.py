@@ -208,6 +208,21 @@ def test_lesson_3_shows_every_pass_doing_what_its_text_says() -> None:
     assert probe["f"]["dce"] == [["removed", ["exp"]]]
 
 
+@pytest.mark.parametrize(("lesson", "call", "shown"), [
+    ("01_tensors_and_the_tape", "tfl.viz.show_backward(loss)",
+     "<PassStepper backward: stage 1 of 5 (tape)>"),  # the tape's 3 ops, then 4 gradients
+    ("02_tracing_and_staged_execution", "tfl.viz.show_trace(layer, x, w, b)",
+     "<PassStepper layer: stage 1 of 4 (arguments)>"),  # the arguments, then 3 ops
+])
+def test_lessons_1_and_2_step_through_the_tape_and_the_trace(lesson: str, call: str,
+                                                            shown: str) -> None:
+    cells = [c for c in executed(FOLDER / f"{lesson}.ipynb").cells if c.cell_type == "code"]
+    (cell,) = [c for c in cells if c.source.strip() == call]
+    assert shown in printed(cell)
+    assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+               for o in cell.outputs)  # the stepper itself, in the notebook
+
+
 def test_lesson_4_scripts_f_dynamic_and_shows_it_beside_f_static() -> None:
     path = FOLDER / "04_control_flow_and_scripting.ipynb"
     probe = json.loads(printed(executed(path).cells[-1]))
