@@ -32,7 +32,14 @@ from itertools import pairwise
 from typing import Any
 
 from teachflow.graph import Graph
-from teachflow.viz.layout import Drawing, Layout, layout_drawings, nodes_and_edges
+from teachflow.viz.layout import (
+    Drawing,
+    Layout,
+    layout_drawings,
+    layout_growing,
+    layout_stages,
+    nodes_and_edges,
+)
 
 #: In a box's frame, an edge that spans more layers than this is drawn as one curve: a weight
 #: that the model and the optimizer both read would otherwise widen the frame by a column of
@@ -131,6 +138,29 @@ class _Stage:
                 for frame, (units, edges) in self.units().items()}
 
 
+def stage_layouts(compilation: Any) -> tuple[list[Layout], list[Grouped] | None]:
+    """Each stage's layout, and its boxes of scopes (None when there are none): by module
+    (`layout_grouped`); or, where no node was made in a module's scope, whole
+    (`layout.layout_stages`); or, for a graph watched as it grows (`teachflow.viz.watch`), as
+    it ends up (`layout.layout_growing`)."""
+    snapshots = compilation.snapshots
+    if getattr(compilation, "grows", False):
+        return layout_growing(snapshots), None
+    grouped = layout_grouped(snapshots)
+    return ([g.layout for g in grouped] if grouped else layout_stages(snapshots)), grouped
+
+
+def boxes_data(grouped: Grouped, lay: Layout, routes: dict[str, list]) -> list[dict]:
+    """A stage's boxes as the stepper's data has them (`teachflow.viz.data`): each its id, its
+    scope and its place in the box around it; the bends of the edges between boxes join
+    `routes` (an edge keeps its first route)."""
+    for (u, v), points in lay.routes.items():
+        if (u < 0 or v < 0) and len(points) > 2:
+            routes.setdefault(f"{u}>{v}", [list(p) for p in points[1:-1]])
+    return [{"id": i, "scope": scope, "x": lay.positions[i][0], "y": lay.positions[i][1]}
+            for scope, i in sorted(grouped.groups.items())]
+
+
 def collapsed(stage: dict) -> dict:
     """A full stage (`teachflow.viz.expand`) as it is drawn with every box closed: the nodes
     in no box and the outermost boxes (each a node that owns one graph, captioned with how
@@ -214,4 +244,4 @@ def _shared(scopes: list[str]) -> str:
     return "/".join(common)
 
 
-__all__ = ["Grouped", "collapsed", "layout_grouped", "scope_of"]
+__all__ = ["Grouped", "boxes_data", "collapsed", "layout_grouped", "scope_of", "stage_layouts"]
