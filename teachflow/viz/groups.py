@@ -13,8 +13,9 @@ inside it, each one unit. So every node has its place in the frame of its box (t
 is the frame ``""``), and every box its place in the frame around it. An edge belongs to the
 innermost frame that holds both its ends, where it joins the two units they are in.
 
-A value no op makes (an input, a captured weight, a constant) goes in the innermost box that
-holds all its readers (an input stays outside: it comes from the caller). Boxes may read each
+A captured tensor (a weight) or a constant goes in the box of the first op that reads it, as
+TensorBoard draws a variable in the scope that made it (an input stays outside: it comes from
+the caller). Boxes may read each
 other in a circle (a module called twice with another between; a kernel that fused ops of
 the forward pass and of the gradient, drawn in one of their boxes): the layout draws an edge
 that closes a circle as a curve back up (`layout.layout_edges`), and every box stays a box in
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from teachflow.graph import Graph
+from teachflow.graph import Graph, Value
 from teachflow.viz.layout import (
     Drawing,
     Layout,
@@ -65,9 +66,9 @@ def scope_of(node: Any) -> str:
 def layout_grouped(snapshots: list[Any]) -> list[Grouped] | None:
     """Each stage laid out by scope (see the module docstring); None when no node of any stage
     was made in a scope (then `layout.layout_stages` lays it out whole)."""
-    staged = [_Stage(snap.graph) for snap in snapshots]
-    if not any(stage.groups for stage in staged):
+    if not any(scope_of(n) for snap in snapshots for n in snap.graph.nodes):
         return None
+    staged = [_Stage(snap.graph) for snap in snapshots]
     ids: dict[str, int] = {}  # a scope -> its box's id, the same in every stage
     for stage in staged:
         for scope in sorted(stage.groups):
@@ -100,7 +101,7 @@ class _Stage:
 
     def __init__(self, graph: Graph) -> None:
         self.nodes, self.edges = nodes_and_edges(graph)
-        self.scope = _scopes(graph, self.edges)
+        self.scope = _scopes(graph)
         self.groups = {prefix for scope in self.scope.values() for prefix in _prefixes(scope)}
 
     def group_of(self, node: int) -> str:
@@ -212,36 +213,20 @@ def _prefixes(scope: str) -> list[str]:
     return ["/".join(parts[:k]) for k in range(1, len(parts) + 1)]
 
 
-def _scopes(graph: Graph, edges: list[tuple[int, int]]) -> dict[int, str]:
-    """Each drawn node's scope: an op's own; a value no op makes, the longest scope all its
-    readers share (an input's is ""; it comes from the caller)."""
-    scopes = {}
-    made_by_ops = set()
+def _scopes(graph: Graph) -> dict[int, str]:
+    """Each drawn node's scope: an op's own; a captured tensor's or a constant's, the scope of
+    the first op that reads it (a layer's weight goes in the layer's box, as TensorBoard draws
+    a variable in the scope that made it; its gradient and its update read it from there);
+    an input's "" (it comes from the caller)."""
+    scopes: dict[int, str] = {v.id: "" for v in graph.values() if v.producer is None}
+    first = set(scopes) - {v.id for v in graph.inputs}
     for node in graph.nodes:
         scopes[node.id] = scope_of(node)
-        made_by_ops.add(node.id)
-    readers: dict[int, list[str]] = defaultdict(list)
-    for u, v in edges:
-        if u not in made_by_ops:
-            readers[u].append(scopes[v])
-    for v in graph.values():
-        if v.producer is None:
-            scopes[v.id] = "" if v.kind == "input" else _shared(readers[v.id])
+        for o in node.inputs:
+            if isinstance(o, Value) and o.id in first:
+                scopes[o.id] = scopes[node.id]
+                first.discard(o.id)
     return scopes
-
-
-def _shared(scopes: list[str]) -> str:
-    """The longest scope that holds every one of `scopes` ("" for none)."""
-    if not scopes:
-        return ""
-    common = scopes[0].split("/")
-    for scope in scopes[1:]:
-        parts = scope.split("/")
-        k = 0
-        while k < min(len(common), len(parts)) and common[k] == parts[k]:
-            k += 1
-        common = common[:k]
-    return "/".join(common)
 
 
 __all__ = ["Grouped", "boxes_data", "collapsed", "layout_grouped", "scope_of", "stage_layouts"]
