@@ -88,8 +88,11 @@ def test_the_stepper_data_sends_each_nodes_scope_and_each_stages_boxes() -> None
     by_id = {n["id"]: n for n in trace["nodes"]}
     for node in compilation.snapshots[0].graph.nodes:
         assert by_id[node.id]["scope"] == node.source.scope
-    # A weight only the optimizer writes and reads goes in its box; an input stays outside.
+    # A weight goes in the box of the first op that reads it: a layer's in the layer's, a
+    # momentum buffer in the optimizer's; an input stays outside.
     captures = {n["label"]: n["scope"] for n in trace["nodes"] if n["kind"] == "capture"}
+    assert captures["%model.0.weight (capture)"] == "Sequential/0:Linear"
+    assert captures["%model.2.bias (capture)"] == "Sequential/2:Linear"
     assert captures["%opt.state[0]['momentum_buffer'] (capture)"] == "SGD"
     assert all(n["scope"] == "" for n in trace["nodes"] if n["kind"] == "input")
 
