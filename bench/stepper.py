@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 
 import teachflow as tfl
-from teachflow.viz.data import SOURCES, compilation_data
+from teachflow.viz.data import compilation_data
+from teachflow.viz.entries import SOURCES
 from teachflow.viz.html import to_html
 
 from compile_time import program

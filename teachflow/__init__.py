@@ -147,12 +147,16 @@ _FOREIGN = {
 
 
 def __getattr__(name: str) -> object:
-    """``tfl.grading``, imported on first use; ``tfl.clamp`` and other PyTorch names: say what
-    teachflow calls them."""
+    """``tfl.grading`` and ``tfl.viz``, imported on first use; ``tfl.clamp`` and other PyTorch
+    names: say what teachflow calls them."""
     if name == "grading":
         import teachflow.grading  # (which sets the attribute, so this runs once)
 
         return teachflow.grading
+    if name == "viz":  # (tfl.viz.show_backward(loss) with no import of its own)
+        import teachflow.viz
+
+        return teachflow.viz
     spelling = _FOREIGN.get(name)
     if spelling is None:
         raise AttributeError(f"module 'teachflow' has no attribute {name!r}")

@@ -20,6 +20,7 @@ A control-flow node (a ``cond``, a loop: `teachflow.control`) receives one cotan
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -97,12 +98,15 @@ def _runtime_like(node: TapeNode | Leaf, tensor_type: type) -> Any:
 
 
 def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None = None,
-                  create_graph: bool = False, release: bool = False) -> list[tuple[Any, Any]]:
+                  create_graph: bool = False, release: bool = False,
+                  visit: Callable[[Any, Any], None] | None = None) -> list[tuple[Any, Any]]:
     """Send `seed` backwards from `root`; return ``(node, gradient)`` for the nodes where it
     stops: the nodes in `targets` if given, else every leaf reached. With `release`, every node
     passed lets go of what it kept for its rules (`Tensor.backward` does this, as PyTorch does,
     unless asked to retain the tape). `root` and `seed` may be lists: several results, each
-    with its cotangent, sent back together."""
+    with its cotangent, sent back together. `visit(node, gradient)` watches the walk: it is
+    called for each node as the walk reaches it, with its gradient, complete (the picture of
+    `teachflow.viz.show_backward`)."""
     roots, seeds = (root, seed) if isinstance(root, list) else ([root], [seed])
     order = topological_order(*roots)
     for node in order:
@@ -130,6 +134,8 @@ def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None =
             g = grads.pop(node, None)
             if g is None:
                 continue
+            if visit is not None:
+                visit(node, g)
             if type(node) is Leaf or (targets is not None and node in targets):
                 found.append((node, g))
                 continue
@@ -138,13 +144,21 @@ def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None =
             if node.source is None:
                 _send_back(node, g, grads, relevant, create_graph)
             else:  # the ops of this rule belong to the user's line that applied the op
-                with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}")):
+                with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}",
+                                          scope=gradient_scope(node.source.scope))):
                     _send_back(node, g, grads, relevant, create_graph)
     if release:
         for node in order:
             if type(node) is TapeNode:
                 node.release()
     return found
+
+
+def gradient_scope(scope: str) -> str:
+    """Where the gradient of an op made in `scope` (a module's: `errors.name_scope`) is
+    recorded: ``gradients/Sequential/0:Linear``, as TensorBoard's, apart from the forward pass
+    (whose nodes it reads, and which never reads it back)."""
+    return f"gradients/{scope}" if scope else ""
 
 
 def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,

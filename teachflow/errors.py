@@ -35,6 +35,9 @@ class SourceLocation:
     lineno: int
     function: str = ""
     note: str = ""  # e.g. "grad of tanh": this line's op, differentiated
+    #: The modules whose forward made the op, outermost first: ``Sequential/0:Linear`` (a
+    #: scope, as TensorBoard's name scopes; "" outside any). See `name_scope`.
+    scope: str = ""
 
     @property
     def line(self) -> str:
@@ -110,6 +113,11 @@ def user_frame() -> FrameType | None:
 
 #: While a gradient rule runs for an op the user wrote, the ops it applies belong to that line.
 _on_behalf_of: SourceLocation | None = None
+#: The scope the ops applied now are made in (see `name_scope`); "" outside any. And what
+#: made each scope around them, innermost last (kept here, out of reach of a trace's search
+#: for the tensors its code reaches: `teachflow.surroundings`).
+_scope = ""
+_owners: list[Any] = []
 
 
 def user_location() -> SourceLocation | None:
@@ -123,7 +131,8 @@ def user_location() -> SourceLocation | None:
     frame = user_frame()
     if frame is None:
         return None
-    return SourceLocation(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+    return SourceLocation(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name,
+                          scope=_scope)
 
 
 @contextmanager
@@ -135,6 +144,42 @@ def on_behalf_of(location: SourceLocation | None) -> Iterator[None]:
         yield
     finally:
         _on_behalf_of = previous
+
+
+@contextmanager
+def name_scope(name: str) -> Iterator[None]:
+    """Record the ops applied inside as made in scope `name`, within the scope around it: a
+    module's ``forward`` runs in ``Sequential/0:Linear`` (`teachflow.nn.Module`), as
+    TensorBoard's name scopes group a graph's nodes. Each node keeps its scope in its
+    `SourceLocation`, passes keep it, and the pass stepper draws each scope as a box."""
+    previous = enter_scope(name)
+    try:
+        yield
+    finally:
+        leave_scope(previous)
+
+
+def enter_scope(name: str, owner: Any = None) -> str:
+    """`name_scope` in two calls, for a caller that runs often (each call of a module): enter
+    scope `name`, made by `owner` (the module whose forward runs in it), and return the scope
+    to go back to with `leave_scope`."""
+    global _scope
+    previous = _scope
+    _scope = f"{previous}/{name}" if previous else name
+    _owners.append(owner)
+    return previous
+
+
+def leave_scope(previous: str) -> None:
+    global _scope
+    _scope = previous
+    _owners.pop()
+
+
+def scope_owner() -> Any:
+    """What made the innermost scope (a module, whose children name themselves in it), or
+    None."""
+    return _owners[-1] if _owners else None
 
 
 def warn_at_user_line(message: str, category: type[Warning] = RuntimeWarning) -> None:

@@ -1,5 +1,6 @@
 """Compilations that exercise every part of the stepper's data: each pass's kind of change,
-constants, state written back, control flow (nested too), and a kernel with several results.
+constants, state written back, control flow (nested too), a kernel with several results, and
+a model's modules (boxes of scopes).
 Shared by `test_stepper.py` (Python and Node.js) and `test_browser.py` (Chromium)."""
 
 from __future__ import annotations
@@ -60,6 +61,22 @@ def big_constant(x):  # a NumPy array in the program: a constant of 256 x 256
     return (x @ np.full((256, 256), 0.01, dtype=np.float32) + 1.0).tanh()
 
 
+def modules_step() -> tfl.Compilation:
+    """A staged step of a small model: its nodes made in modules' scopes, drawn as boxes."""
+    tfl.manual_seed(0)
+    model = tfl.nn.Sequential(tfl.nn.Linear(3, 4), tfl.nn.ReLU(), tfl.nn.Linear(4, 1))
+    opt = tfl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = tfl.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return tfl.compile(step, tfl.randn(8, 3), tfl.randn(8, 1))
+
+
 CASES: dict[str, Callable[[], tfl.Compilation]] = {
     "rules and fusion": lambda: tfl.compile(rules_and_fusion, tfl.randn(3, 4), tfl.randn(3, 4)),
     "training step": training_step,
@@ -68,6 +85,7 @@ CASES: dict[str, Callable[[], tfl.Compilation]] = {
     "while loop": lambda: tfl.compile(loop, tfl.tensor([4.0, 4.0])),
     "two results": lambda: tfl.compile(two_results, tfl.randn(6, 4), tfl.randn(4, 4)),
     "big constant": lambda: tfl.compile(big_constant, tfl.randn(256, 256)),
+    "modules": modules_step,
 }
 
 

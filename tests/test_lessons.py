@@ -26,11 +26,33 @@ _graph = staged_chain.concrete_functions[0].graph
 print(_json.dumps({"ops": [n.op.name for n in _graph.nodes],
                    "elements": max(int(np.prod(v.shape)) for v in _graph.values())}))
 """,
+    # Lesson 3's compilations: what each pass did, and to which ops.
+    "03_passes_purity_and_fusion": """
+import json as _json
+def _passes(c):
+    ops = {n.id: n.op.name for s in c.snapshots for n in s.graph.nodes}
+    return {s.pass_name: [[ch.kind, sorted(ops.get(i, "") for i in ch.nodes)]
+                          for ch in s.changes] for s in c.snapshots[1:]}
+print(_json.dumps({"f": _passes(c), "cell": _passes(compiled)}))
+""",
     # Lesson 4 scripts f_dynamic into one loop node and shows it beside f_static.
     "04_control_flow_and_scripting": """
 import json as _json
 _row = side_by_side({"a": static, "b": dynamic})
+def _ops(graph):
+    return [n.op.name for n in graph.nodes]
+def _removed(c, name):  # the ops a pass removed from the top level
+    stage = next(k for k, s in enumerate(c.snapshots) if s.pass_name == name)
+    before = {n.id: n.op.name for n in c.snapshots[stage - 1].graph.nodes}
+    return sorted(before[i] for ch in c.snapshots[stage].changes for i in ch.nodes
+                  if ch.kind == "removed" and i in before)
 print(_json.dumps({
+    "classes": list(_row._dom_classes),
+    "dce_removes": _removed(dynamic, "dce"),
+    "static_fused": [[ch.kind, len(ch.nodes)] for ch in static.snapshots[-1].changes],
+    "static_final": _ops(static.graph), "body": _ops(dynamic.graph.nodes[0].params["body_fn"]),
+    "loops": [_ops(staged_grad.concrete_functions[0].graph).count("fori_loop"),
+              _ops(tfl.trace(tfl.grad(looped, argnums=1), x64, w64)).count("fori_loop")],
     "scripted_ops": [n.op.name for n in scripted.concrete_functions[0].graph.nodes],
     "traces": scripted.trace_count,
     "results": [scripted(tfl.tensor(v)).numpy().tolist() for v in ([4.0, 4.0], [0.2, 0.2])],
@@ -48,9 +70,16 @@ print(_json.dumps({
     "difference": float(np.abs(eager - staged).max()), "steps": len(eager),
     "updates": [u.slot.name for u in compiled.snapshots[-1].graph.updates],
     "captures": [v.data.name for v in forward.concrete_functions[0].graph.captures],
+    "simplify_rules": [ch.rule for ch in compiled.snapshots[1].changes],
+    "writers": {u.slot.name: compiled.graph.outputs[u.output].producer.op.name
+                for u in compiled.graph.updates},
 }))
 """,
 }
+#: What a timing cell prints: how many times the other's time one took, and in words.
+TIMED = re.compile(r"took (\d+\.\d\d)x [^:\n]*: (faster|slower|as fast) here")
+#: Words that say which way a measurement went.
+DIRECTION = re.compile(r"\b(faster|slower|quicker|wins?|speeds? up|speed-?ups?)\b", re.I)
 
 
 @cache
@@ -132,6 +161,68 @@ def test_lesson_2_times_staging_on_many_small_ops() -> None:
     assert not [op for op in probe["ops"] if op.startswith("fused")]  # staging alone, no passes
 
 
+def test_a_timing_cell_says_which_way_its_own_numbers_went() -> None:
+    """A claim about a measurement follows the measurement: every cell that times something
+    prints how the times compare, and the word it prints (faster, slower) is what its numbers
+    say, whichever way they went on this run."""
+    timed = 0
+    for path in LESSONS:
+        for cell in executed(path).cells:
+            if cell.cell_type != "code" or not re.search(r"perf_counter|timeit", cell.source):
+                continue
+            found = TIMED.findall(printed(cell))
+            assert found, f"{path.name}: a timing cell says nothing of how the times compare"
+            for ratio, word in found:
+                said = "faster" if float(ratio) < 1 else "slower" if float(ratio) > 1 else "as fast"
+                assert word == said, f"{path.name}: {ratio}x reported as {word}"
+            timed += 1
+    assert timed >= 4  # lessons 2, 3, 4 and 5 time something
+
+
+def test_no_lesson_prose_says_which_way_a_measurement_goes() -> None:
+    """The text around the numbers does not say which way they go: only what is measured may
+    (above). A sentence with "faster" or "slower" is a question, or says when it holds."""
+    for path in LESSONS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "markdown":
+                continue
+            for sentence in re.split(r"(?<=[.?!])\s+", cell.source):
+                if DIRECTION.search(sentence) and not (
+                        sentence.rstrip().endswith("?")
+                        or re.search(r"\b(if|when|whether|depends?|may|might)\b", sentence)):
+                    raise AssertionError(f"{path.name}: {sentence!r}")
+
+
+def test_lesson_3_shows_every_pass_doing_what_its_text_says() -> None:
+    path = FOLDER / "03_passes_purity_and_fusion.ipynb"
+    probe = json.loads(printed(executed(path).cells[-1]))
+    for name in ("f", "cell"):  # the first example's, and the stepper's
+        assert list(probe[name]) == ["simplify", "constant_fold", "cse", "dce", "fuse"]
+        assert all(probe[name].values()), probe[name]  # no pass with nothing to do
+    cell = probe["cell"]
+    assert ["removed", ["abs"]] in cell["dce"] and ["removed", ["mean"]] in cell["dce"]
+    assert ["replaced", ["sqrt"]] in cell["constant_fold"]
+    assert [kind for kind, _ in cell["cse"]] == ["merged"] * 3
+    assert sorted(op for _, (op,) in cell["cse"]) == ["matmul", "matmul", "tanh"]
+    assert cell["fuse"] == [["fused", ["mean", "mul", "mul", "tanh"]]]
+    assert probe["f"]["dce"] == [["removed", ["exp"]]]
+
+
+@pytest.mark.parametrize(("lesson", "call", "shown"), [
+    ("01_tensors_and_the_tape", "tfl.viz.show_backward(loss)",
+     "<PassStepper backward: stage 1 of 5 (tape)>"),  # the tape's 3 ops, then 4 gradients
+    ("02_tracing_and_staged_execution", "tfl.viz.show_trace(layer, x, w, b)",
+     "<PassStepper layer: stage 1 of 4 (arguments)>"),  # the arguments, then 3 ops
+])
+def test_lessons_1_and_2_step_through_the_tape_and_the_trace(lesson: str, call: str,
+                                                            shown: str) -> None:
+    cells = [c for c in executed(FOLDER / f"{lesson}.ipynb").cells if c.cell_type == "code"]
+    (cell,) = [c for c in cells if c.source.strip() == call]
+    assert shown in printed(cell)
+    assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+               for o in cell.outputs)  # the stepper itself, in the notebook
+
+
 def test_lesson_4_scripts_f_dynamic_and_shows_it_beside_f_static() -> None:
     path = FOLDER / "04_control_flow_and_scripting.ipynb"
     probe = json.loads(printed(executed(path).cells[-1]))
@@ -142,6 +233,13 @@ def test_lesson_4_scripts_f_dynamic_and_shows_it_beside_f_static() -> None:
     assert probe["row"] == ["HTML", "PassStepper", "HTML", "PassStepper"]
     assert probe["stages"] == [6, 6]
     assert max(abs(d) for d in probe["gradient"]) < 1e-6
+    assert "tf-side-by-side" in probe["classes"]  # (each stepper then fits a screen)
+    # What the text says the stepper shows: dce drops a sum and a gt of the scripted program;
+    # fuse makes the three muls one kernel, while the loop's body is one mul.
+    assert probe["dce_removes"] == ["gt", "sum"]
+    assert probe["static_fused"] == [["fused", 3]] and len(probe["static_final"]) == 1
+    assert probe["body"] == ["mul"]
+    assert probe["loops"] == [2, 3]  # the gradient's two loops; the trace had a third
 
 
 def test_lesson_5_trains_the_digits_staged_as_eagerly() -> None:
@@ -154,6 +252,17 @@ def test_lesson_5_trains_the_digits_staged_as_eagerly() -> None:
     assert "opt.state[0]['momentum_buffer']" in probe["updates"]
     assert probe["captures"] == ["self.hidden.weight", "self.hidden.bias", "self.out.weight",
                                  "self.out.bias"]  # read at each call, never constants
+    # What the text says the stepper shows: simplify turns transpose(x.T @ g) into g.T @ x,
+    # and fuse makes each parameter's update (its momentum and its new value) one kernel.
+    assert "transpose(a @ b) -> b.T @ a.T (the product made in the layout it is read in)" \
+        in probe["simplify_rules"]
+    writers = probe["writers"]
+    for k, name in enumerate(["model.0.weight", "model.0.bias", "model.3.weight",
+                              "model.3.bias"]):
+        kernel = writers[name]
+        assert kernel.startswith("fused") and writers[f"opt.state[{k}]['momentum_buffer']"] \
+            == kernel
+    assert len({writers[name] for name in writers if "momentum" in name}) == 4
 
 
 def test_the_lessons_readme_tells_what_each_lesson_holds() -> None:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from teachflow import dispatch
-from teachflow.errors import DTypeError, IndexingError, ShapeError, TeachflowError
+from teachflow.errors import DTypeError, IndexingError, ShapeError, TeachflowError, name_scope
 from teachflow.factories import arange, rand, zeros
 from teachflow.graph import Value
 from teachflow.library import concatenate, log_softmax, relu, sigmoid, softmax, stack, tanh, where
@@ -90,17 +90,18 @@ def cross_entropy(logits: Any, target: Any, reduction: str = "mean",
             raise TeachflowError(f"target holds class {int(bad[0])}, outside 0..{classes - 1} "
                                  f"for logits with {classes} classes", op="cross_entropy",
                                  hint="the last layer needs one output per class")
-    one_hot = target.reshape(-1, 1) == arange(classes, device=target.device).reshape(1, -1)
-    if 0 <= ignore_index < classes and ignored != 0:  # (a class index itself can be ignored)
-        one_hot = one_hot & (target != ignore_index).reshape(-1, 1)
-    picked = (log_softmax(logits, axis=1) * one_hot.astype(logits.dtype)).sum(axis=1)
-    if reduction != "mean" or ignored == 0:
-        return _reduce(-picked, reduction)
-    # The mean over the targets kept, counted now or (traced) when the graph runs; divided
-    # before the sum, so that the division fuses into the kernel that sums.
-    kept = target.shape[0] - ignored if ignored is not None else \
-        (target != ignore_index).astype(logits.dtype).sum()
-    return (-picked / kept).sum()
+    with name_scope("cross_entropy"):  # (its nodes: one box in the stepper)
+        one_hot = target.reshape(-1, 1) == arange(classes, device=target.device).reshape(1, -1)
+        if 0 <= ignore_index < classes and ignored != 0:  # (a class itself can be ignored)
+            one_hot = one_hot & (target != ignore_index).reshape(-1, 1)
+        picked = (log_softmax(logits, axis=1) * one_hot.astype(logits.dtype)).sum(axis=1)
+        if reduction != "mean" or ignored == 0:
+            return _reduce(-picked, reduction)
+        # The mean over the targets kept, counted now or (traced) when the graph runs;
+        # divided before the sum, so that the division fuses into the kernel that sums.
+        kept = target.shape[0] - ignored if ignored is not None else \
+            (target != ignore_index).astype(logits.dtype).sum()
+        return (-picked / kept).sum()
 
 
 def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
@@ -113,8 +114,9 @@ def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
                          "pairs)", op="mse_loss",
                          hint="reshape one of them, e.g. target.reshape(-1, 1) for a (N, 1) "
                               "output")
-    diff = input - target
-    return _reduce(diff * diff, reduction)
+    with name_scope("mse_loss"):
+        diff = input - target
+        return _reduce(diff * diff, reduction)
 
 
 def layer_norm(input: Any, normalized_shape: int | Sequence[int], weight: Tensor | None = None,

@@ -26,7 +26,14 @@ import numpy as np
 
 from teachflow import dispatch
 from teachflow.autodiff import no_grad
-from teachflow.errors import DTypeError, ShapeError, TeachflowError
+from teachflow.errors import (
+    DTypeError,
+    ShapeError,
+    TeachflowError,
+    enter_scope,
+    leave_scope,
+    scope_owner,
+)
 from teachflow.factories import zeros_like
 from teachflow.graph import StateGone
 from teachflow.tensor import Tensor, as_tensor
@@ -98,7 +105,24 @@ class Module:
                                   "module calls it")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        """``forward``, its ops recorded in this module's scope (`errors.name_scope`): its name
+        in the module that calls it and its class, ``Sequential/0:Linear``, so that the stepper
+        draws each module as a box of the nodes it made."""
+        caller = scope_owner()
+        name = self._name_in(caller) if isinstance(caller, Module) else type(self).__name__
+        previous = enter_scope(name, self)
+        try:
+            return self.forward(*args, **kwargs)
+        finally:
+            leave_scope(previous)
+
+    def _name_in(self, caller: Module) -> str:
+        """``0:Linear``: this module's attribute name in `caller`, and its class (the class
+        alone when `caller` does not hold it, as a layer kept in a list)."""
+        for name, value in vars(caller).items():
+            if value is self:
+                return f"{name}:{type(self).__name__}"
+        return type(self).__name__
 
     @property
     def __signature__(self) -> inspect.Signature:

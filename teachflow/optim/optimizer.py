@@ -36,7 +36,7 @@ import numpy as np
 
 from teachflow import dispatch
 from teachflow.autodiff import no_grad
-from teachflow.errors import DTypeError, ShapeError, TeachflowError
+from teachflow.errors import DTypeError, ShapeError, TeachflowError, name_scope
 from teachflow.factories import zeros_like
 from teachflow.graph import StateGone
 from teachflow.tensor import Tensor
@@ -122,7 +122,7 @@ class Optimizer:
             p.grad = None if set_to_none or p.grad is None else zeros_like(p.grad)
 
     def step(self) -> None:
-        with no_grad():
+        with no_grad(), name_scope(type(self).__name__):  # (a staged step's nodes: one box)
             first = 0
             for i, group in enumerate(self.param_groups):
                 params = group["params"]

@@ -9,10 +9,14 @@ The chapters, in reading order:
   docstring says the format);
 - `assets`, `stepper`: the front-end's files, and the notebook widget;
 - `html`: the stepper as one self-contained page;
-- `svg`: a static picture of one stage.
+- `svg`: a static picture of one stage;
+- `groups`: a model's modules, each drawn as a box of the nodes it made;
+- `watch`: a trace and a backward pass, watched step by step in the stepper.
 
 ``side_by_side({"title": compilation, ...})`` shows several steppers in one row in a notebook;
-``side_by_side_html`` writes them on one page."""
+``side_by_side_html`` writes them on one page. ``show_trace(f, *args)`` steps through `f`'s
+trace as each op is recorded, and ``show_backward(loss)`` through the backward pass over the
+tape of `loss`, as each gradient is computed."""
 
 from __future__ import annotations
 
@@ -36,6 +40,23 @@ def side_by_side_html(compilations: Mapping[str, Any], path: Any) -> Any:
     return page(_checked(compilations, "side_by_side_html"), path)
 
 
+def show_trace(f: Any, *args: Any) -> Any:
+    """A stepper that watches `f` traced on `args`: one step per op recorded, as the graph
+    builder records it (`teachflow.viz.watch.trace_steps`)."""
+    from teachflow.viz.watch import trace_steps
+
+    return trace_steps(f, *args).show()
+
+
+def show_backward(loss: Any) -> Any:
+    """A stepper that watches the backward pass over the tape of `loss`: one step per node it
+    reaches, with the gradient computed there (`teachflow.viz.watch.backward_steps`). Nothing
+    is written into any ``.grad``, and the tape is kept for ``loss.backward()``."""
+    from teachflow.viz.watch import backward_steps
+
+    return backward_steps(loss).show()
+
+
 def _checked(compilations: Any, op: str) -> dict[str, Any]:
     example = f'{op}({{"unrolled": tfl.compile(f_static, x), "scripted": ' \
               'tfl.compile(tfl.script(f_dynamic), x)})'
@@ -51,4 +72,4 @@ def _checked(compilations: Any, op: str) -> dict[str, Any]:
     return {str(title): compilation for title, compilation in compilations.items()}
 
 
-__all__ = ["side_by_side", "side_by_side_html"]
+__all__ = ["show_backward", "show_trace", "side_by_side", "side_by_side_html"]

@@ -40,14 +40,22 @@ The format (``"format": 2``)
                                     {"numpy", "c", "cuda"} per kernel (null: not generated)
      "lines": {"file.py:12": code}, the user's source lines the nodes came from
      "routes": {"3>7": [[x, y], ...]}}  the bends of edge 3 -> 7, in layout units (an edge
-                                    keeps its route from stage to stage)
+                                    keeps its route from stage to stage; "-2>7": from box -2)
+
+and ``"words"``: null, or for a stepper that watches a trace or a backward pass
+(`teachflow.viz.watch`), ``{"title", "first", "card", "unknown"}``: what its card and its
+narration say at the first stage, and (a tape) why a value is missing.
 
 A **stage** is ``{"index", "pass", "changed", "changes", "stats", "updates", "nodes", "head",
-"tail"}``: ``changes`` are what the pass did, each ``{"kind", "nodes", "result", "rule",
+"tail", "groups"}``: ``changes`` are what the pass did, each ``{"kind", "nodes", "result", "rule",
 "sentence", "within"}``; ``updates`` the state each call writes back, ``{"state", "value"}``;
 ``nodes`` its entries in the graph's order, as runs of consecutive indices into the table
 (``[0, 5000]`` is entries 0 to 4999; ``[0, 10, 12, 3]`` is 0 to 9 and 12 to 14); ``head`` and
-``tail`` the lines of its text form before and after the nodes' lines.
+``tail`` the lines of its text form before and after the nodes' lines; ``groups`` its boxes of
+the modules that made the nodes (`teachflow.viz.groups`), each ``{"id", "scope", "x", "y"}``:
+a negative id, its scope (``Sequential/0:Linear``), and its place in the box around it (the
+box of the longest scope that begins its own), where a node's ``x``, ``y`` are its place in
+its own box, the box of the longest scope that begins its ``scope``.
 
 An **entry** is ``{"id", "text", "x", "y"}`` (``text``: ``%7 = mul %5, 2.0 : f32[3]``; ``x``,
 ``y``: its place in the layout) and, where they are not the default in brackets: ``op``,
@@ -60,8 +68,9 @@ reads, null for a Python number: the edges come from these; []), ``is_output`` (
 spaces and entry n's ``text``), ``owned`` (lines of the graphs it owns, printed under it),
 ``kernel`` (its index in ``kernels``), ``results`` (one ``{"id", "name", "type"}`` per result,
 for a node with several; a kernel's say which of its ops' values each is: ``writes``),
-``subgraphs`` and ``changes_inside``. A **part** (a graph a node owns) is ``{"key", "name",
-"inputs", "outputs", "changes", "values_from", "nodes"}``, its nodes as a stage's are.
+``subgraphs`` and ``changes_inside``, and ``scope`` (the module that made it: ""). A **part**
+(a graph a node owns) is ``{"key", "name", "inputs", "outputs", "changes", "values_from",
+"nodes"}``, its nodes as a stage's are.
 
 A **kernel** is ``{"name", "ran"}`` and ``missing`` (why a source is null, by language): ``ran``
 says which kernel ran on the CPU, and why (or that none has run yet). The ops it computes are
@@ -79,55 +88,54 @@ import gc
 import gzip
 import json
 import linecache
-import math
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
-from teachflow.graph.graph import _format_constant, _fused_body  # (lines as str(graph) has)
-from teachflow.viz.expand import derived, value_type
-from teachflow.viz.layout import Layout, layout_stages, layout_subgraphs
+from teachflow.graph.graph import _fused_body  # (lines as str(graph) has)
+from teachflow.viz.entries import (
+    head,
+    ids_inside,
+    kernel_entry,
+    line_of,
+    runs,
+    same_node,
+    shown_summaries,
+    tail,
+)
+from teachflow.viz.expand import derived
+from teachflow.viz.groups import boxes_data, stage_layouts
+from teachflow.viz.layout import Layout, layout_subgraphs
 from teachflow.viz.values import PREVIEW_ELEMENTS, Values
 
 if TYPE_CHECKING:  # (the compiler shows itself with these; they only read what it made)
     from teachflow.compiler import Compilation, Snapshot
 
 FORMAT = 2
-#: A fused kernel's generated sources: where the data keeps each, and the op's name for it.
-SOURCES = {"numpy": "numpy_source", "c": "c_source", "cuda": "cuda_source"}
 
 
-def compilation_data(compilation: Compilation, example_inputs: list | None = None) -> dict:
-    """The whole compilation as a JSON-ready dict (see the module docstring)."""
+def compilation_data(compilation: Compilation, example_inputs: list | None = None,
+                     values: Values | None = None) -> dict:
+    """The whole compilation as a JSON-ready dict (see the module docstring); its values on
+    `example_inputs`, or the `values` given (what `teachflow.viz.watch` computed itself)."""
     # The data holds many small objects until it is sent: the cyclic garbage collector would
     # rescan them all, and the compilation's, again and again (as it would in the passes).
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Table(compilation, example_inputs).data()
+        return _Table(compilation, example_inputs, values).data()
     finally:
         if was_enabled:
             gc.enable()
 
 
-def runs(indices: list[int]) -> list[int]:
-    """``[4, 5, 6, 9]`` -> ``[4, 3, 9, 1]``: runs of consecutive numbers, each as its first and
-    how many there are."""
-    out: list[int] = []
-    for i in indices:
-        if out and out[-2] + out[-1] == i:
-            out[-1] += 1
-        else:
-            out += [i, 1]
-    return out
-
-
 class _Table:
     """The compilation's nodes as a table of entries, filled stage by stage."""
 
-    def __init__(self, compilation: Compilation, example_inputs: list | None) -> None:
+    def __init__(self, compilation: Compilation, example_inputs: list | None,
+                 values: Values | None = None) -> None:
         self.compilation = compilation
-        self.values = Values(example_inputs) if example_inputs is not None else None
+        self.values = values if values is not None or example_inputs is None \
+            else Values(example_inputs)
         self.entries: list[dict] = []
         self.latest: dict[int, int] = {}  # node id -> its latest entry
         self.made_from: dict[int, Any] = {}  # entry -> the Node (or Value) it was made from
@@ -147,45 +155,34 @@ class _Table:
         self.inner: dict[tuple[int, str], Layout] = {}
         self.owners: dict[int, tuple[int, ...]] = {}
         self.shown: tuple | None = None  # the last stage's graph, layout and entries
+        self.scopes: dict[int, str] = {}  # the stage's scope of each drawn node (not "")
 
     def data(self) -> dict:
         snapshots = self.compilation.snapshots
-        layouts = layout_stages(snapshots)
+        layouts, grouped = stage_layouts(self.compilation)
         inner = layout_subgraphs(snapshots)
         stages = []
         for i, (snap, lay, owned) in enumerate(zip(snapshots, layouts, inner, strict=True)):
             if self.values is not None:
                 self.values.add(snap.graph)
+            self.scopes = grouped[i].scopes if grouped else {}
             stages.append(self.stage(snap, lay, owned, i))
+            stages[-1]["groups"] = boxes_data(grouped[i], lay, self.routes) if grouped else []
         # (gzip's level 3: a fifth bigger than its default, in a third of the time)
         sources = json.dumps(self.sources, separators=(",", ":")).encode()
         return {
+            "words": getattr(self.compilation, "words", None),
             "format": FORMAT,
             "name": self.compilation.graph.name,
             "nodes": self.entries,
             "stages": stages,
-            "values": self.summaries(),
+            "values": shown_summaries(self.values, self.types_shown),
             "preview_elements": PREVIEW_ELEMENTS,
             "kernels": self.kernels,
             "sources": base64.b64encode(gzip.compress(sources, 3, mtime=0)).decode("ascii"),
             "lines": self.lines,
             "routes": self.routes,
         }
-
-    def summaries(self) -> dict[str, dict]:
-        """The summary of each value a node shows, by id, without the shape and dtype that its
-        type says (`expand.value_type`), nor whether its preview is cut short when its shape
-        says so."""
-        if self.values is None:
-            return {}
-        out = {}
-        for i, type_ in self.types_shown.items():
-            summary = self.values.summaries.get(i)
-            if summary is not None:
-                said = {**value_type(type_), "truncated": math.prod(summary["shape"])
-                        > PREVIEW_ELEMENTS}
-                out[str(i)] = {k: x for k, x in summary.items() if said.get(k, ...) != x}
-        return out
 
     # --- A stage ----------------------------------------------------------------------------
 
@@ -212,8 +209,8 @@ class _Table:
                          "value": None if u.output is None else graph.outputs[u.output].id}
                         for u in graph.updates],
             "nodes": runs(nodes),
-            "head": _head(graph),
-            "tail": _tail(graph),
+            "head": head(graph),
+            "tail": tail(graph),
         }
 
     def graph_entries(self, graph: Graph, lay: Layout,
@@ -249,7 +246,7 @@ class _Table:
         for o in node.inputs:
             if isinstance(o, Value):
                 u = o.producer.id if o.producer else o.id
-                bends = lay.routes[(u, node.id)][1:-1]
+                bends = lay.routes.get((u, node.id), ())[1:-1]  # (none between two boxes)
                 if bends:
                     self.routes.setdefault(f"{u}>{node.id}", [list(p) for p in bends])
 
@@ -264,7 +261,7 @@ class _Table:
             if (entry["x"] == context["x"] and entry["y"] == context["y"]
                     and entry.get("is_output", False) == context["is_output"]
                     and entry.get("updates", []) == context["updates"]
-                    and isinstance(before, Node) and _same_node(before, node)):
+                    and isinstance(before, Node) and same_node(before, node)):
                 self.made_from[at] = node
                 return at
         return self.add(self.node_entry(v, node, context, lay), node or v)
@@ -287,7 +284,7 @@ class _Table:
             entry = {"id": v.id, "label": f"{v} ({v.kind})", "op": v.kind, "type": self.type(v),
                      "text": f"{v} = {v.kind}", "kind": v.kind}
             if v.kind != "input":  # (an input's line is the head's)
-                entry["line"] = _line_of(v)
+                entry["line"] = line_of(v)
         else:
             text = format_node(node)
             outputs = ", ".join(str(o) for o in node.outputs)
@@ -317,6 +314,8 @@ class _Table:
         for key, x in derived(entry).items():  # (what its text says need not be sent)
             if entry.get(key) == x:
                 del entry[key]
+        if v.id in self.scopes:  # (the module that made it: its box, `viz.groups`)
+            entry["scope"] = self.scopes[v.id]
         entry.update({"x": context["x"], "y": context["y"]})
         if v.spec.device != "cpu":
             entry["device"] = v.spec.device
@@ -344,7 +343,7 @@ class _Table:
             gone = [i for i in before if self.entries[i]["id"] not in ids]
             ids |= deeper | {self.entries[i]["id"] for i in gone}
             for i in gone:
-                ids |= _ids_inside(self.entries, self.entries[i])
+                ids |= ids_inside(self.entries, self.entries[i])
             self.owners.update((i, (*within, node.id)) for i in ids - deeper)
             values_from = self.values.notes.get((node.id, key), "") if self.values else ""
             parts.append({"key": key, "name": sub.name, "inputs": [v.id for v in sub.inputs],
@@ -366,10 +365,9 @@ class _Table:
     def where(self, location: Any) -> str:
         """``cell In[3], line 2``: how a node's source location prints (worked out once per
         location: a notebook's cell number is looked up)."""
-        text = self.written.get(location)
-        if text is None:
-            text = self.written[location] = str(location)
-        return text
+        if location not in self.written:
+            self.written[location] = str(location)
+        return self.written[location]
 
     def ref(self, line: str) -> int | str:
         """A line that is two spaces and an entry's text, as that entry's index; else the
@@ -380,19 +378,11 @@ class _Table:
     def kernel(self, node: Node) -> int:
         """The index of `node`'s fused kernel in the kernels' table (each kernel once)."""
         op = node.op
-        if id(op) in self.kernel_of:
-            return self.kernel_of[id(op)]
-        sources, missing = kernel_sources(op)
-        try:
-            ran = op.ran
-        except Exception:  # (an op that cannot say)
-            ran = None
-        kernel = {"name": op.group.name, "ran": ran}
-        if missing:
-            kernel["missing"] = missing
-        self.kernel_of[id(op)] = len(self.kernels)
-        self.kernels.append(kernel)
-        self.sources.append(sources)
+        if id(op) not in self.kernel_of:
+            kernel, sources = kernel_entry(op)
+            self.kernel_of[id(op)] = len(self.kernels)
+            self.kernels.append(kernel)
+            self.sources.append(sources)
         return self.kernel_of[id(op)]
 
     # --- Changes inside boxes ---------------------------------------------------------------
@@ -407,82 +397,3 @@ class _Table:
             if i in self.owners:
                 return list(self.owners[i])
         return []
-
-
-#: The sources made for each fused op (weakly: they go with the op), made once per kernel: its
-#: three generators take a while on a big kernel, and a compilation may be shown many times.
-_SOURCES_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def kernel_sources(op: Any) -> tuple[dict[str, str | None], dict[str, str]]:
-    """A fused op's generated sources by language (None where none could be made), and why
-    not, where not."""
-    made = _SOURCES_MADE.get(op)
-    if made is None:
-        sources, missing = {}, {}
-        for lang, name in SOURCES.items():
-            try:
-                sources[lang] = getattr(op, name)
-            except Exception as err:  # (a generator not written yet, or failing)
-                sources[lang] = None
-                missing[lang] = f"{type(err).__name__}: {err}"
-        made = _SOURCES_MADE[op] = sources, missing
-    return made
-
-
-def _same_node(a: Node, b: Node) -> bool:
-    """Whether `b` is `a` again (a pass copies every node it keeps): the same op on the same
-    operands, with the same parameters, results, source and lineage. (A copy shares most of
-    these with its original: `is` answers first.)"""
-    if (a.op is not b.op or len(a.inputs) != len(b.inputs) or len(a.outputs) != len(b.outputs)
-            or (a.source is not b.source and a.source != b.source)
-            or (a.lineage is not b.lineage and a.lineage != b.lineage)):
-        return False
-    for x, y in zip(a.inputs, b.inputs, strict=True):
-        if isinstance(x, Value):
-            if not isinstance(y, Value) or x.id != y.id:
-                return False
-        elif isinstance(y, Value) or type(x) is not type(y) or x != y:
-            return False
-    for x, y in zip(a.outputs, b.outputs, strict=True):
-        if x.id != y.id or (x.spec is not y.spec and x.spec != y.spec):
-            return False
-    try:
-        return a.params is b.params or bool(a.params == b.params)
-    except (TypeError, ValueError):  # (an array among them: compared as different)
-        return False
-
-
-def _ids_inside(entries: list[dict], entry: dict) -> set[int]:
-    """The ids of the nodes inside the graphs `entry` owns, at any depth."""
-    ids: set[int] = set()
-    for part in entry.get("subgraphs", ()):
-        for start, count in zip(part["nodes"][::2], part["nodes"][1::2], strict=True):
-            for inner in entries[start:start + count]:
-                ids.add(inner["id"])
-                ids |= _ids_inside(entries, inner)
-    return ids
-
-
-def _line_of(v: Value) -> str:
-    """A capture's or a constant's line of the text form (an input's is in the head)."""
-    if v.kind == "const":
-        return f"{v} = const {_format_constant(v.data)}{v.spec}"
-    return f"{v} = {v.kind} {v.spec}"
-
-
-def _head(graph: Graph) -> str:
-    """The first line of `graph`'s text form: ``graph f(%x: f32[3]) {``."""
-    args = ", ".join(f"{v}: {v.spec}" for v in graph.inputs)
-    name = "" if graph.name == "graph" else f" {graph.name}"
-    return f"graph{name}({args}) {{"
-
-
-def _tail(graph: Graph) -> list[str]:
-    """The lines of `graph`'s text form after its nodes: what it returns, the state it writes
-    back, and the closing brace."""
-    lines = [f"  return {', '.join(str(v) for v in graph.results)}"] if graph.results else []
-    for u in graph.updates:
-        new = "None" if u.output is None else str(graph.outputs[u.output])
-        lines.append(f"  %{u.slot.name} <- {new}")
-    return [*lines, "}"]

@@ -7,7 +7,7 @@ and for the tests, which check that what the browser rebuilds is this, and that 
 compilation.
 
 A full stage is ``{"index", "pass", "changed", "changes", "stats", "updates", "nodes", "edges",
-"removed", "text"}``:
+"removed", "text", "groups"}``:
 
 - a node is its entry with every key (the defaults filled in), its ``status`` in this stage (what
   the stage's changes made of it: added, replaced, merged, fused; else kept), its
@@ -19,6 +19,7 @@ A full stage is ``{"index", "pass", "changed", "changes", "stats", "updates", "n
 - ``removed`` are the nodes of the stage before that this stage has not (drawn faded), as the
   stage before has them (the graphs a removed node owns, without what that stage removed);
 - ``text`` is the stage's text form, ``str(snapshot.graph)``;
+- ``groups`` are its boxes of modules, as the data has them (`teachflow.viz.groups`);
 - a part (a graph a node owns) has its ``nodes``, ``edges`` and ``removed`` as a stage has, and
   the ``removed_edges`` that went with the nodes it lost.
 """
@@ -33,7 +34,7 @@ from typing import Any
 
 #: What an entry that leaves a key out has there (``lineage`` leaves out its own id).
 DEFAULTS: dict[str, Any] = {"kind": "node", "device": "cpu", "source": "", "inputs": [],
-                            "is_output": False, "updates": []}
+                            "is_output": False, "updates": [], "scope": ""}
 
 
 def expand(data: dict) -> list[dict]:
@@ -91,6 +92,7 @@ class _Stage:
             "changes": stage["changes"], "stats": stage["stats"],
             "text": text(self.data, stage, listed),
             "updates": stage["updates"],
+            "groups": stage.get("groups", []),
         }
 
     def node(self, entry: dict) -> dict:

@@ -88,7 +88,7 @@ def page_html(data: dict) -> str:
 
 def side_by_side_page_html(panels: Mapping[str, dict]) -> str:
     """One page with a stepper for each ``title: data`` of `panels`, side by side."""
-    body = ['<div class="teachflow-side-by-side">']
+    body = ['<div class="teachflow-side-by-side tf-side-by-side">']
     for k, (title, data) in enumerate(panels.items()):
         body += [f"<section><h2>{escape(title)}</h2>",
                  f'<div id="teachflow-stepper-{k}" class="teachflow-panel"></div>',

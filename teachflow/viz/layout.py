@@ -67,14 +67,48 @@ def layout(graph: Any) -> Layout:
     return layout_edges(sorted(graph.nodes), sorted(graph.edges))
 
 
-def layout_edges(nodes: list, edges: list[tuple]) -> Layout:
-    """Lay out the graph of `nodes` and `edges` (pairs of nodes) top to bottom."""
-    layer = assign_layers(nodes, edges)
-    order, chains = _with_dummies(nodes, edges, layer)
+def layout_edges(nodes: list, edges: list[tuple], max_span: int = MAX_ROUTED_SPAN) -> Layout:
+    """Lay out the graph of `nodes` and `edges` (pairs of nodes) top to bottom; an edge that
+    spans more than `max_span` layers is drawn as one curve."""
+    layer, back = assign_layers(nodes, edges), set()
+    if len(layer) < len(nodes):  # a cycle (no dataflow graph has one; boxes may)
+        back = _back_edges(nodes, edges)
+        edges = [e for e in edges if e not in back]
+        layer = assign_layers(nodes, edges)
+    order, chains = _with_dummies(nodes, edges, layer, max_span)
     order = reduce_crossings(order, chains)
     positions = _coordinates(order)
     routes = {edge: [positions[p] for p in chain] for edge, chain in chains.items()}
+    routes.update({(u, v): [positions[u], positions[v]] for u, v in back})
     return Layout({n: positions[n] for n in nodes}, routes, layer)
+
+
+def _back_edges(nodes: list, edges: list[tuple]) -> set[tuple]:
+    """The edges that close a cycle, found by a depth-first walk (smallest node first): left
+    out of the layering, they are drawn as curves back up. A dataflow graph has none; a graph
+    of boxes may (a module called twice with another between: box, other box, box)."""
+    succs: dict[Any, list] = defaultdict(list)
+    for u, v in edges:
+        succs[u].append(v)
+    back: set[tuple] = set()
+    state: dict[Any, int] = {}  # 1: on the walk's path; 2: done
+    for start in nodes:
+        if start in state:
+            continue
+        state[start] = 1
+        stack = [(start, iter(succs[start]))]
+        while stack:
+            node, rest = stack[-1]
+            nxt = next(rest, None)
+            if nxt is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                back.add((node, nxt))
+            elif nxt not in state:
+                state[nxt] = 1
+                stack.append((nxt, iter(succs[nxt])))
+    return back
 
 
 def assign_layers(nodes: list, edges: list[tuple]) -> dict[Any, int]:
@@ -85,7 +119,10 @@ def assign_layers(nodes: list, edges: list[tuple]) -> dict[Any, int]:
         preds[v].append(u)
         succs[u].append(v)
     layer: dict[Any, int] = {}
-    for n in _topological(nodes, preds, succs):
+    order = _topological(nodes, preds, succs)
+    if len(order) < len(nodes):
+        return {}  # a cycle: no layers (`layout_edges` breaks it first)
+    for n in order:
         layer[n] = 1 + max((layer[p] for p in preds[n]), default=-1)
     for n in nodes:
         if not preds[n] and succs[n]:
@@ -109,7 +146,8 @@ def _topological(nodes: list, preds: dict, succs: dict) -> list:
     return order
 
 
-def _with_dummies(nodes: list, edges: list[tuple], layer: dict) -> tuple[list[list], dict]:
+def _with_dummies(nodes: list, edges: list[tuple], layer: dict,
+                  max_span: int = MAX_ROUTED_SPAN) -> tuple[list[list], dict]:
     """Nodes by layer (in id order), with a dummy per layer crossed by a long edge; and, for
     each edge, the chain of points it passes: source, dummies, target."""
     depth = max(layer.values(), default=0) + 1
@@ -119,7 +157,7 @@ def _with_dummies(nodes: list, edges: list[tuple], layer: dict) -> tuple[list[li
     chains = {}
     for u, v in edges:
         chain = [u]
-        if layer[v] - layer[u] > MAX_ROUTED_SPAN:  # a long edge: ends only, see MAX_ROUTED_SPAN
+        if layer[v] - layer[u] > max_span:  # a long edge: ends only, see MAX_ROUTED_SPAN
             chains[(u, v)] = [u, v]
             continue
         for lay in range(layer[u] + 1, layer[v]):
@@ -205,19 +243,40 @@ def layout_stages(snapshots: Iterable[Any]) -> list[Layout]:
     out; each later stage keeps every surviving node's place and puts each new node where the
     nodes it replaced were."""
     snapshots = list(snapshots)
-    base = layout_edges(*nodes_and_edges(snapshots[0].graph))
+    drawings: list[Drawing | None] = []
+    for k, snap in enumerate(snapshots):
+        if k and snap.graph is snapshots[k - 1].graph and not snap.changes:
+            drawings.append(None)  # a pass that changed nothing
+        else:
+            drawings.append((*nodes_and_edges(snap.graph), snap.changes))
+    return layout_drawings(drawings)
+
+
+#: A stage to draw: its nodes, its edges (pairs of nodes), and the changes its pass made.
+Drawing = tuple[list, list[tuple], list[Any]]
+
+
+def layout_drawings(drawings: list[Drawing | None],
+                    max_span: int = MAX_ROUTED_SPAN) -> list[Layout]:
+    """One layout per stage given as a `Drawing` (None: the stage before, again), as
+    `layout_stages` lays out a compilation's: the first laid out (`layout_edges`), each later
+    one keeping the places of the nodes it keeps."""
+    base = layout_edges(*drawings[0][:2], max_span)
     place = dict(base.positions)
     layouts = [base]
-    for previous, snap in pairwise(snapshots):
-        if snap.graph is previous.graph and not snap.changes:  # a pass that changed nothing
+    for drawing in drawings[1:]:
+        if drawing is None:
             layouts.append(layouts[-1])
             continue
-        for change in snap.changes:
+        nodes, edges, changes = drawing
+        kept = {place[n] for n in nodes if n in place}
+        new: list = []
+        for change in changes:
             origins = [place[i] for i in change.nodes if i in place]
             for i in change.result:
                 if i not in place and origins:
                     place[i] = origins[-1]  # the last op replaced: a fused kernel's root
-        nodes, edges = nodes_and_edges(snap.graph)
+                    new.append(i)
         users: dict[Any, list] = defaultdict(list)
         for u, v in edges:
             users[u].append(v)
@@ -226,6 +285,10 @@ def layout_stages(snapshots: Iterable[Any]) -> list[Layout]:
                 placed = [place[s] for s in users[n] if s in place]
                 place[n] = ((placed[0][0] - X_GAP / 2, placed[0][1] - Y_GAP) if placed
                             else (0.0, 0.0))
+                new.append(n)
+        for n in new:  # (a rule that made several nodes: side by side, clear of the rest)
+            place[n] = _free(place[n], kept)
+            kept.add(place[n])
         positions = {n: place[n] for n in nodes}
         # An edge the trace had keeps its route (its ends kept their places); a new one is
         # drawn straight.
@@ -233,6 +296,30 @@ def layout_stages(snapshots: Iterable[Any]) -> list[Layout]:
         routes = {(u, v): traced.get((u, v)) or [positions[u], positions[v]] for u, v in edges}
         layouts.append(Layout(positions, routes, {}))
     return layouts
+
+
+def layout_growing(snapshots: Iterable[Any]) -> list[Layout]:
+    """One layout per snapshot of a graph that only grows (a trace watched node by node): the
+    last is laid out, and each stage draws its nodes where the last has them, so each new node
+    appears where it will stay."""
+    snapshots = list(snapshots)
+    whole = layout_edges(*nodes_and_edges(snapshots[-1].graph))
+    layouts = []
+    for snap in snapshots:
+        nodes, edges = nodes_and_edges(snap.graph)
+        layouts.append(Layout({n: whole.positions[n] for n in nodes},
+                              {e: whole.routes[e] for e in edges}, {}))
+    return layouts
+
+
+def _free(at: tuple[float, float], taken: set) -> tuple[float, float]:
+    """`at`, or the nearest place in its row, half a step at a time, that `taken` has not."""
+    x, y = at
+    step = 0
+    while (x, y) in taken:
+        step += 1
+        x = at[0] + (step + 1) // 2 * X_GAP / 2 * (1 if step % 2 else -1)
+    return x, y
 
 
 def layout_subgraphs(snapshots: Iterable[Any]) -> list[dict[tuple[Any, str], Layout]]:

@@ -71,5 +71,7 @@ def side_by_side(compilations: Mapping[str, Any]) -> Any:
         columns.append(ipywidgets.VBox(
             [ipywidgets.HTML(f"<b>{escape(title)}</b>"), stepper],
             layout=ipywidgets.Layout(flex="1 1 0", min_width="0")))
-    return ipywidgets.HBox(columns, layout=ipywidgets.Layout(width="100%", grid_gap="12px",
-                                                             align_items="flex-start"))
+    row = ipywidgets.HBox(columns, layout=ipywidgets.Layout(width="100%", grid_gap="12px",
+                                                            align_items="flex-start"))
+    row.add_class("tf-side-by-side")  # (each stepper then fits a screen: see stepper.css)
+    return row

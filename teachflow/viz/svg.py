@@ -7,18 +7,23 @@ of `teachflow.viz.data`, put together by `teachflow.viz.expand`): each node a bo
 in the layout with its label, each edge a polyline along its route, and each node's change
 status told by an Okabe–Ito colour, an outline style and a word badge, as in the widget
 (``widgets/stepper.css``). A control-flow node is drawn as the widget draws its box closed: the
-names of the graphs it owns under its label, and how many changes the pass made inside them.
+names of the graphs it owns under its label, and how many changes the pass made inside them;
+so is a module's box (`teachflow.viz.groups`), with how many nodes it holds under its name.
 """
 
 from __future__ import annotations
 
 from html import escape
 
+from teachflow.viz.groups import collapsed
+
 #: Box size and spacing in pixels (the layout's unit is one grid step), as in the stepper's
 #: widgets/stepper/common.js.
 NODE_W, NODE_H = 124, 30
 X_SCALE, Y_SCALE = 150, 70
 PAD = 36
+#: The most characters of a label in its box (a longer one is cut, its tooltip says it all).
+LABEL_CHARS = 17
 
 #: status -> (outline colour, outline width, dash pattern, badge)
 STYLE = {
@@ -37,6 +42,8 @@ def graph_svg(stage: dict) -> str:
     The layout's rows that this stage leaves empty (the rows of nodes a pass removed) are
     closed up: the widget keeps them so nodes stay put from stage to stage, a picture need not.
     """
+    if stage.get("groups"):  # a model's modules: drawn as boxes, closed
+        stage = collapsed(stage)
     nodes = stage["nodes"]
     row = _rows(stage)
     where = {n["id"]: (n["x"] * X_SCALE, row[n["y"]] * Y_SCALE) for n in nodes}
@@ -86,7 +93,7 @@ def _node(node: dict, x: float, y: float) -> str:
     colour, stroke, dash, badge = STYLE.get(node["status"], STYLE["kept"])
     owned = [part["key"] for part in node.get("subgraphs", [])]
     label = f"▸ {node['label']}" if owned else node["label"]
-    label = label if len(label) <= 19 else label[:18] + "…"
+    label = label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
     left, top = x - NODE_W / 2, y - NODE_H / 2
     dashes = f' stroke-dasharray="{dash}"' if dash else ""
     rounded = NODE_H / 2 if node["status"] == "fused" else 4

@@ -14,9 +14,11 @@
  * Pure functions of the data and of the set of opened boxes (node ids).
  */
 
-import { esc, NODE_H, NODE_W, plural, r1, STATUS, X_SCALE, Y_SCALE } from "./common.js";
+import {
+  esc, fitLabel, NODE_H, NODE_W, plural, r1, STATUS, X_SCALE, Y_SCALE,
+} from "./common.js";
 import { ghostPlaces } from "./ghosts.js";
-import { badgeSvg, edgePath, nodeSvg, stubPath } from "./shapes.js";
+import { badgeSvg, edgePath, nodeSvg, stubPath, writesPill } from "./shapes.js";
 
 /** An opened box's header (its label and ▾), the room around and between its panels, a
  * panel's title, and the room between a panel's edge and its nodes (their badges stick out). */
@@ -133,18 +135,20 @@ export function insidePlaces(g, at, out) {
   return out;
 }
 
-/** What a box says of itself to a screen reader and in its tooltip. */
+/** What a box says of itself to a screen reader and in its tooltip (a module's box says what
+ * it holds: `groups.js`). */
 function boxWords(n, open) {
   const graphs = n.subgraphs.map((p) => `${p.key} (${p.name})`).join(" and ");
   const inside = n.changes_inside ? `; ${plural(n.changes_inside, "change")} inside` : "";
-  return `${n.text}: a ${n.op} that owns ${graphs}${inside}. ` +
-    `${open ? "Click or press Enter to close it." : "Click or press Enter to open it."}`;
+  const what = n.words ?? `${n.text}: a ${n.op} that owns ${graphs}${inside}.`;
+  return `${what} ${open ? "Click or press Enter to close it." : "Click or press Enter to open it."}`;
 }
 
 /** The toggle's attributes, and the badge counting the changes inside. */
 function toggle(n, status, open, left, top) {
   return `<g class="tf-node tf-cf tf-cf-toggle" data-node-id="${n.id}" data-box="${n.id}" ` +
     `data-status="${status}" data-open="${open}"${n.is_output ? ' data-output="true"' : ""} ` +
+    (n.kind === "module" ? `data-group="${esc(n.scope)}" ` : "") +
     `data-changes-inside="${n.changes_inside ?? 0}" role="button" tabindex="0" ` +
     `aria-expanded="${open}" aria-label="${esc(boxWords(n, open))}" ` +
     `transform="translate(${r1(left)},${r1(top)})"><title>${esc(boxWords(n, open))}</title>`;
@@ -162,14 +166,15 @@ function insideBadge(n, low) {
  * status badge, and the changes inside. */
 export function closedBoxSvg(n, status, [x, y]) {
   const label = `▸ ${n.label}`;
-  const names = n.subgraphs.map((p) => p.key).join(" · ");
+  const names = n.caption ?? n.subgraphs.map((p) => p.key).join(" · ");
   const badge = STATUS[status]?.badge ?? "";
   return toggle(n, status, false, x - NODE_W / 2, y - NODE_H / 2) +
     `<rect class="tf-box tf-cf-back" x="-3" y="-3" width="${NODE_W + 6}" height="${NODE_H + 6}" rx="6"/>` +
     `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="4"/>` +
-    `<text class="tf-label" x="${NODE_W / 2}" y="12.5">${esc(label.length > 19 ? `${label.slice(0, 18)}…` : label)}</text>` +
+    `<text class="tf-label" x="${NODE_W / 2}" y="12.5">${esc(fitLabel(label))}</text>` +
     `<text class="tf-label tf-cf-graphs" x="${NODE_W / 2}" y="25">${esc(names)}</text>` +
-    (badge ? badgeSvg(badge, 6, -12) : "") + `${insideBadge(n, Boolean(badge))}</g>`;
+    (badge ? badgeSvg(badge, 6, -12) : "") + `${insideBadge(n, Boolean(badge))}` +
+    `${status === "removed" ? "" : writesPill(n, NODE_H + 1)}</g>`;  // (under its two lines)
 }
 
 /** An opened box anchored at `at`, and all it holds: its outline and header, then per graph a
@@ -203,10 +208,14 @@ function panelSvg(p, arrow) {
     return [x + p.ox, y + p.oy];
   };
   const drop = (id) => (sheet.grown.get(id)?.h ?? NODE_H) - NODE_H;
-  const edge = (e, marker) => sheet.where.has(e.from) && sheet.where.has(e.to)
-    ? `<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" ${marker}d="` +
-      `${edgePath(e.route, at(e.from), at(e.to), toPx, drop(e.from))}"/>`
-    : `<path class="tf-stub" d="${stubPath(sheet.where.has(e.from) ? at(e.from) : null, at(e.to))}"/>`;
+  const edge = (e, marker) => {  // (an edge that goes on outside the panel: a stub)
+    const [a, b] = [e.from, e.to].map((id) => (sheet.where.has(id) ? at(id) : null));
+    if (a && b) {
+      return `<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" ${marker}d="` +
+        `${edgePath(e.route, a, b, toPx, drop(e.from))}"/>`;
+    }
+    return a || b ? `<path class="tf-stub" d="${stubPath(a, b)}"/>` : "";
+  };
   const out = [
     `<g class="tf-cf-panel" data-graph="${esc(part.key)}"><title>${esc(part.values_from ? `values: ${part.values_from}` : part.name)}</title>` +
     `<rect class="tf-cf-panel-box" x="${r1(p.left)}" y="${r1(p.top)}" width="${r1(p.w)}" height="${r1(p.h)}" rx="4"/>` +

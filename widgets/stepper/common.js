@@ -9,6 +9,10 @@ export const NODE_H = 30;
 export const X_SCALE = 150;
 export const Y_SCALE = 70;
 export const PAD = 36;
+/** The most characters a node's label shows in its box: the box's width, less a margin, over
+ * the width of a character of its monospace font (0.6em at 11px). A longer label is shortened
+ * (`fitLabel`), and its box's tooltip says it in full. */
+export const LABEL_CHARS = Math.floor((NODE_W - 8) / (11 * 0.6));
 
 /** How each change status is told apart: a colour (Okabe–Ito, in the CSS), an outline (in the
  * CSS) and a word badge (here). */
@@ -63,6 +67,25 @@ export function human(n) {
 
 export function plural(n, word) {
   return `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
+}
+
+/** `text`, at most `max` characters: cut at the end with "…" (or, `fromEnd`, at the start). */
+export function clip(text, max, fromEnd = false) {
+  if (text.length <= max) return text;
+  return fromEnd ? `…${text.slice(text.length - max + 1)}` : `${text.slice(0, max - 1)}…`;
+}
+
+/** A node's label ("%98, %99, %100 = fused_k1") made to fit `max` characters: the op keeps its
+ * name, and the results' names give way first ("%98,… = fused_k1"). */
+export function fitLabel(label, max = LABEL_CHARS) {
+  if (label.length <= max) return label;
+  const at = label.lastIndexOf(" = ");
+  const op = at < 0 ? "" : label.slice(at);
+  const room = max - op.length;
+  if (at < 0 || room < 4) return clip(label, max);
+  const first = label.slice(0, at).split(", ")[0];
+  const names = first.length + 2 <= room ? `${first},…` : clip(first, room);
+  return `${names}${op}`;
 }
 
 export function prettyRule(rule) {

@@ -11,7 +11,9 @@
  */
 
 /** What an entry that leaves a key out has there (`lineage` leaves out its own id). */
-const DEFAULTS = { kind: "node", device: "cpu", source: "", inputs: [], is_output: false, updates: [] };
+const DEFAULTS = {
+  kind: "node", device: "cpu", source: "", inputs: [], is_output: false, updates: [], scope: "",
+};
 
 /** Stage `i`, full: what every other part of the stepper reads (`stage.nodes`, `stage.edges`,
  * `stage.removed`, `stage.text`, ...). */
@@ -133,6 +135,7 @@ function fullStage(ctx) {
     stats: stage.stats,
     text: textOf(data, stage, listed),
     updates: stage.updates,
+    groups: stage.groups ?? [],
   };
 }
 

@@ -5,7 +5,7 @@
  */
 
 import { nodeOrBox } from "./boxes.js";
-import { esc, NODE_H, NODE_W, plural, r1, STATUS } from "./common.js";
+import { clip, esc, LABEL_CHARS, NODE_H, NODE_W, plural, r1, STATUS } from "./common.js";
 import { badgeSvg, edgePath, nodeSvg, stubPath } from "./shapes.js";
 
 /** The SVG of stage `inf` as view `v` (`view`) placed as `placed` (`place`), at `zoom`. `uid`
@@ -42,7 +42,7 @@ export function graphSvg(inf, v, placed, zoom, uid) {
     seen.add(key);
     return [a, b, []];
   };
-  for (const e of inf.removedEdges) {
+  for (const e of inf.top.removedEdges) {
     const [a, b, route] = ends(e, "-");
     if (a && b) {
       parts.push(`<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" d="` +
@@ -60,7 +60,7 @@ export function graphSvg(inf, v, placed, zoom, uid) {
   }
   parts.push(`</g><g class="tf-edges">`);
   const stubs = [];
-  for (const e of inf.stage.edges) {
+  for (const e of inf.top.edges) {
     const [a, b, route] = ends(e, "");
     if (a && b) {
       parts.push(`<path class="tf-edge" data-from="${e.from}" data-to="${e.to}" ${arrow} d="` +
@@ -88,7 +88,7 @@ export function graphSvg(inf, v, placed, zoom, uid) {
  * with the status most of its changed members share (and how many changed) as its badge. */
 function blockSvg(b, [x, y]) {
   const badge = b.changed ? `${STATUS[b.status]?.badge || b.status} ${b.statuses.get(b.status)}` : "";
-  const source = b.source.length > 19 ? `…${b.source.slice(-18)}` : b.source;
+  const source = clip(b.source, LABEL_CHARS, true);
   const counts = [...b.statuses].map(([status, c]) => `${c} ${status}`).join(", ");
   const words = `${plural(b.size, "node")} from ${b.source}: the line repeats ×${b.reps}, ` +
     `${plural(b.perRep, "op")} each` + (counts ? `; ${counts}` : "; unchanged") +

@@ -65,11 +65,13 @@ export function toggleBox(st, id) {
   else st.openBoxes.delete(id);
   drawGraph(st, false);
   scrollToNodes(st, [id]);
-  const graphs = n.subgraphs.map((p) => `${p.key} (${p.name})`).join(" and ");
+  const graphs = n.kind === "module" ? `${n.caption}`
+    : n.subgraphs.map((p) => `${p.key} (${p.name})`).join(" and ");
+  const name = n.kind === "module" ? n.scope : n.label;
   st.ui.narration.textContent = open
-    ? `Opened ${n.label}: its ${graphs}, drawn inside it` +
+    ? `Opened ${name}: its ${graphs}, drawn inside it` +
       (n.changes_inside ? `, with ${plural(n.changes_inside, "change")} by this pass.` : ".")
-    : `Closed ${n.label}.`;
+    : `Closed ${name}.`;
   st.ui.graph.querySelector(`.tf-cf-toggle[data-box="${id}"]`)?.focus({ preventScroll: true });
 }
 
@@ -135,9 +137,18 @@ export function scrollToNodes(st, ids) {
   });
 }
 
-/** Until the learner zooms: the whole width if it fits, else as much as stays readable. */
+/** The smallest zoom at which a whole graph is still drawn at first: below it, labels are too
+ * small to read, and the graph is drawn as wide as the view and scrolls down. */
+const READABLE = 0.6;
+
+/** Until the learner zooms: the whole graph if it fits the view at a readable size (its last
+ * node too, not just its width), else the whole width if that stays readable, else as much as
+ * does. */
 export function autoZoom(st, box) {
-  return st.size.w ? Math.max(0.35, Math.min(1, (st.size.w - 4) / box.w)) : 1;
+  if (!st.size.w) return 1;
+  const wide = Math.min(1, (st.size.w - 4) / box.w);
+  const whole = Math.min(wide, (st.size.h - 4) / box.h);
+  return whole >= READABLE ? whole : Math.max(0.35, wide);
 }
 
 export function setZoom(st, zoom) {

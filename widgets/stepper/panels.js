@@ -45,7 +45,8 @@ export function stageListHtml(stages) {
 export function figuresHtml(stages) {
   const barW = 12;
   const height = 28;
-  return FIGURES.map(([key, name, words]) => {
+  // (a stepper that watches a trace or a backward pass counts nodes only)
+  return FIGURES.filter(([key]) => key in (stages[0]?.stats ?? {})).map(([key, name, words]) => {
     const values = stages.map((s) => s.stats[key] ?? 0);
     const top = Math.max(...values, 1);
     const bars = values
@@ -104,11 +105,15 @@ export function ruleHtml(st) {
   const inf = info(st, st.stage);
   const { stage } = inf;
   const changes = stage.changes;
+  const { words } = st.data;
+  if (st.stage === 0 && words) return `<h3>${esc(words.title)}</h3><p>${esc(words.card)}</p>`;
   if (st.stage === 0) {
     return (
       `<h3>The traced graph</h3><p>${plural(stage.stats.nodes, "node")} as traced from ` +
       `your code, reading ${operandWords(stage.nodes)} (drawn, but not counted as nodes). ` +
-      "Step forward (→ or j) to watch each pass change it.</p>" + updatesWords(stage)
+      "Step forward (→ or j) to watch each pass change it.</p>" + updatesWords(stage) +
+      (stage.groups.length ? "<p>Each box ▸ holds the nodes one module made (its forward, " +
+        "or its gradient): click a box to open it.</p>" : "")
     );
   }
   if (!changes.length) {
@@ -175,6 +180,7 @@ export function detailsHtml(st) {
     return `<p class="tf-hint">Click a node to see its op, type, source line, ` +
       "lineage, kernel and value.</p>";
   }
+  if (n.kind === "module") return moduleHtml(st, inf, n);
   const gone = !presentIn(inf, n.id);
   const inside = inf.inner.get(n.id);
   const status = gone ? "removed" : n.status;
@@ -187,8 +193,9 @@ export function detailsHtml(st) {
       "written back when the graph has run)"]] : []),
     ["status", `<span class="tf-kind" data-status="${status}">${esc(STATUS[status]?.badge || "kept")}</span> ${esc(STATUS[status]?.words ?? "")}`],
   ];
-  if (inside) {
-    const owner = inside.owners[inside.owners.length - 1];
+  if (n.scope) rows.push(["module", `<code>${esc(n.scope)}</code>`]);
+  const owner = inside?.owners[inside.owners.length - 1];
+  if (owner !== undefined && nodeIn(inf, owner)?.kind !== "module") {
     rows.push(["in", `<code>${esc(inside.part.key)}</code> (${esc(inside.part.name)}) of ` +
       `${nodeLink(st, inf, owner)} ${esc(nodeIn(inf, owner)?.op ?? "")}`]);
   }
@@ -208,6 +215,20 @@ export function detailsHtml(st) {
     kernelHtml(n) + lineage(st, inf, n) +
     valuesHtml(n, inside?.part, st.hasValues)
   );
+}
+
+/** A module's box: what it holds, what this pass changed in it, and whether it is open. */
+function moduleHtml(st, inf, n) {
+  const [part] = n.subgraphs;
+  const boxes = part.nodes.filter((m) => m.kind === "module").map((m) => `<code>${esc(m.label)}</code>`);
+  const rows = [
+    ["holds", esc(n.caption) + (boxes.length ? `, in the boxes of ${boxes.join(", ")}` : "")],
+    ["changes", n.changes_inside ? `${plural(n.changes_inside, "change")} by this pass` : "none by this pass"],
+    ["box", st.openBoxes.has(n.id) ? "open: click its header to close it" : "closed: click it to open it"],
+  ];
+  const table = rows.map(([k, v]) => `<tr><th scope="row">${k}</th><td>${v}</td></tr>`).join("");
+  return `<h3 class="tf-details-title" data-node-id-shown="${n.id}"><code>${esc(n.scope)}</code></h3>` +
+    `<p>${esc(n.words)}</p><table class="tf-details-table">${table}</table>`;
 }
 
 /** How a node came to be and what became of it, pass by pass (each pass a button to go there). */
@@ -276,10 +297,11 @@ function valuesHtml(n, part, hasValues) {
 }
 
 /** A value: its dtype and shape, min, max and mean, and a preview, under `heading`.
- * `hasValues`: whether the compilation has values at all (none without example inputs). */
+ * `hasValues`: whether the compilation has values at all (none without example inputs), or
+ * the words that say why one is missing (a tape keeps only some: `data.words.unknown`). */
 function valueHtml(v, heading, hasValues) {
   if (!v) {
-    const why = hasValues
+    const why = typeof hasValues === "string" ? hasValues : hasValues
       ? "Not computed: nothing uses this value (dead code, which dce removes)."
       : "No example inputs were given, so no values.";
     return `<h4>value</h4><p class="tf-hint">${why}</p>`;
@@ -302,7 +324,10 @@ export function narration(st) {
   const stage = st.data.stages[st.stage];
   const total = st.data.stages.length;
   let text;
-  if (st.stage === 0) {
+  if (st.data.words) {  // (a trace or a backward pass, watched step by step)
+    text = st.stage === 0 ? st.data.words.first
+      : `Step ${st.stage + 1} of ${total}: ${stage.changes[0]?.sentence ?? ""}`;
+  } else if (st.stage === 0) {
     text = `Stage 1 of ${total}: the graph as traced, ${plural(stage.stats.nodes, "node")}.`;
   } else if (!stage.changes.length) {
     text = `Stage ${st.stage + 1} of ${total}: ${stage.pass} changed nothing.`;

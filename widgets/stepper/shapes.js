@@ -4,7 +4,11 @@
  * where things are; `draw.js` and `boxes.js` put them together.
  */
 
-import { esc, NODE_H, NODE_W, r1, STATUS } from "./common.js";
+import { clip, esc, fitLabel, NODE_H, NODE_W, r1, STATUS } from "./common.js";
+
+/** The most characters of a pill under a box ("→ opt.state[0]['momentum_buffer']"): as wide as
+ * the box (the box's tooltip and the node's details say it in full). */
+const PILL_CHARS = Math.floor((NODE_W - 8) / 6);
 
 /** One node's box, with its label, its status badge (and how many fused ops it stands for when
  * `folded`), a pill for the state it writes back, and one saying how many results it has when
@@ -12,7 +16,7 @@ import { esc, NODE_H, NODE_W, r1, STATUS } from "./common.js";
 export function nodeSvg(n, status, [x, y], folded) {
   const badge = STATUS[status]?.badge ?? "";
   const text = folded ? `${badge} ×${folded}` : badge;
-  const label = n.label.length > 19 ? `${n.label.slice(0, 18)}…` : n.label;
+  const label = fitLabel(n.label);
   let out =
     `<g class="tf-node" data-node-id="${n.id}" data-status="${status}"` +
     `${n.is_output ? ' data-output="true"' : ""}${folded ? ` data-collapsed="${folded}"` : ""} ` +
@@ -21,15 +25,19 @@ export function nodeSvg(n, status, [x, y], folded) {
     `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="${status === "fused" ? NODE_H / 2 : 4}"/>` +
     `<text class="tf-label" x="${NODE_W / 2}" y="${NODE_H / 2 + 4}">${esc(label)}</text>`;
   if (text) out += badgeSvg(text, 6, -9);
-  // A value the call writes back into state (p -= lr * g): "→ w" under the box.
-  if (n.updates?.length && status !== "removed") {
-    out += badgeSvg(`→ ${n.updates.join(", ")}`, 6, NODE_H - 5, "tf-writes");
-  }
+  if (status !== "removed") out += writesPill(n);
   // A kernel that writes several results: so many edges leave it, one per result read.
   if (n.results?.length > 1 && status !== "removed") {
     out += badgeSvg(`${n.results.length} results`, -6, NODE_H - 5, "tf-results-pill", true);
   }
   return `${out}</g>`;
+}
+
+/** A value the call writes back into state (p -= lr * g): "→ w" under the box (a closed
+ * box's: the values its nodes write). */
+export function writesPill(n, dy = NODE_H - 5) {
+  if (!n.updates?.length) return "";
+  return badgeSvg(clip(`→ ${n.updates.join(", ")}`, PILL_CHARS), 6, dy, "tf-writes");
 }
 
 /** A small pill with a word in it, at the box's top right corner (shifted by dx, dy), or at its

@@ -8,6 +8,7 @@
 
 import { stageAt } from "./data.js";
 import { ghostPlaces } from "./ghosts.js";
+import { grouping } from "./groups.js";
 
 /** A stage with more nodes than this (its own plus the ones drawn faded) opens on the
  * neighbourhood of what changed. */
@@ -24,7 +25,11 @@ export function info(st, i) {
   const removedEdges = previous
     ? previous.edges.filter((e) => removedById.has(e.from) || removedById.has(e.to))
     : [];
-  const moved = ghostPlaces(stage);
+  // What is drawn at the top: the whole stage, or its nodes in no module's box and the
+  // outermost boxes (`groups.js`).
+  const grouped = grouping(stage, removedEdges, st.routes);
+  const top = grouped?.top ?? { nodes: stage.nodes, removed: stage.removed, edges: stage.edges, removedEdges };
+  const moved = ghostPlaces(top);
   // Members of a fused group that this pass removed: collapsed into the kernel in big views.
   const memberOf = new Map();
   const groupSize = new Map();
@@ -33,18 +38,26 @@ export function info(st, i) {
     for (const id of c.nodes) if (removedById.has(id)) memberOf.set(id, c.result[0]);
     for (const id of c.result) groupSize.set(id, c.nodes.length);
   }
-  const inner = innerNodes(stage);
-  found = { stage, previous, byId, removedById, removedEdges, moved, memberOf, groupSize, inner };
-  found.big = stage.nodes.length + stage.removed.length > BIG;
+  const inner = innerNodes(stage, grouped);
+  found = { stage, previous, byId, removedById, removedEdges, moved, memberOf, groupSize, inner, top };
+  found.boxes = grouped?.boxes ?? new Map();
+  found.big = !grouped && stage.nodes.length + stage.removed.length > BIG;
   st.cache.set(i, found);
   return found;
 }
 
-/** The nodes inside the stage's control-flow boxes, at any depth: id -> the node, the graph
- * part it is in, the boxes it is in (`owners`, outermost first), and whether this pass removed
- * it (`gone`). */
-function innerNodes(stage) {
+/** The nodes inside the stage's boxes (of modules, `grouped`; and of control flow), at any
+ * depth: id -> the node, the graph part it is in, the boxes it is in (`owners`, outermost
+ * first), and whether this pass removed it (`gone`). */
+function innerNodes(stage, grouped) {
   const inner = new Map();
+  for (const [id, owners] of grouped?.owners ?? []) {
+    if (!owners.length) continue;
+    const part = grouped.boxes.get(owners[owners.length - 1]).subgraphs[0];
+    const node = grouped.boxes.get(id) ?? part.nodes.find((n) => n.id === id) ??
+      part.removed.find((n) => n.id === id);
+    inner.set(id, { node, part, owners, gone: !part.nodes.includes(node) });
+  }
   const walk = (nodes, owners) => {
     for (const n of nodes) {
       for (const part of n.subgraphs ?? []) {
@@ -57,20 +70,21 @@ function innerNodes(stage) {
       }
     }
   };
-  walk(stage.nodes, []);
+  for (const n of stage.nodes) walk([n], grouped?.owners.get(n.id) ?? []);
   return inner;
 }
 
 /** A node of the stage (inside a box or not), or one it removed (drawn faded); null if
  * neither. */
 export function nodeIn(inf, id) {
-  return inf.byId.get(id) ?? inf.removedById.get(id) ?? inf.inner.get(id)?.node ?? null;
+  return inf.byId.get(id) ?? inf.removedById.get(id) ?? inf.inner.get(id)?.node ??
+    inf.boxes.get(id) ?? null;
 }
 
 /** A node the stage has (inside a box or not), not one it removed; undefined if none. */
 export function presentIn(inf, id) {
   const found = inf.inner.get(id);
-  return inf.byId.get(id) ?? (found && !found.gone ? found.node : undefined);
+  return inf.byId.get(id) ?? (found && !found.gone ? found.node : undefined) ?? inf.boxes.get(id);
 }
 
 /** The node of the whole graph that stands for node `id`: itself, or the outermost box it is

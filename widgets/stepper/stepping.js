@@ -68,9 +68,11 @@ export function setData(st, data) {
   st.sourcesLoading = null;
   st.history = null;
   st.names = namesOf(st.data);
-  st.hasValues = Object.keys(st.data.values).length > 0;
+  // (whether there are values at all; or, for a tape, why some are not there)
+  st.hasValues = st.data.words?.unknown ?? Object.keys(st.data.values).length > 0;
   st.openBoxes = new Set();
-  st.root.dataset.hasBoxes = String(st.data.nodes.some((e) => e.subgraphs));
+  st.root.dataset.hasBoxes = String(st.data.nodes.some((e) => e.subgraphs) ||
+    st.data.stages.some((s) => s.groups?.length));
   ui.title.textContent = st.data.name ? `${st.data.name}` : "";
   st.root.setAttribute("aria-label", `Pass stepper for ${st.data.name || "a compilation"}: ` +
     "use the arrow keys or j and k to step through the passes");
@@ -176,8 +178,10 @@ export function selectChange(st, k) {
   st.change = ((k % n) + n) % n;
   renderRule(st);
   const c = inf.stage.changes[st.change];
-  // A change inside control-flow boxes: open them, to show it where it happened.
-  const closed = (c.within ?? []).filter((id) => !st.openBoxes.has(id));
+  // A change inside boxes (of control flow, of modules): open them, to show it where it
+  // happened.
+  const owners = inf.inner.get(c.result[0] ?? c.nodes[0])?.owners ?? [];
+  const closed = [...new Set([...owners, ...(c.within ?? [])])].filter((id) => !st.openBoxes.has(id));
   for (const id of closed) st.openBoxes.add(id);
   if (closed.length || (inf.big && !st.expandAll && pageOf(inf, st.change) !== st.drawn.page)) {
     drawGraph(st, true);

@@ -230,8 +230,8 @@ function position(inf, n) {
  * where the nodes inside them are (`inside`); and `toPx`, from a route point to pixels. */
 export function place(inf, v) {
   const shown = (id) => v.ids === null || v.ids.has(id);
-  const removed = inf.stage.removed.filter((n) => shown(n.id));
-  const present = inf.stage.nodes.filter((n) => shown(n.id));
+  const removed = inf.top.removed.filter((n) => shown(n.id));
+  const present = inf.top.nodes.filter((n) => shown(n.id));
   const where = new Map();
   for (const n of [...removed, ...present]) where.set(n.id, position(inf, n));
   // A collapsed block stands where its top-most member in view would have been. Its members
@@ -275,7 +275,7 @@ export function place(inf, v) {
   // layer's dummy nodes can stand beyond its widest row of boxes).
   const all = new Map([...where, ...[...blockAt.values()].map((p, i) => [`block${i}`, p])]);
   if (!packed) {
-    for (const e of inf.stage.edges) {
+    for (const e of inf.top.edges) {
       if (!where.has(e.from) || !where.has(e.to)) continue;
       e.route.slice(1, -1).forEach((p, i) => all.set(`${e.from}>${e.to}:${i}`, toPx(p)));
     }

@@ -26,6 +26,7 @@
  *   stage.js     lookups into one stage's data, and across stages
  *   shapes.js    one node's box, a badge, an edge: the shapes the graph is drawn with
  *   boxes.js     control flow: a node that owns graphs, as a box that opens to show them
+ *   groups.js    a model's modules: the nodes each made, as a box that opens the same way
  *   view.js      choosing what to draw for a big graph, and where each box goes
  *   draw.js      the graph's SVG, as one string
  *   kernel.js    a fused kernel: its ops, its results, what ran, its three sources side by side
@@ -57,6 +58,7 @@ function skeleton(uid) {
   return `
 <div class="tf-stepper" tabindex="0" data-lm-suppress-shortcuts="true" role="group"
      aria-label="Pass stepper: use the arrow keys or j and k to step through the passes">
+  <div class="tf-head">
   <div class="tf-toolbar">
     <strong class="tf-title"></strong>
     <button type="button" class="tf-prev" aria-label="Previous stage (left arrow or k)"
@@ -71,6 +73,7 @@ function skeleton(uid) {
     </label>
   </div>
   <p class="tf-narration" role="status" aria-live="polite"></p>
+  </div>
   <div class="tf-body">
     <nav class="tf-stage-nav" aria-label="Stages">
       <ol class="tf-stages"></ol>
@@ -116,10 +119,10 @@ function legend() {
         `${esc(badge || "kept")}</span>`,
     )
     .join("") +
-    `<span class="tf-legend-item tf-legend-box" title="a node that owns graphs: a branch, a ` +
-    `loop's body"><svg width="30" height="16" aria-hidden="true"><rect class="tf-box" x="1" ` +
+    `<span class="tf-legend-item tf-legend-box" title="a node that owns graphs (a branch, a ` +
+    `loop's body), or the nodes a module made"><svg width="30" height="16" aria-hidden="true"><rect class="tf-box" x="1" ` +
     `y="1" width="28" height="14" rx="3"/><rect class="tf-box" x="3" y="3" width="24" ` +
-    `height="10" rx="2"/></svg>▸ cond or loop: click to open</span>`;
+    `height="10" rx="2"/></svg>▸ cond, loop or module: click to open</span>`;
 }
 
 // --- The widget ---------------------------------------------------------------------------------
