@@ -6,6 +6,7 @@ notebook of five exercises the speed goal of ``teachflow check`` is measured on.
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -34,6 +35,18 @@ def checks(grade_id: str, source: str, points: float = 1) -> nbformat.NotebookNo
 
 def given(grade_id: str, source: str) -> nbformat.NotebookNode:
     return new_code_cell(code(source), metadata=marks(grade_id, locked=True))
+
+
+def answered(release: Path, out: Path, **answers: str) -> Path:
+    """The released notebook with the solution cells named by grade_id answered, as a learner
+    would (`answers` dedented), written to `out`."""
+    notebook = json.loads(release.read_text())
+    for cell in notebook["cells"]:
+        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell["source"] = textwrap.dedent(answers[grade_id]).strip()
+    out.write_text(json.dumps(notebook))
+    return out
 
 
 def write(path: Path, cells: list) -> Path:

@@ -467,6 +467,21 @@ def halve(x):
     return x * 0.5
 
 
+def halve_thrice(x):
+    """Traced, a loop of three halvings unrolls into three nodes."""
+    for _ in range(3):
+        x = halve(x)
+    return x
+
+
+@tfl.script
+def halve_while_big(x):
+    """Scripted, the loop stays one node that owns its body."""
+    while x.sum() > 1:
+        x = halve(x)
+    return x
+
+
 def test_a_loop_is_a_box_that_opens_to_show_its_body(page, tmp_path) -> None:
     def f_dynamic(x):
         return tfl.while_loop(lambda x: x.sum() > 1, halve, x)
@@ -507,20 +522,9 @@ def test_a_loop_is_a_box_that_opens_to_show_its_body(page, tmp_path) -> None:
 
 
 def test_unrolled_and_scripted_side_by_side_step_on_their_own(page, tmp_path) -> None:
-    def f_static(x):
-        for _ in range(3):
-            x = halve(x)
-        return x
-
-    @tfl.script
-    def f_dynamic(x):
-        while x.sum() > 1:
-            x = halve(x)
-        return x
-
     x = tfl.tensor([4.0, 4.0])
-    path = side_by_side_html({"f_static: traced, unrolled": tfl.compile(f_static, x),
-                              "f_dynamic: scripted": tfl.compile(f_dynamic, x)},
+    path = side_by_side_html({"f_static: traced, unrolled": tfl.compile(halve_thrice, x),
+                              "f_dynamic: scripted": tfl.compile(halve_while_big, x)},
                              tmp_path / "pair.html")
     page.goto(path.as_uri())
     page.wait_for_selector(".tf-stepper[data-current-stage]")

@@ -8,7 +8,15 @@ from __future__ import annotations
 import pytest
 import test_browser
 from stepper_cases import CASES
-from test_browser import ARTIFACTS, CHROMIUM, go_to, open_page, why_no_chromium
+from test_browser import (
+    ARTIFACTS,
+    CHROMIUM,
+    go_to,
+    halve_thrice,
+    halve_while_big,
+    open_page,
+    why_no_chromium,
+)
 
 import teachflow as tfl
 
@@ -84,28 +92,14 @@ def test_every_node_is_in_the_graph_box_and_every_label_in_its_node(page, tmp_pa
     assert not page.errors, page.errors
 
 
-def halve(x):
-    return x * 0.5
-
-
 def test_steppers_side_by_side_each_fit_a_screen_with_narration_over_graph(browser,
                                                                            tmp_path) -> None:
     from teachflow.viz import side_by_side_html
 
-    def f_static(x):
-        for _ in range(3):
-            x = halve(x)
-        return x
-
-    @tfl.script
-    def f_dynamic(x):
-        while x.sum() > 1:
-            x = halve(x)
-        return x
-
     x = tfl.tensor([4.0, 4.0])
-    path = side_by_side_html({"traced, unrolled": tfl.compile(f_static, x),
-                              "scripted": tfl.compile(f_dynamic, x)}, tmp_path / "pair.html")
+    path = side_by_side_html({"traced, unrolled": tfl.compile(halve_thrice, x),
+                              "scripted": tfl.compile(halve_while_big, x)},
+                             tmp_path / "pair.html")
     page = browser.new_page(viewport={"width": 1280, "height": 800})  # a laptop's screen
     page.goto(path.as_uri())
     page.wait_for_selector(".tf-stepper[data-current-stage]")

@@ -6,7 +6,6 @@ learner would: leaving the stub, answering right, answering wrong, breaking a ce
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,7 +14,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from grading_notebooks import checks, five_exercises, given, master, solution, write
+from grading_notebooks import (
+    answered,
+    checks,
+    five_exercises,
+    given,
+    master,
+    solution,
+    write,
+)
 from nbformat.v4 import new_code_cell
 
 import teachflow as tfl
@@ -23,17 +30,6 @@ from teachflow.grading import assign, check, check_notebook
 from teachflow.grading.check import check_namespace, notebook_path
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def answered(release: Path, out: Path, **answers: str) -> Path:
-    """The released notebook with the solution cells named by grade_id answered."""
-    notebook = json.loads(release.read_text())
-    for cell in notebook["cells"]:
-        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if grade_id in answers:
-            cell["source"] = textwrap.dedent(answers[grade_id]).strip()
-    out.write_text(json.dumps(notebook))
-    return out
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from grading_notebooks import checks, given, solution, write
+from grading_notebooks import answered, checks, given, solution, write
 
 from teachflow.grading import assign, load_bundle, sandbox
 from teachflow.grading.grade import grade, submission_names
@@ -53,16 +53,6 @@ def exercise(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return done.release, done.grading
 
 
-def answered(release: Path, out: Path, answers: dict[str, str]) -> Path:
-    notebook = json.loads(release.read_text())
-    for cell in notebook["cells"]:
-        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if grade_id in answers:
-            cell["source"] = answers[grade_id]
-    out.write_text(json.dumps(notebook))
-    return out
-
-
 RIGHT = {"slow": "def slow(n):\n    return n", "fast": "def fast(n):\n    return n",
          "staged": "def staged():\n    f = tfl.function(lambda x: x * 2)\n"
                    "    return f.get_concrete_function(tfl.ones(3))"}
@@ -78,7 +68,7 @@ def outcomes(path: Path, bundle: Path, **limits: float) -> dict[str, list[str]]:
 
 def test_a_function_that_timed_out_is_not_called_again(exercise, tmp_path: Path) -> None:
     release, bundle = exercise
-    learner = answered(release, tmp_path / "loop.ipynb", {**RIGHT, "slow": ENDLESS})
+    learner = answered(release, tmp_path / "loop.ipynb", **{**RIGHT, "slow": ENDLESS})
     lines = outcomes(learner, bundle, timeout=2)
     timed_out = [name for name, why in lines.items() if any(
         "slow(...) did not finish within 2 s" in line for line in why)]
@@ -91,7 +81,7 @@ def test_a_function_that_timed_out_is_not_called_again(exercise, tmp_path: Path)
 
 def test_a_submission_has_a_budget_for_all_its_calls(exercise, tmp_path: Path) -> None:
     release, bundle = exercise
-    learner = answered(release, tmp_path / "loop.ipynb", {**RIGHT, "slow": ENDLESS})
+    learner = answered(release, tmp_path / "loop.ipynb", **{**RIGHT, "slow": ENDLESS})
     lines = outcomes(learner, bundle, timeout=30, total=2)
     assert any("did not finish before the submission used up its 2 s in all" in line
                for line in lines["test_0"]), lines["test_0"]
@@ -106,7 +96,7 @@ def test_a_staged_function_returned_runs_in_the_worker_under_its_limits(
                      "    f = tfl.function(lambda x: tfl.while_loop(\n"
                      "        lambda c: c.sum() > -1.0, lambda c: c + 1.0, x))\n"
                      "    return f.get_concrete_function(tfl.ones(3))")
-    learner = answered(release, tmp_path / "graph.ipynb", {**RIGHT, "staged": endless_graph})
+    learner = answered(release, tmp_path / "graph.ipynb", **{**RIGHT, "staged": endless_graph})
     script = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
               "from test_grading_limits import outcomes\n"
               f"print(outcomes({str(learner)!r}, {str(bundle)!r}, timeout=3))")
@@ -125,7 +115,7 @@ def test_no_submission_is_named_as_what_grading_writes(exercise, tmp_path: Path)
     names = submission_names([Path("a/grades.csv.ipynb"), Path("b/GRADES.CSV.ipynb")])
     # (names differing only in case would collide on some file systems: they differ more)
     assert sorted(names.values()) == ["GRADES.CSV-3", "grades.csv-2"]
-    learner = answered(release, tmp_path / "grades.csv.ipynb", RIGHT)
+    learner = answered(release, tmp_path / "grades.csv.ipynb", **RIGHT)
     done = grade([learner], bundle, tmp_path / "results", jobs=1, isolation=ISOLATION,
                  progress=False)
     assert (tmp_path / "results" / "grades.csv").is_file()
@@ -136,7 +126,7 @@ def test_no_submission_is_named_as_what_grading_writes(exercise, tmp_path: Path)
 
 def test_a_hidden_test_does_not_show_what_it_expects(exercise, tmp_path: Path) -> None:
     release, bundle = exercise
-    learner = answered(release, tmp_path / "wrong.ipynb", {**RIGHT, "fast": "def fast(n):\n"
+    learner = answered(release, tmp_path / "wrong.ipynb", **{**RIGHT, "fast": "def fast(n):\n"
                                                                           "    return 41"})
     grade([learner], bundle, tmp_path / "plain", jobs=1, isolation=ISOLATION, progress=False)
     grade([learner], bundle, tmp_path / "full", jobs=1, isolation=ISOLATION, progress=False,
@@ -152,7 +142,7 @@ def test_a_hidden_test_does_not_show_what_it_expects(exercise, tmp_path: Path) -
     assert "assert fast(3) == 3" in full["output"] and "41" in full["output"]
     # What the learner's own code did is theirs to see: its error, and where
     raising = answered(release, tmp_path / "raising.ipynb",
-                       {**RIGHT, "fast": "def fast(n):\n    return n / (n - 3) * (n - 3)"})
+                       **{**RIGHT, "fast": "def fast(n):\n    return n / (n - 3) * (n - 3)"})
     grade([raising], bundle, tmp_path / "raising", jobs=1, isolation=ISOLATION, progress=False)
     tests = json.loads((tmp_path / "raising" / "raising" / "results.json").read_text())["tests"]
     output = next(t for t in tests if t["name"] == "test_staged: test_hidden")["output"]

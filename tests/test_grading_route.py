@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
-import textwrap
 from pathlib import Path
 
 import pytest
-from grading_notebooks import checks, five_exercises, given, master, solution, write
+from grading_notebooks import answered, checks, five_exercises, given, master, solution, write
 
 from teachflow.grading import assign, check_notebook, load_bundle, sandbox
 from teachflow.grading.check import check_namespace
@@ -116,16 +114,6 @@ def idioms_master(folder: Path) -> Path:
     return write(folder / "idioms.ipynb", cells)
 
 
-def answered(release: Path, out: Path, answers: dict[str, str]) -> Path:
-    notebook = json.loads(release.read_text())
-    for cell in notebook["cells"]:
-        grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
-        if grade_id in answers:
-            cell["source"] = textwrap.dedent(answers[grade_id]).strip()
-    out.write_text(json.dumps(notebook))
-    return out
-
-
 def checked(path: Path) -> dict[tuple[str, str], str]:
     """Each visible test's verdict by `teachflow check` ("passed" or "failed")."""
     return {(result.cell.grade_id, test.name): _verdict(test.status)
@@ -173,7 +161,7 @@ def agree(path: Path, bundle: Path) -> dict[tuple[str, str], str]:
 def idioms(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
     folder = tmp_path_factory.mktemp("idioms")
     done = assign(idioms_master(folder), folder / "build")
-    learner = answered(done.release, folder / "learner.ipynb", LEARNER)
+    learner = answered(done.release, folder / "learner.ipynb", **LEARNER)
     return done.release, done.grading, learner
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -189,14 +188,15 @@ def check_namespace(path: str | os.PathLike[str], namespace: dict[str, Any],
 def _checked(path: Path, exercise: Bundle, program: list[tuple[float, Cell]],
              connect: Callable[[], Channel], limits: Limits, start: float,
              kernel: bool = False) -> Report:
-    scratch = Path(tempfile.mkdtemp(prefix="teachflow-check-"))
-    submission = Submission([cell for _, cell in program], connect, limits, scratch)
-    try:
-        with _running_check(path):
-            results = run_exercise(exercise, program, submission, hidden=False, kernel=kernel)
-    finally:
-        submission.close()
-        shutil.rmtree(scratch, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="teachflow-check-",
+                                     ignore_cleanup_errors=True) as scratch:
+        submission = Submission([cell for _, cell in program], connect, limits, Path(scratch))
+        try:
+            with _running_check(path):
+                results = run_exercise(exercise, program, submission, hidden=False,
+                                       kernel=kernel)
+        finally:
+            submission.close()
     return Report(path, [result for _, result in results], time.perf_counter() - start)
 
 

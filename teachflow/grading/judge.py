@@ -35,10 +35,8 @@ from __future__ import annotations
 import bisect
 import builtins
 import contextlib
-import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -196,10 +194,12 @@ def grade_submission(path: Path, bundle: Bundle, isolation: str,
         return Judged(tests, [f"not graded: {why}"], time.perf_counter() - start)
     program, notes = worker_cells(bundle, submitted)
     notes += _test_cell_notes(bundle, submitted)
-    with _scratch() as scratch:
+    with tempfile.TemporaryDirectory(prefix="teachflow-judge-",
+                                     ignore_cleanup_errors=True) as scratch:
         cwd = str(path.resolve().parent) if isolation == "local" else None
         submission = Submission([cell for _, cell in program],
-                                lambda: ProcessChannel(isolation, limits, cwd), limits, scratch)
+                                lambda: ProcessChannel(isolation, limits, cwd), limits,
+                                Path(scratch))
         try:
             results = run_exercise(bundle, program, submission, hidden=True)
         finally:
@@ -212,15 +212,6 @@ def grade_submission(path: Path, bundle: Bundle, isolation: str,
               for index, (status, lines) in sorted(submission.failures.items())
               if index in cells and status == FAILED and lines]
     return Judged(tests, notes, time.perf_counter() - start)
-
-
-@contextlib.contextmanager
-def _scratch() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="teachflow-judge-"))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_exercise(bundle: Bundle, program: list[tuple[float, Cell]], submission: Submission,

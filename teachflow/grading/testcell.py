@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 import types
 from collections.abc import Callable, Iterator
@@ -75,7 +74,9 @@ def run_cell_tests(namespace: dict[str, Any], tests: list[str],
     module.__dict__.update({name: value for name, value in namespace.items()
                             if _is_fixture(value)})
     reports = _Reports()
-    with _scratch() as folder:
+    with tempfile.TemporaryDirectory(prefix="teachflow-tests-",
+                                     ignore_cleanup_errors=True) as scratch:
+        folder = Path(scratch)
         (folder / "cell").write_text("")  # (pytest wants a file to collect: an empty one,
         #  not named .py, which pytest would import)
         (folder / "pytest.ini").write_text("[pytest]\n")
@@ -100,15 +101,6 @@ def _is_fixture(value: Any) -> bool:
     return bool(getattr(value, "_pytestfixturefunction", None)) or (
         definition is not None and isinstance(value, definition)) or \
         type(value).__name__ == "FixtureFunctionDefinition"
-
-
-@contextlib.contextmanager
-def _scratch() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="teachflow-tests-"))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager
