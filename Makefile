@@ -128,6 +128,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/layout.py
 	$(PY) bench/stepper.py
 	$(PY) bench/stepper_browser.py
+	$(PY) bench/check.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
