@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 import teachflow as tfl
-from teachflow.viz.data import compilation_data
 from teachflow.viz.entries import SOURCES
 from teachflow.viz.html import to_html
+from teachflow.viz.stepper_data import compilation_data
 
 from compile_time import program
 from timing import best_wall_time

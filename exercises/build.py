@@ -132,7 +132,7 @@ def gradient_rule() -> list:
         (`primitive=False` keeps these two out of teachflow's own vocabulary of ops.)
         """),
         given("ops_with_your_rules", """
-        from teachflow.dispatch import bind
+        from teachflow.core.dispatch import bind
         from teachflow.ops.elementwise import elementwise
 
 
@@ -248,7 +248,7 @@ def gradient_rule() -> list:
         """),
         md("""
         Well done: that is the whole of an op's calculus. If you are curious, look at how
-        `teachflow/backprop.py` calls these rules, and at `teachflow/testing.py`, which checks
+        `teachflow/autodiff/backprop.py` calls these rules, and at `teachflow/testing.py`, which checks
         them by nudging.
         """),
     ]
@@ -287,7 +287,7 @@ def simplification_rule() -> list:
         setup("""
         from teachflow.ops import elementwise as ew
         from teachflow.passes.rules import Pattern, Rule, Var, rule_pass
-        from teachflow.viz.data import compilation_data
+        from teachflow.viz.stepper_data import compilation_data
 
         X, Y = Var("x"), Var("y")
         """),
@@ -527,7 +527,7 @@ def cse_pass() -> list:
         setup("""
         from teachflow.graph import Value
         from teachflow.passes import rewrite
-        from teachflow.viz.data import compilation_data
+        from teachflow.viz.stepper_data import compilation_data
         """),
         md("""
         Here is the shape of a pass, from lesson 3: it drops `x * 1` by hand.

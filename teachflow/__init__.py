@@ -7,49 +7,46 @@
     loss.backward()
     x.grad
 
-The package reads in the order of the course, each module importing only those before it:
+The package reads in the order of the course: each chapter is a package (or, for a public
+namespace of its own, a module), and imports only the chapters before it.
 
-1. Foundations: errors that name your line (`errors`), devices (`backends`), shapes and dtypes
-   (`spec`), seeded random numbers (`random`), nested containers of tensors (`tree`).
-2. Ops: the one dispatch point (`dispatch`) and the primitive ops, one declaration each (`ops`).
+1. Foundations (`core`): errors that name your line, devices, shapes and dtypes, seeded random
+   numbers, nested containers of tensors, and the one dispatch point, `bind`.
+2. Ops (`ops`): the primitive ops, one declaration each.
 3. The graph IR (`graph`): values, nodes, the graph and its text form.
-4. Eager execution and autodiff: the tape (`autodiff`) and the backward pass over it
-   (`backprop`); data as arrays (`conversion`), indices (`indexing`), and what a tensor
-   inherits: operators and everyday methods (`operators`), PyTorch's and NumPy's names
-   (`methods`), NumPy's protocols (`interop`); then tensors
-   (`tensor`), the eager interpreter (`eager`), making tensors (`factories`), the library of
-   functions (`library`), gradients as functions (`gradients`), and checked against finite
-   differences (`testing`).
-5. Tracing: the Python objects around traced code (`surroundings`), reading a callable
-   (`callables`), what a trace assumes (`guards`), the Python state it changes (`world`), the
-   graph builder behind `bind` (`staging`), tracing a function (`tracing`).
-6. Running graphs: generated Python (`executor`), control flow in the graph: ``cond`` and loops
-   that own graphs (`control`), TensorFlow 1's sessions (`session`).
-7. The compiler: fused kernels in NumPy, C and CUDA (`kernels`), the passes (`passes`), the
+4. Autodiff's tape (`autodiff`): what is recorded, and the backward pass over it.
+5. Tensors (`tensor`): the Tensor, its methods grouped by kind of op, the eager interpreter,
+   making tensors, and the library of functions.
+6. Transformations (`transforms`): gradients as functions, ``tfl.grad``; then gradients checked
+   against finite differences (`testing`).
+7. Tracing (`tracing`): reading a callable, the Python state around a trace, what a trace
+   assumes, the graph builder behind `bind`, tracing a function.
+8. Running graphs (`execution`): the generated Python that runs a graph, control flow in the
+   graph (``cond`` and loops that own graphs), TensorFlow 1's sessions.
+9. The compiler: fused kernels in NumPy, C and CUDA (`kernels`), the passes (`passes`), the
    pass stepper and its pictures (`viz`), the pipeline (`compiler`).
-8. Polymorphic functions: signatures (`signature`), concrete functions (`concrete`),
-   `tfl.function` and `tfl.compile` (`function`); scripting: capturing a function from its
-   source, with its control flow on tensors as graph nodes (`script`).
-9. Modules and training: layers with parameters, as PyTorch's (`nn`), optimizers (`optim`),
-   data sets and batches (`data`).
-10. Saved graphs: a language-neutral file and a loader that trusts nothing (`saved`), and the
+10. Polymorphic functions (`staged`): signatures, concrete functions, `tfl.function` and
+    `tfl.compile`; scripting: capturing a function from its source, with its control flow on
+    tensors as graph nodes (`script`).
+11. Modules and training: layers with parameters, as PyTorch's (`nn`), optimizers (`optim`),
+    data sets and batches (`data`).
+12. Saved graphs: a language-neutral file and a loader that trusts nothing (`saved`), and the
     same graph as an ONNX model for other runtimes (`onnx_export`).
-11. The notebook: the ``%%compile`` cell magic (`magic`).
-12. Exercises: authoring them, checking them, grading them (`grading`), and the ``teachflow``
+13. The notebook: the ``%%compile`` cell magic (`magic`).
+14. Exercises: authoring them, checking them, grading them (`grading`), and the ``teachflow``
     command that does it (`__main__`); ``tfl.grading`` is imported on first use.
 
+Each package's own docstring lists its modules in reading order.
 README.md has the table.
 """
 
 import numpy as _np
 
 from teachflow import data, nn, optim, testing
-from teachflow import eager as _eager  # installs the eager interpreter behind `bind`
-from teachflow.autodiff import enable_grad, is_grad_enabled, no_grad
-from teachflow.backends import devices
+from teachflow.autodiff.tape import enable_grad, is_grad_enabled, no_grad
 from teachflow.compiler import Compilation, Snapshot
-from teachflow.control import cond, fori_loop, while_loop
-from teachflow.errors import (
+from teachflow.core.backends import devices
+from teachflow.core.errors import (
     ArgumentError,
     AutodiffError,
     DeviceError,
@@ -61,7 +58,22 @@ from teachflow.errors import (
     TeachflowError,
     TraceError,
 )
-from teachflow.factories import (
+from teachflow.core.spec import TensorSpec
+from teachflow.execution.control import cond, fori_loop, while_loop
+from teachflow.execution.session import Session
+from teachflow.graph import Graph, GraphError
+from teachflow.onnx_export import export_onnx
+from teachflow.saved import SavedGraphError, load, save
+from teachflow.script import script
+from teachflow.staged.function import (
+    ConcreteFunction,
+    Function,
+    RetracingWarning,
+    compile,
+    function,
+)
+from teachflow.tensor import eager as _eager  # installs the eager interpreter behind `bind`
+from teachflow.tensor.factories import (
     arange,
     eye,
     full,
@@ -75,10 +87,7 @@ from teachflow.factories import (
     zeros,
     zeros_like,
 )
-from teachflow.function import ConcreteFunction, Function, RetracingWarning, compile, function
-from teachflow.gradients import grad, value_and_grad
-from teachflow.graph import Graph, GraphError
-from teachflow.library import (
+from teachflow.tensor.library import (
     abs,
     argmax,
     argmin,
@@ -114,15 +123,11 @@ from teachflow.library import (
     var,
     where,
 )
-from teachflow.onnx_export import export_onnx
-from teachflow.saved import SavedGraphError, load, save
-from teachflow.script import script
-from teachflow.session import Session
-from teachflow.spec import TensorSpec
-from teachflow.staging import placeholder
-from teachflow.tensor import Tensor, as_tensor
-from teachflow.tracing import trace
-from teachflow.world import SideEffectWarning
+from teachflow.tensor.tensor import Tensor, as_tensor
+from teachflow.tracing.builder import placeholder
+from teachflow.tracing.python_state.watch import SideEffectWarning
+from teachflow.tracing.trace import trace
+from teachflow.transforms.gradients import grad, value_and_grad
 
 __version__ = "0.1.0"
 

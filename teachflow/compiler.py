@@ -2,11 +2,11 @@
 
 `run_pipeline` runs the passes on a traced graph in order (by default simplify, constant_fold, cse,
 dce, fuse); every `tfl.function` trace goes through it, and ``tfl.compile(f, *examples)`` (in
-`teachflow.function`) is one such trace kept with its examples. Each stage leaves a `Snapshot`: its
-graph, the graph as networkx (every node marked with what happened to it), the changes the pass
-made, and figures (nodes, kernels launched, bytes moved, flops). The pass stepper replays these
-snapshots: ``compilation.show()`` opens it in a notebook (displaying a compilation does too), and
-``compilation.to_html(path)`` writes it as one web page.
+`teachflow.staged.function`) is one such trace kept with its examples. Each stage leaves a
+`Snapshot`: its graph, the graph as networkx (every node marked with what happened to it), the
+changes the pass made, and figures (nodes, kernels launched, bytes moved, flops). The pass stepper
+replays these snapshots: ``compilation.show()`` opens it in a notebook (displaying a compilation
+does too), and ``compilation.to_html(path)`` writes it as one web page.
 
 With verification on (``verify=True``, and always in teachflow's own tests), the compiler runs the
 traced graph on random inputs and then every stage's graph, and stops at the first pass that
@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.backends import get_backend
-from teachflow.errors import SignatureMismatch, TeachflowError
-from teachflow.executor import interpret
+from teachflow.core.backends import get_backend
+from teachflow.core.errors import SignatureMismatch, TeachflowError
+from teachflow.execution.executor import interpret
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.ops.op import spec_of
 from teachflow.passes import PASSES, Change, resolve
-from teachflow.tensor import Tensor
+from teachflow.tensor.tensor import Tensor
 
 #: Verify every compilation when no `verify=` is given (teachflow's tests turn this on).
 VERIFY_BY_DEFAULT = False

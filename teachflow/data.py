@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.errors import ArgumentError, ShapeError, TeachflowError
-from teachflow.random import generator
-from teachflow.tensor import Tensor, as_tensor
+from teachflow.core.errors import ArgumentError, ShapeError, TeachflowError
+from teachflow.core.random import generator
+from teachflow.tensor.tensor import Tensor, as_tensor
 
 
 def load_digits(test_fraction: float = 0.25, seed: int = 0) -> tuple:

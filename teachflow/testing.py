@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.autodiff import no_grad
-from teachflow.errors import TeachflowError
-from teachflow.gradients import grad
-from teachflow.tensor import Tensor, as_tensor
+from teachflow.autodiff.tape import no_grad
+from teachflow.core.errors import TeachflowError
+from teachflow.tensor.tensor import Tensor, as_tensor
+from teachflow.transforms.gradients import grad
 
 #: Inputs with more elements than this are refused: each element costs two calls of ``f``.
 MAX_ELEMENTS = 10_000

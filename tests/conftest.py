@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, settings
 
 import teachflow as tfl
 import teachflow.compiler
-from teachflow.backends import devices, gpu_unavailable_reason
+from teachflow.core.backends import devices, gpu_unavailable_reason
 
 # Every compilation in the tests checks that each pass preserves what the program computes.
 teachflow.compiler.VERIFY_BY_DEFAULT = True

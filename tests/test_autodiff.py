@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow import autodiff, dispatch
+from teachflow.autodiff import tape
+from teachflow.core import dispatch
 
 
 def leaf(values, dtype="float64") -> tfl.Tensor:
@@ -517,7 +518,7 @@ def alive(ref: weakref.ref) -> bool:
 
 def live_nodes() -> int:
     """How many tape nodes exist (Node has no weakref slot, so count them instead)."""
-    return sum(type(o) is autodiff.TapeNode for o in gc.get_objects())
+    return sum(type(o) is tape.TapeNode for o in gc.get_objects())
 
 
 def teachflow_garbage() -> list[str]:
@@ -631,7 +632,7 @@ def test_grad_of_grad_frees_the_inner_graph(no_gc) -> None:
 def test_leaf_tensors_are_weakly_referenced_by_their_leaf_node(no_gc) -> None:
     t = tfl.ones(3, requires_grad=True)
     node = t._node
-    assert isinstance(node, autodiff.Leaf)
+    assert isinstance(node, tape.Leaf)
     assert isinstance(node.tensor, weakref.ref) and node.tensor() is t
     t_ref = weakref.ref(t)
     del t
@@ -644,7 +645,7 @@ def test_nodes_point_only_backwards(no_gc) -> None:
     x = leaf([1.0, 2.0])
     y = x.exp()
     node = y._node
-    assert isinstance(node, autodiff.TapeNode) and node.op.name == "exp"
+    assert isinstance(node, tape.TapeNode) and node.op.name == "exp"
     assert node.parents == (x._node,)
     # The node keeps what exp's rule needs (its output array), never the output tensor itself.
     assert all(not isinstance(v, tfl.Tensor) or v is not y for v in node.inputs)

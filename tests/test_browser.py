@@ -34,8 +34,8 @@ from stepper_cases import CASES, chain
 
 import teachflow as tfl
 from teachflow.viz import side_by_side_html
-from teachflow.viz.data import compilation_data
 from teachflow.viz.expand import expand
+from teachflow.viz.stepper_data import compilation_data
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ROOT = Path(__file__).parent.parent

@@ -52,7 +52,7 @@ from test_fused_kernels import (
 )
 
 import teachflow as tfl
-from teachflow.dispatch import bind
+from teachflow.core.dispatch import bind
 from teachflow.graph import Value, format_node
 from teachflow.kernels import c_fused, native
 from teachflow.kernels.c_fused import c_kernel, c_source

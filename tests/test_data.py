@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.errors import ShapeError, TeachflowError
+from teachflow.core.errors import ShapeError, TeachflowError
 
 DataLoader = tfl.data.DataLoader
 

@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow import backends, dispatch
-from teachflow.backends import Backend
+from teachflow.core import backends, dispatch
+from teachflow.core.backends import Backend
+from teachflow.core.spec import TensorSpec
 from teachflow.ops import creation, elementwise, linalg, reduction
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import Op
-from teachflow.spec import TensorSpec
-from teachflow.tensor import Tensor
+from teachflow.tensor.tensor import Tensor
 
 HERE = os.path.basename(__file__)
 

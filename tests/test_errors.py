@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow import backends, errors
+from teachflow.core import backends, errors
 
 HERE = os.path.basename(__file__)
 PACKAGE_DIR = os.path.dirname(os.path.abspath(tfl.__file__)) + os.sep

@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.backends import CPU
+from teachflow.core.backends import CPU
 from teachflow.ops import OPS
-from teachflow.staging import is_tracing
+from teachflow.tracing.builder import is_tracing
 
 HERE = os.path.basename(__file__)
 

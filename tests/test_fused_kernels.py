@@ -41,8 +41,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import teachflow as tfl
-from teachflow import backends
-from teachflow.dispatch import bind
+from teachflow.core import backends
+from teachflow.core.dispatch import bind
 from teachflow.graph import Graph, Value, format_node
 from teachflow.kernels import numpy_fused
 from teachflow.kernels.cuda_fused import (

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from op_cases import BINARY_CASES, DIFFERENTIABLE_CASES, MATMUL_CASES, WHERE_CASES, OpCase
 
 import teachflow as tfl
-from teachflow import backends
-from teachflow.backends import Backend
+from teachflow.core import backends
+from teachflow.core.backends import Backend
 
 
 @pytest.mark.parametrize("case", DIFFERENTIABLE_CASES, ids=str)

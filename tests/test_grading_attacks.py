@@ -67,7 +67,7 @@ def sandbox_missing() -> str | None:
     teachflow's own sandbox, which starts a worker to find out (so asked once, when needed)."""
     if os.environ.get("TEACHFLOW_TEST_NO_ISOLATION"):
         return "TEACHFLOW_TEST_NO_ISOLATION is set: grading runs with --no-isolation"
-    from teachflow.errors import TeachflowError
+    from teachflow.core.errors import TeachflowError
 
     try:
         from teachflow.grading.sandbox import find_isolation

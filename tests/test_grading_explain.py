@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
+from teachflow.grading.asserts import HELPER, AssertionFailure, assertion_failed, rewrite_asserts
 from teachflow.grading.explain import describe, difference
-from teachflow.grading.rewrite import HELPER, AssertionFailure, assertion_failed, rewrite_asserts
 
 
 def failure(source: str, **names) -> AssertionFailure:

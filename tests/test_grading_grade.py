@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
 from teachflow.grading import assign, grade, load_bundle, sandbox, wire
 from teachflow.grading.failures import NOT_DONE, SubmissionFailure
 from teachflow.grading.judge import worker_cells
@@ -141,7 +141,7 @@ def test_sizes_are_checked_before_anything_is_read() -> None:
     stream = _Pipe()
     wire.write_message(stream, {"value": {"array": "a0"}}, {"a0": np.zeros(1000)})
     with pytest.raises(wire.BadMessage, match="payload"):
-        wire.read_message(stream.read, wire.Limits(payload=500))
+        wire.read_message(stream.read, wire.MessageLimits(payload=500))
 
 
 @pytest.mark.parametrize("tree, problem", [

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.backends import CPU
-from teachflow.executor import generate, interpret
+from teachflow.core.backends import CPU
+from teachflow.execution.executor import generate, interpret
 from teachflow.graph import Value
 from teachflow.ops import OPS
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.concrete import ConcreteFunction
+from teachflow.staged.concrete import ConcreteFunction
 
 
 def one_by_one(concrete: ConcreteFunction, tensors: list) -> bool:

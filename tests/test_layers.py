@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.errors import DTypeError, IndexingError, ShapeError, TeachflowError
+from teachflow.core.errors import DTypeError, IndexingError, ShapeError, TeachflowError
 
 nn = tfl.nn
 F = tfl.nn.functional

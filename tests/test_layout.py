@@ -116,7 +116,7 @@ def test_every_stage_edge_has_a_route_between_its_ends() -> None:
 
 
 def test_an_edge_keeps_its_route_in_every_stage_that_has_it() -> None:
-    """The stepper's data sends each edge's route once (`teachflow.viz.data`)."""
+    """The stepper's data sends each edge's route once (`teachflow.viz.stepper_data`)."""
     c = compiled()
     routes: dict = {}
     for lay in layout_stages(c.snapshots):

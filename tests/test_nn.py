@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.errors import DTypeError, ShapeError, TeachflowError
-from teachflow.viz.data import compilation_data
+from teachflow.core.errors import DTypeError, ShapeError, TeachflowError
+from teachflow.viz.stepper_data import compilation_data
 
 nn = tfl.nn
 F = tfl.nn.functional

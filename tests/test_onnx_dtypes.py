@@ -3,7 +3,7 @@ onnxruntime with teachflow's results, or the export refuses it, naming the op an
 
 Nothing in between: no model is written that onnxruntime cannot load ("Could not find an
 implementation for Softplus(1)"). Where onnxruntime's kernels lack a type, the exporter computes
-in a carrier type or refuses (`teachflow.onnx_export.runtime`), and its table of what the
+in a carrier type or refuses (`teachflow.onnx_export.onnxruntime_types`), and its table of what the
 kernels take is checked here against the installed onnxruntime's own registry.
 """
 
@@ -17,7 +17,7 @@ import pytest
 from test_onnx_export import assert_same, ops_in
 
 import teachflow as tfl
-from teachflow.dispatch import bind
+from teachflow.core.dispatch import bind
 from teachflow.ops import OPS, creation, elementwise
 from teachflow.ops.shape import Hole
 
@@ -26,7 +26,7 @@ ort = pytest.importorskip("onnxruntime")
 
 from teachflow.onnx_export import OPSET, exported_graph, to_onnx  # noqa: E402
 from teachflow.onnx_export.emitter import CONVERTERS  # noqa: E402
-from teachflow.onnx_export.runtime import KERNELS  # noqa: E402
+from teachflow.onnx_export.onnxruntime_types import KERNELS  # noqa: E402
 
 #: Every dtype a teachflow tensor may have.
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",

@@ -16,7 +16,7 @@ import pytest
 import test_devices
 
 import teachflow as tfl
-from teachflow.dispatch import bind
+from teachflow.core.dispatch import bind
 from teachflow.graph import Graph, subgraphs
 from teachflow.ops import OPS, creation, elementwise, reduction
 
@@ -24,8 +24,8 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from teachflow.onnx_export import IR_VERSION, OPSET, exported_graph, to_onnx  # noqa: E402
+from teachflow.onnx_export.converters import REFUSED  # noqa: E402
 from teachflow.onnx_export.emitter import CONVERTERS  # noqa: E402
-from teachflow.onnx_export.ops import REFUSED  # noqa: E402
 
 gpu = test_devices.gpu  # a fixture: the device "gpu", simulated by NumPy, and (marked) CuPy's
 S = tfl.TensorSpec

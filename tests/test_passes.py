@@ -20,14 +20,14 @@ import pytest
 
 import teachflow as tfl
 from teachflow.compiler import PassVerificationError
-from teachflow.executor import interpret
+from teachflow.core.spec import TensorSpec
+from teachflow.execution.executor import interpret
 from teachflow.graph import Graph, Value, format_node
 from teachflow.ops import OPS
 from teachflow.ops.op import Op
 from teachflow.passes import DEFAULT_PIPELINE, PASSES, Change, as_pass, diff_changes, rewrite
 from teachflow.passes.constant_fold import MAX_ELEMENTS, constant_fold
 from teachflow.passes.simplify import RULES
-from teachflow.spec import TensorSpec
 
 X = np.array([[0.5, -1.0, 2.0], [1.5, -0.25, 3.0]])
 Y = np.array([[-0.5, 2.0, 1.0], [0.75, 1.25, -2.0]])

@@ -26,10 +26,10 @@ from op_cases import CLIP_CASES, DIFFERENTIABLE_CASES, NUMPY_UFUNC_CASES, OpCase
 
 import teachflow as tfl
 from teachflow.kernels.numpy_fused import numpy_kernel
-from teachflow.methods import FOREIGN_NAMES, ForeignName
 from teachflow.ops import OPS
 from teachflow.ops.op import Op, elementwise_rule, op_for_ufunc
-from teachflow.tensor import Tensor
+from teachflow.tensor.methods import FOREIGN_NAMES, ForeignName
+from teachflow.tensor.tensor import Tensor
 
 # --- Eager, staged and compiled agree -----------------------------------------------------------
 

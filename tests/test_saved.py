@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import teachflow as tfl
 from teachflow.ops.op import OPS
 from teachflow.saved.format import DTYPES
-from teachflow.saved.schema import KINDS, signature
+from teachflow.saved.schema import KINDS, arguments_of
 from teachflow.viz.stepper import PassStepper
 
 W = tfl.randn(3, 4)
@@ -281,19 +281,19 @@ def test_it_runs_in_a_fresh_process_that_never_imports_the_defining_module(
 def test_every_parameter_of_every_op_has_a_kind_in_the_schema() -> None:
     """A new op whose parameter has a new name fails here: give the name a kind in
     teachflow/saved/schema.py (how it is written as JSON and read back, checked)."""
-    missing = {name: sorted(signature(op).params - set(KINDS)) for name, op in OPS.items()
-               if signature(op).params - set(KINDS)}
+    missing = {name: sorted(arguments_of(op).params - set(KINDS)) for name, op in OPS.items()
+               if arguments_of(op).params - set(KINDS)}
     assert missing == {}
 
 
 def test_the_schema_reads_what_each_op_takes_from_its_declaration() -> None:
-    assert signature(OPS["sum"]).params == {"axis", "keepdims"}
-    assert signature(OPS["max"]).required == {"axis", "keepdims"}  # initial is optional
-    assert (signature(OPS["tanh"]).least, signature(OPS["tanh"]).most) == (1, 1)
-    assert (signature(OPS["where"]).least, signature(OPS["where"]).most) == (3, 3)
-    assert signature(OPS["broadcast_to"]).params == {"shape"}
-    assert signature(OPS["cond"]).params == {"true_fn", "false_fn"}
-    assert signature(OPS["fori_loop"]).required == {"body_fn"}
+    assert arguments_of(OPS["sum"]).params == {"axis", "keepdims"}
+    assert arguments_of(OPS["max"]).required == {"axis", "keepdims"}  # initial is optional
+    assert (arguments_of(OPS["tanh"]).least, arguments_of(OPS["tanh"]).most) == (1, 1)
+    assert (arguments_of(OPS["where"]).least, arguments_of(OPS["where"]).most) == (3, 3)
+    assert arguments_of(OPS["broadcast_to"]).params == {"shape"}
+    assert arguments_of(OPS["cond"]).params == {"true_fn", "false_fn"}
+    assert arguments_of(OPS["fori_loop"]).required == {"body_fn"}
 
 
 def test_a_graph_traced_on_the_gpu_loads_and_runs_there(tmp_path: Path, gpu: str) -> None:

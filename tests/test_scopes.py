@@ -6,10 +6,11 @@ from __future__ import annotations
 from stepper_cases import modules_step
 
 import teachflow as tfl
-from teachflow import errors, nn
-from teachflow.viz.data import compilation_data
+from teachflow import nn
+from teachflow.core import errors
 from teachflow.viz.expand import expand
 from teachflow.viz.groups import collapsed, layout_grouped
+from teachflow.viz.stepper_data import compilation_data
 from teachflow.viz.svg import graph_svg
 
 

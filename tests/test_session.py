@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.backends import CPU
+from teachflow.core.backends import CPU
 from teachflow.ops import OPS
 
 

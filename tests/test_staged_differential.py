@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from op_cases import BINARY_CASES, DIFFERENTIABLE_CASES, SCALAR_CASES, UNARY_CASES, OpCase
 
 import teachflow as tfl
-from teachflow.executor import interpret
+from teachflow.execution.executor import interpret
 
 #: Both modes call the same kernels; passes may still reorder float work, hence a tolerance.
 SAME = {"rtol": 1e-12, "atol": 1e-12}

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.function import RETRACE_WARNING_AFTER
+from teachflow.staged.function import RETRACE_WARNING_AFTER
 
 HERE = os.path.basename(__file__)
 

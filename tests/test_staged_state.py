@@ -440,7 +440,7 @@ def test_a_whole_call_is_one_generated_function_that_does_what_the_steps_do() ->
 def test_a_whole_call_goes_the_careful_way_when_anything_is_unusual() -> None:
     """A guard that fails, a call that would be recorded on the tape: the quick call says so
     (CAREFUL), and the call is what it was: a retrace with its reason, or op by op."""
-    from teachflow.concrete import CAREFUL
+    from teachflow.staged.concrete import CAREFUL
 
     rng = np.random.default_rng(1)
     x, y = tfl.tensor(rng.normal(size=(4, 6))), tfl.tensor(rng.integers(0, 3, 4))

@@ -24,10 +24,10 @@ from stepper_cases import CASES, chain
 import teachflow as tfl
 from teachflow.viz import side_by_side, side_by_side_html
 from teachflow.viz.assets import bundle, stepper_module, widget_file, widgets_folder
-from teachflow.viz.data import compilation_data
 from teachflow.viz.expand import expand, expand_stage
 from teachflow.viz.html import page_html
 from teachflow.viz.stepper import PassStepper
+from teachflow.viz.stepper_data import compilation_data
 from teachflow.viz.svg import graph_svg
 from teachflow.viz.values import PREVIEW_ELEMENTS, preview, stage_values, summarize, summarize_many
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import teachflow as tfl
-from teachflow.dispatch import bind
+from teachflow.core.dispatch import bind
 from teachflow.ops.op import Op
 from teachflow.testing import GradcheckError, gradcheck
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
 from teachflow.grading.authoring import read_master, released_notebook
 from teachflow.grading.bundle import (
     MANIFEST,

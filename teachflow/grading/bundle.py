@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
 from teachflow.grading.authoring import ExerciseCell
 from teachflow.grading.cells import defined_names, parse, test_functions
 from teachflow.grading.notebook import ROLES, Cell

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
 from teachflow.grading import runner
 from teachflow.grading.bundle import Bundle, of_notebook
 from teachflow.grading.failures import NOT_DONE, PASSED

@@ -23,7 +23,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from teachflow.errors import TeachflowError
+from teachflow.core.errors import TeachflowError
 
 OK, TESTS_FAILED, CANNOT = 0, 1, 2
 

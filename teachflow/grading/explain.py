@@ -1,7 +1,7 @@
 """Values in plain words: what a failed assertion compared, and how the two sides differ.
 
 ``assert my_softmax(x).shape == (3,)`` fails with a bare ``AssertionError`` in plain Python:
-the values are gone by the time anyone looks. `teachflow.grading.rewrite` keeps them (pytest's
+the values are gone by the time anyone looks. `teachflow.grading.asserts` keeps them (pytest's
 trick), and this module says what they were::
 
     got:      my_softmax(x).shape = (3, 1)

@@ -3,7 +3,7 @@
 A test fails in one of a few ways, and each gets the sentence a teaching assistant would say:
 
 - an ``assert`` of the test is false: the assert, its line, and the values it compared
-  (`teachflow.grading.rewrite` kept them);
+  (`teachflow.grading.asserts` kept them);
 - ``np.testing.assert_allclose`` (or another helper) raised ``AssertionError``: its message,
   NumPy's two sides (``x`` and ``y``, or ``ACTUAL`` and ``DESIRED``) named for what they are,
   the value got and the value expected;
@@ -25,9 +25,9 @@ import traceback
 from dataclasses import dataclass, field
 from types import TracebackType
 
-from teachflow.errors import SourceLocation, is_library_file
+from teachflow.core.errors import SourceLocation, is_library_file
+from teachflow.grading.asserts import AssertionFailure
 from teachflow.grading.notebook import Cell
-from teachflow.grading.rewrite import AssertionFailure
 
 PASSED, FAILED, NOT_DONE = "passed", "failed", "not done yet"
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
 from teachflow.grading import sandbox
 from teachflow.grading.bundle import Bundle, load_bundle
 from teachflow.grading.failures import PASSED

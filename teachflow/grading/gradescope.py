@@ -41,7 +41,7 @@ import zipfile
 from pathlib import Path
 
 import teachflow
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
 from teachflow.grading.bundle import MANIFEST, load_bundle
 from teachflow.grading.grade import grade
 from teachflow.viz.assets import widgets_folder

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teachflow.errors import TeachflowError
+from teachflow.core.errors import TeachflowError
 from teachflow.grading import remote, sandbox
 from teachflow.grading.bundle import Bundle, BundleCell
 from teachflow.grading.cells import defined_names, used_names

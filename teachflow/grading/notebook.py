@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
 
 
 class NotebookError(GradingError):

@@ -29,8 +29,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-from teachflow import autodiff
-from teachflow.backends import CPU
+from teachflow.autodiff import tape
+from teachflow.core.backends import CPU
 from teachflow.grading import wire
 from teachflow.grading.failures import FAILED, NOT_DONE, SubmissionFailure
 from teachflow.grading.submission import Submission, WorkerStopped, _lines
@@ -73,10 +73,10 @@ def _mirror(name: str, base: type, mixin: type | None, kind: str) -> type:
 def _known(names: Any, root: type) -> type:
     """The first of `names` (untrusted) that is a built-in or teachflow class under `root`."""
     import teachflow
-    import teachflow.errors
+    import teachflow.core.errors
 
     for name in names if isinstance(names, list) else []:
-        for module in (builtins, teachflow.errors, teachflow):
+        for module in (builtins, teachflow.core.errors, teachflow):
             found = getattr(module, str(name)[:80], None)
             if isinstance(found, type) and issubclass(found, root):
                 return found
@@ -175,7 +175,7 @@ def call(submission: Submission, path: tuple[str, ...], args: tuple,
     """Call the learner's `path` with `args` there; the result here, on the tape if an
     argument is (see the module's docstring)."""
     name = ".".join(path) if path[0] != "$kept" else "the staged function"
-    grad = autodiff.is_grad_enabled()
+    grad = tape.is_grad_enabled()
     encoder = wire.Encoder(ref=_ref, tracked=lambda t: grad and t._node is not None)
     try:
         request = {"op": "call", "path": list(path), "args": encoder.value(list(args)),
@@ -234,7 +234,7 @@ class KeptCall:
 def _submission_call_vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> list:
     """The gradient rule of `SUBMISSION_CALL`: the worker's vector-Jacobian product."""
     kept: KeptCall = params["call"]
-    grad = autodiff.is_grad_enabled()  # (a backward pass being recorded: create_graph)
+    grad = tape.is_grad_enabled()  # (a backward pass being recorded: create_graph)
     encoder = wire.Encoder(tracked=lambda t: grad and t._node is not None)
     request = {"op": "vjp", "call": kept.number, "cotangents": encoder.value(list(cotangents)),
                "grad": grad}
@@ -263,7 +263,7 @@ def _on_tape(submission: Submission, number: Any, inputs: list, results: list,
     if type(number) is not int or not inputs or not results:
         return
     params = {"call": KeptCall(submission, number, name, len(results))}
-    nodes = autodiff.record_results(SUBMISSION_CALL, tuple(inputs), params,
+    nodes = tape.record_results(SUBMISSION_CALL, tuple(inputs), params,
                                     tuple(r._data for r in results), CPU)
     for result, node in zip(results, nodes or (), strict=False):
         result._node = node

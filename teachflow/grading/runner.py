@@ -29,7 +29,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
+from teachflow.grading.asserts import HELPER, assertion_failed, rewrite_asserts
 from teachflow.grading.cells import (
     defined_names,
     needs_ipython,
@@ -50,7 +51,6 @@ from teachflow.grading.failures import (
 )
 from teachflow.grading.notebook import Cell
 from teachflow.grading.regions import without_hidden_tests
-from teachflow.grading.rewrite import HELPER, assertion_failed, rewrite_asserts
 from teachflow.grading.testcell import Case, run_cell_tests
 
 OUTPUT_SHOWN = 2000  # characters of a failing test's printed output shown with it

@@ -23,7 +23,7 @@ one of three ways, the strongest this machine allows (`find_isolation` tries the
 learner, in the notebook's folder and environment, under the same limits as when graded.
 
 In every mode the worker is the leader of its own process group (killed whole, by
-`Worker.kill`), its environment holds a few fixed variables and nothing of the grader's, and
+`WorkerProcess.kill`), its environment holds a few fixed variables and nothing of the grader's, and
 before learner code runs it sets hard limits on CPU time, address space, processes and file
 size (`Limits`), which it cannot raise again.
 """
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import teachflow
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
 
 ISOLATIONS = ("bubblewrap", "user", "none")
 UID_BASE = 1_000_000_000  # worker user ids: UID_BASE + the grading process's pid
@@ -190,7 +190,7 @@ def _no_network() -> None:
 
 
 @dataclass
-class Worker:
+class WorkerProcess:
     """A started worker: its process, its pipes, and how to stop all it started."""
 
     process: subprocess.Popen[bytes]
@@ -246,7 +246,8 @@ def _kill_user(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def start(isolation: str, limits: Limits, probe: bool = False, cwd: str | None = None) -> Worker:
+def start(isolation: str, limits: Limits, probe: bool = False,
+          cwd: str | None = None) -> WorkerProcess:
     """Start a worker under `isolation` (one of `ISOLATIONS`, or ``local`` in folder `cwd`);
     its stdin and stdout are the pipes of `teachflow.grading.wire`, its stderr is thrown
     away."""
@@ -259,7 +260,7 @@ def start(isolation: str, limits: Limits, probe: bool = False, cwd: str | None =
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                    stderr=subprocess.DEVNULL, cwd=cwd, env=env,
                                    start_new_session=True)
-        return Worker(process, isolation, None, None, limits)
+        return WorkerProcess(process, isolation, None, None, limits)
     if isolation == "bubblewrap":
         command = _bubblewrap(shutil.which("bwrap") or "bwrap", uid) + _python(limits, uid, probe)
         cwd, env = "/", None
@@ -275,7 +276,7 @@ def start(isolation: str, limits: Limits, probe: bool = False, cwd: str | None =
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, cwd=cwd, env=env,
                                start_new_session=True, preexec_fn=preexec)
-    return Worker(process, isolation, uid, scratch, limits)
+    return WorkerProcess(process, isolation, uid, scratch, limits)
 
 
 def works(isolation: str) -> tuple[bool, str]:

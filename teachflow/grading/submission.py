@@ -67,7 +67,7 @@ class ProcessChannel:
         try:
             wire.write_message(worker.process.stdin, request, arrays)
             return wire.read_message(wire.reader_of(worker.process.stdout.fileno(), deadline),
-                                     wire.Limits(payload=min(1 << 30,
+                                     wire.MessageLimits(payload=min(1 << 30,
                                                              self.limits.memory_mb << 20)))
         except TimeoutError:
             reason = f"{what} {over_time(self.limits)}"

@@ -7,7 +7,7 @@ too; ``tmp_path``, ``monkeypatch``, ``capsys`` and the other built-in fixtures; 
 ``pytest.approx``; ``skip`` and ``xfail``).
 
 pytest collects tests from files it imports. Here the cell's code has run already, with its
-asserts rewritten (`teachflow.grading.rewrite`), so a collector hands pytest a module made of
+asserts rewritten (`teachflow.grading.asserts`), so a collector hands pytest a module made of
 that namespace instead of importing a file: the tests of this cell, and every fixture the
 notebook defined. pytest then collects, sets up fixtures, runs, and reports each test (each
 case of a parametrized one); a hook keeps each report's exception for
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teachflow.errors import GradingError
+from teachflow.core.errors import GradingError
 
 #: The built-in fixtures a test cell may ask for (pytest's own, less those about files of
 #: tests and their cache, which a notebook has not).

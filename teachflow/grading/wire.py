@@ -27,7 +27,7 @@ themselves; everything else is an object with one key that says what it is::
 
 Nothing else crosses: a function, a class instance, a generator is refused by name
 (`CannotCross`), so an object whose ``__eq__`` always says True never reaches a test. The
-reader trusts nothing: every size is checked before it is read (`Limits`), nesting is
+reader trusts nothing: every size is checked before it is read (`MessageLimits`), nesting is
 bounded, and a message that breaks a rule raises `BadMessage`.
 """
 
@@ -62,7 +62,7 @@ class CannotCross(TypeError):
 
 
 @dataclass(frozen=True)
-class Limits:
+class MessageLimits:
     """What a reader accepts: bytes of header and payload, nesting depth, items in all."""
 
     header: int = 16 << 20
@@ -81,7 +81,7 @@ class Encoder:
     numbers a staged function that stays on this side (the worker's: a call of it runs there).
     `tensors` lists the tensors encoded, in the order a `Decoder` makes them again."""
 
-    def __init__(self, limits: Limits = Limits(),
+    def __init__(self, limits: MessageLimits = MessageLimits(),
                  ref: Callable[[Any], list[str] | None] | None = None,
                  tracked: Callable[[Any], bool] | None = None,
                  keep: Callable[[Any], int] | None = None) -> None:
@@ -110,7 +110,7 @@ class Encoder:
             return {"array": self._array(value)}
         if isinstance(value, np.generic) and type(value).__module__ == "numpy":
             return {"scalar": self._array(np.asarray(value))}
-        from teachflow.tensor import Tensor
+        from teachflow.tensor.tensor import Tensor
 
         if isinstance(value, Tensor):  # (a Parameter too: its values cross, as a Tensor)
             from teachflow.graph import Value
@@ -139,7 +139,7 @@ class Encoder:
 
     def _graph(self, value: Any) -> str:
         import teachflow as tfl
-        from teachflow.errors import TeachflowError
+        from teachflow.core.errors import TeachflowError
 
         name = f"g{len(self.arrays)}"
         with tempfile.TemporaryDirectory() as folder:
@@ -156,8 +156,8 @@ class Encoder:
 
 def _is_graph(value: Any) -> bool:
     from teachflow.compiler import Compilation
-    from teachflow.function import ConcreteFunction, Function
     from teachflow.saved.loaded import SavedFunction
+    from teachflow.staged.function import ConcreteFunction, Function
 
     return isinstance(value, Compilation | ConcreteFunction | Function | SavedFunction)
 
@@ -182,7 +182,7 @@ class Decoder:
     the order the `Encoder` met them. With `leaves`, a tensor sent as on a tape is made a leaf
     that requires grad; without, every tensor is made off the tape."""
 
-    def __init__(self, arrays: dict[str, np.ndarray], limits: Limits = Limits(),
+    def __init__(self, arrays: dict[str, np.ndarray], limits: MessageLimits = MessageLimits(),
                  graphs: Path | None = None,
                  resolve: Callable[[list[str]], Any] | None = None,
                  kept: Callable[[Any, int], Any] | None = None, leaves: bool = True) -> None:
@@ -284,8 +284,8 @@ def write_message(stream: BinaryIO, header: dict[str, Any],
     stream.flush()
 
 
-def read_message(read: Callable[[int], bytes],
-                 limits: Limits = Limits()) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def read_message(read: Callable[[int], bytes], limits: MessageLimits = MessageLimits()
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Read one message with `read(n)` (which returns exactly n bytes or raises EOFError)."""
     header_size = _length(read, limits.header, "header")
     try:
@@ -305,7 +305,7 @@ def _length(read: Callable[[int], bytes], most: int, what: str) -> int:
     return size
 
 
-def _arrays(data: bytes, limits: Limits) -> dict[str, np.ndarray]:
+def _arrays(data: bytes, limits: MessageLimits) -> dict[str, np.ndarray]:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             declared = sum(info.file_size for info in archive.infolist())

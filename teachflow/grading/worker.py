@@ -212,7 +212,7 @@ class Worker:
             return {"callable": False, "kind": wire.kind(value)}, {}
 
     def call(self, request: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict, dict]:
-        from teachflow import autodiff
+        from teachflow.autodiff import tape
         from teachflow.grading import wire
 
         path = request["path"]
@@ -224,7 +224,7 @@ class Worker:
             decoder = wire.Decoder(arrays, resolve=self.resolve)
             args = decoder.value(request["args"])
             kwargs = decoder.value(request["kwargs"])
-            with autodiff.enable_grad() if grad else autodiff.no_grad():
+            with tape.enable_grad() if grad else tape.no_grad():
                 value = function(*args, **kwargs)
         except BaseException as error:  # the learner may raise anything
             return self._failure(error), {}
@@ -239,8 +239,8 @@ class Worker:
 
     def vjp(self, request: dict[str, Any], arrays: dict[str, Any]) -> tuple[dict, dict]:
         """Backpropagate one cotangent per result of a kept call to its input leaves."""
-        from teachflow import autodiff
-        from teachflow.backprop import backpropagate, filled_like
+        from teachflow.autodiff import tape
+        from teachflow.autodiff.backprop import backpropagate, filled_like
         from teachflow.grading import wire
 
         number, grad = request.get("call"), request.get("grad") is True
@@ -253,7 +253,7 @@ class Worker:
             cotangents = decoder.value(request["cotangents"])
             sent = [(r._node, c) for r, c in zip(results, cotangents, strict=True)
                     if c is not None and r._node is not None]
-            with autodiff.enable_grad():
+            with tape.enable_grad():
                 found = dict(backpropagate([node for node, _ in sent], [c for _, c in sent],
                                            {leaf._node for leaf in leaves}, grad))
             grads = [found.get(leaf._node) for leaf in leaves]
@@ -294,7 +294,7 @@ class Worker:
 
         status, lines = explain_failure(error, self.runner.places, "")
         bases = [c.__name__ for c in type(error).__mro__
-                 if c.__module__ in ("builtins", "teachflow.errors")]
+                 if c.__module__ in ("builtins", "teachflow.core.errors")]
         return {"error": {"type": type(error).__name__, "bases": bases, "status": status,
                           "lines": lines}}
 

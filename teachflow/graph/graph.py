@@ -1,17 +1,17 @@
 """The `Graph`: inputs, nodes in topological order, outputs, and the state it writes back.
 
-A graph is built by tracing (`teachflow.staging`) or by hand (``with tfl.Graph():``); a pass
+A graph is built by tracing (`teachflow.tracing.builder`) or by hand (``with tfl.Graph():``); a pass
 works on a `clone` and leaves the graph it was given unchanged. `str(graph)` prints one node per
 line, as `format_node` writes it, with the user's line beside it; a fused node prints with the
 body it computes, as XLA prints a fusion. `to_networkx()` hands the graph to networkx for drawing
 and analysis; `verify()` checks it is well formed.
 
 A node may own graphs of its own: the branches of a ``cond``, the condition and body of a loop
-(see `teachflow.control`), held as parameters. Such a *sub-graph* is closed: what it reads from
-the graph around it comes in as its inputs, one per operand of the node. It numbers its values
-from the same counter as the graph around it, so that an id names one value in the whole tree.
-Each of the operations above goes into the graphs a node owns: the text form prints them
-indented under their node, `verify` checks them, `to_networkx` hangs them on their node.
+(see `teachflow.execution.control`), held as parameters. Such a *sub-graph* is closed: what it reads
+from the graph around it comes in as its inputs, one per operand of the node. It numbers its values
+from the same counter as the graph around it, so that an id names one value in the whole tree. Each
+of the operations above goes into the graphs a node owns: the text form prints them indented under
+their node, `verify` checks them, `to_networkx` hangs them on their node.
 """
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from teachflow import dispatch
-from teachflow.errors import SourceLocation, TeachflowError
+from teachflow.core import dispatch
+from teachflow.core.errors import SourceLocation, TeachflowError
+from teachflow.core.spec import TensorSpec
 from teachflow.graph.node import Node, Value, format_node, format_params
 from teachflow.graph.state import Slot, Update
 from teachflow.ops.op import Op
-from teachflow.spec import TensorSpec
 
 
 class GraphError(TeachflowError):

@@ -10,9 +10,9 @@ A node prints the way a learner writes maths, one line each (`format_node`):
 ``%3 = mul %1, %2 : f32[64,128]``, with the parameters that differ from the op's defaults in
 braces (``%1 = sum %x {axis=(1,)} : f32[64]``, but ``%2 = mean %x : f32[]``).
 
-Most ops have one result. A control-flow op (`teachflow.control`) has one per value it carries
-out of its branches or its loop: its node has several `outputs` (``%5, %6 = while ...``), and
-`output` is the first, as for every other node.
+Most ops have one result. A control-flow op (`teachflow.execution.control`) has one per value it
+carries out of its branches or its loop: its node has several `outputs` (``%5, %6 = while ...``),
+and `output` is the first, as for every other node.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.errors import SourceLocation, TraceError
+from teachflow.core.errors import SourceLocation, TraceError
+from teachflow.core.spec import TensorSpec
 from teachflow.ops.op import Op
-from teachflow.spec import TensorSpec
 
 
 class Value:

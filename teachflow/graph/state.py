@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from teachflow.errors import TraceError
+from teachflow.core.errors import TraceError
 
 
 class StateGone(TraceError):

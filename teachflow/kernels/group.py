@@ -18,8 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from teachflow.core.spec import TensorSpec
 from teachflow.graph import Node, Value
-from teachflow.spec import TensorSpec
 
 
 @dataclass(frozen=True)

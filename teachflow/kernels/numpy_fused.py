@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.errors import compile_at_user_lines
+from teachflow.core.errors import compile_at_user_lines
 from teachflow.graph import Node, Value, format_node
 from teachflow.kernels.buffers import assign_buffers
 from teachflow.kernels.group import FusedGroup

@@ -32,7 +32,7 @@ from typing import Any
 from teachflow.magic.cell import LAST, NotebookCell, cell_function
 from teachflow.magic.options import read_options
 from teachflow.magic.reads import CellReads
-from teachflow.tensor import Tensor
+from teachflow.tensor.tensor import Tensor
 
 __all__ = ["CellReads", "compile_magic", "load_ipython_extension"]
 

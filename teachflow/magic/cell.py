@@ -12,9 +12,9 @@ import ast
 from dataclasses import dataclass
 from typing import Any
 
-from teachflow.errors import SourceLocation, TeachflowError
-from teachflow.script import runtime
-from teachflow.script.rewrite import HELPER, Rewriter
+from teachflow.core.errors import SourceLocation, TeachflowError
+from teachflow.script import statements
+from teachflow.script.rewrite import HELPER, StatementRewriter
 
 #: The name the cell's last expression (the value a notebook would display) is returned under.
 LAST = "__teachflow_last_expression__"
@@ -132,11 +132,11 @@ def cell_function(tree: ast.Module, inputs: list[str], values: dict[str, Any], b
                           "    return cell", at)
     maker.body[0].body = body
     if script:
-        Rewriter().function(maker.body[0])
+        StatementRewriter().function(maker.body[0])
     module = ast.Module(body=[maker], type_ignores=[])
     scope: dict[str, Any] = {}
     exec(compile(module, where.filename, "exec"), namespace, scope)  # the learner's own cell
-    return scope["make"](values, runtime)
+    return scope["make"](values, statements)
 
 
 def _statement_at(source: str, line: int) -> ast.stmt:

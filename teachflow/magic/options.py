@@ -16,9 +16,9 @@ import os
 import shlex
 from typing import Any
 
-from teachflow.backends import get_backend
 from teachflow.compiler import Compilation
-from teachflow.errors import SourceLocation, TeachflowError
+from teachflow.core.backends import get_backend
+from teachflow.core.errors import SourceLocation, TeachflowError
 from teachflow.passes import resolve
 
 _OPTIONS_HINT = ("options: --passes a,b,c|none  --device cpu|gpu  --html PATH  --no-show  "

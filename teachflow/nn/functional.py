@@ -23,12 +23,21 @@ from typing import Any
 
 import numpy as np
 
-from teachflow import dispatch
-from teachflow.errors import DTypeError, IndexingError, ShapeError, TeachflowError, name_scope
-from teachflow.factories import arange, rand, zeros
+from teachflow.core import dispatch
+from teachflow.core.errors import DTypeError, IndexingError, ShapeError, TeachflowError, name_scope
 from teachflow.graph import Value
-from teachflow.library import concatenate, log_softmax, relu, sigmoid, softmax, stack, tanh, where
-from teachflow.tensor import Tensor, as_tensor
+from teachflow.tensor.factories import arange, rand, zeros
+from teachflow.tensor.library import (
+    concatenate,
+    log_softmax,
+    relu,
+    sigmoid,
+    softmax,
+    stack,
+    tanh,
+    where,
+)
+from teachflow.tensor.tensor import Tensor, as_tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
 

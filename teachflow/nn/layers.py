@@ -15,10 +15,10 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from teachflow.errors import DTypeError, TeachflowError
-from teachflow.factories import ones, rand, randn, zeros
+from teachflow.core.errors import DTypeError, TeachflowError
 from teachflow.nn import functional as F
 from teachflow.nn.module import Module, Parameter
+from teachflow.tensor.factories import ones, rand, randn, zeros
 
 
 class Linear(Module):

@@ -24,9 +24,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from teachflow import dispatch
-from teachflow.autodiff import no_grad
-from teachflow.errors import (
+from teachflow.autodiff.tape import no_grad
+from teachflow.core import dispatch
+from teachflow.core.errors import (
     DTypeError,
     ShapeError,
     TeachflowError,
@@ -34,9 +34,9 @@ from teachflow.errors import (
     leave_scope,
     scope_owner,
 )
-from teachflow.factories import zeros_like
 from teachflow.graph import StateGone
-from teachflow.tensor import Tensor, as_tensor
+from teachflow.tensor.factories import zeros_like
+from teachflow.tensor.tensor import Tensor, as_tensor
 
 _new = object.__new__
 
@@ -93,7 +93,7 @@ class Module:
     training: bool = True  # (a class default: a subclass that skips super().__init__() works)
     # A staged function looks inside a module for the tensors its code reaches (names in the
     # graph, ``model.0.weight``; a layer replaced after a trace is seen), as inside the user's
-    # own objects, although the class is teachflow's (see `teachflow.surroundings`).
+    # own objects, although the class is teachflow's (see `teachflow.tracing.python_state`).
     _user_state = True
 
     def __init__(self) -> None:

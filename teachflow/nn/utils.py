@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from teachflow.autodiff import no_grad
-from teachflow.errors import TeachflowError
-from teachflow.factories import tensor
+from teachflow.autodiff.tape import no_grad
+from teachflow.core.errors import TeachflowError
 from teachflow.graph import Value
-from teachflow.library import stack
-from teachflow.tensor import Tensor
+from teachflow.tensor.factories import tensor
+from teachflow.tensor.library import stack
+from teachflow.tensor.tensor import Tensor
 
 
 def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,

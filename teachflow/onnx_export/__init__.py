@@ -44,13 +44,13 @@ from typing import Any
 import numpy as np
 
 from teachflow.compiler import Compilation
-from teachflow.concrete import ConcreteFunction
-from teachflow.errors import TeachflowError
-from teachflow.factories import tensor
-from teachflow.function import Function, one_compilation
-from teachflow.function import compile as compile_on
+from teachflow.core.errors import TeachflowError
 from teachflow.graph import Graph, subgraphs
 from teachflow.nn import Module
+from teachflow.staged.concrete import ConcreteFunction
+from teachflow.staged.function import Function, one_compilation
+from teachflow.staged.function import compile as compile_on
+from teachflow.tensor.factories import tensor
 
 #: The ONNX IR version and opset the exporter writes.
 IR_VERSION, OPSET = 8, 17
@@ -91,7 +91,7 @@ def to_onnx(fn: Any, *example_args: Any) -> Any:
 
     from teachflow import __version__
     from teachflow.onnx_export.emitter import Emitter, check, value_info
-    from teachflow.onnx_export.runtime import refuse_unrunnable
+    from teachflow.onnx_export.onnxruntime_types import refuse_unrunnable
 
     graph = exported_graph(traced(fn, example_args) if example_args else fn)
     e = Emitter()

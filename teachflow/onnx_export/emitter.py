@@ -4,7 +4,7 @@ An ONNX graph is a list of nodes in topological order, ``outputs = OpType(inputs
 whose edges are *names*: a node reads the tensors called ``%3`` and ``c0`` and writes one called
 ``%4``. That is the IR teachflow already has (SSA values, one node per op), spelled in strings,
 so the walk is short: give every teachflow value a name, and for each node ask the op's
-converter (`teachflow.onnx_export.ops`) to append the ONNX nodes that compute it.
+converter (`teachflow.onnx_export.converters`) to append the ONNX nodes that compute it.
 
 Two things ONNX wants that teachflow leaves implicit are handled here once, for every converter:
 
@@ -31,13 +31,13 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from teachflow.errors import TeachflowError
+from teachflow.core.errors import TeachflowError
+from teachflow.core.spec import TensorSpec
 from teachflow.graph import Graph, Node, Value, format_node
-from teachflow.onnx_export.control import CONVERTERS as CONTROL
-from teachflow.onnx_export.indexing import CONVERTERS as INDEXING
-from teachflow.onnx_export.ops import CONVERTERS as OPS
-from teachflow.onnx_export.ops import REFUSED
-from teachflow.spec import TensorSpec
+from teachflow.onnx_export.control_flow import CONVERTERS as CONTROL
+from teachflow.onnx_export.converters import CONVERTERS as OPS
+from teachflow.onnx_export.converters import REFUSED
+from teachflow.onnx_export.index_ops import CONVERTERS as INDEXING
 
 #: Every teachflow op with an ONNX equivalent, by name: how to write it.
 CONVERTERS = {**OPS, **INDEXING, **CONTROL}

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 
-from teachflow.backends import get_backend
-from teachflow.dispatch import bind
+from teachflow.core.backends import get_backend
+from teachflow.core.dispatch import bind
+from teachflow.core.random import generator
 from teachflow.ops.op import Op, TensorSpec, no_flops
-from teachflow.random import generator
 
 
 def _creation_rule(*, shape: tuple, dtype, device: str, **_) -> TensorSpec:

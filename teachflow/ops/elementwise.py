@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.dispatch import bind
+from teachflow.core.dispatch import bind
 from teachflow.ops.op import Op, elementwise_rule
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.dispatch import bind
+from teachflow.core.dispatch import bind
 from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes
 from teachflow.ops.shape import getitem, reshape, transpose
 

@@ -53,8 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.errors import DeviceError, DTypeError, ShapeError
-from teachflow.spec import TensorSpec
+from teachflow.core.errors import DeviceError, DTypeError, ShapeError
+from teachflow.core.spec import TensorSpec
 
 Kernel = Callable[..., Any]
 

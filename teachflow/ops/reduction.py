@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.dispatch import bind
-from teachflow.errors import DTypeError, ShapeError
+from teachflow.core.dispatch import bind
+from teachflow.core.errors import DTypeError, ShapeError
+from teachflow.core.spec import is_int
 from teachflow.ops.elementwise import add, astype, maximum
 from teachflow.ops.op import Op, Partials, RuleError, TensorSpec, normalize_axis, per_element
 from teachflow.ops.shape import broadcast_as, getitem, reshape
-from teachflow.spec import is_int
 
 
 def normalize_axes(op: str, axis: Any, shape: tuple) -> tuple[int, ...] | None:

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.dispatch import bind
-from teachflow.errors import DTypeError, IndexingError, ShapeError
+from teachflow.core.dispatch import bind
+from teachflow.core.errors import DTypeError, IndexingError, ShapeError
+from teachflow.core.spec import is_int
 from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes, no_flops
-from teachflow.spec import is_int
 
 
 def _known_size(shape: tuple) -> int | None:

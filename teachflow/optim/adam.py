@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from teachflow.errors import TeachflowError
-from teachflow.factories import zeros, zeros_like
+from teachflow.core.errors import TeachflowError
 from teachflow.optim.optimizer import Optimizer
-from teachflow.tensor import Tensor
+from teachflow.tensor.factories import zeros, zeros_like
+from teachflow.tensor.tensor import Tensor
 
 
 class Adam(Optimizer):

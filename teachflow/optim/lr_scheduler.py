@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from teachflow.errors import DTypeError, TeachflowError
+from teachflow.core.errors import DTypeError, TeachflowError
 from teachflow.optim.optimizer import Optimizer
 
 

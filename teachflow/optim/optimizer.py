@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from teachflow import dispatch
-from teachflow.autodiff import no_grad
-from teachflow.errors import DTypeError, ShapeError, TeachflowError, name_scope
-from teachflow.factories import zeros_like
+from teachflow.autodiff.tape import no_grad
+from teachflow.core import dispatch
+from teachflow.core.errors import DTypeError, ShapeError, TeachflowError, name_scope
 from teachflow.graph import StateGone
-from teachflow.tensor import Tensor
+from teachflow.tensor.factories import zeros_like
+from teachflow.tensor.tensor import Tensor
 
 
 class Optimizer:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from teachflow.factories import zeros_like
 from teachflow.optim.optimizer import Optimizer
-from teachflow.tensor import Tensor
+from teachflow.tensor.factories import zeros_like
+from teachflow.tensor.tensor import Tensor
 
 
 class SGD(Optimizer):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from teachflow.errors import TeachflowError
+from teachflow.core.errors import TeachflowError
 from teachflow.passes.base import (
     DROP,
     Change,

@@ -27,10 +27,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from teachflow.errors import TeachflowError
+from teachflow.core.errors import TeachflowError
+from teachflow.core.spec import TensorSpec
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.ops.op import Op
-from teachflow.spec import TensorSpec
 
 KINDS = ("added", "removed", "replaced", "merged", "fused")
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from teachflow.backends import CPU, rerun_warning_at_user_line
-from teachflow.errors import on_behalf_of
+from teachflow.core.backends import CPU, rerun_warning_at_user_line
+from teachflow.core.errors import on_behalf_of
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.passes.base import Change, Decide, Rewriter, rewrite
 

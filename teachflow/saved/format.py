@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.errors import TeachflowError
+from teachflow.core.errors import TeachflowError
 
 FORMAT = "teachflow.saved"
 #: (major, minor). A newer minor version may use ops or parameters this teachflow does not know,

@@ -39,7 +39,7 @@ from teachflow.saved.format import (
 )
 from teachflow.saved.loaded import SavedFunction
 from teachflow.saved.reader import GraphReader
-from teachflow.tensor import Tensor
+from teachflow.tensor.tensor import Tensor
 
 _FILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,100}\.npz")
 

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from teachflow import autodiff
-from teachflow.backends import get_backend
+from teachflow.autodiff import tape
 from teachflow.compiler import Compilation, run_pipeline
-from teachflow.errors import DeviceError, DTypeError, ShapeError
-from teachflow.executor import explain_failure, generate, interpret
+from teachflow.core.backends import get_backend
+from teachflow.core.errors import DeviceError, DTypeError, ShapeError
+from teachflow.execution.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
-from teachflow.tensor import Tensor
+from teachflow.tensor.tensor import Tensor
 
 
 class SavedFunction:
@@ -54,7 +54,7 @@ class SavedFunction:
                              f"{len(args)}", op=self.graph.name,
                              hint="pass the graph's inputs in order, as tensors or arrays")
         tensors = [_argument(v, a, self.graph.name) for v, a in zip(inputs, args, strict=True)]
-        if autodiff.is_grad_enabled() and any(t._node is not None for t in tensors):
+        if tape.is_grad_enabled() and any(t._node is not None for t in tensors):
             results = interpret(self.graph, tensors)  # op by op, on the tape
         else:
             results = self._run(tensors)

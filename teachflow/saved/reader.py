@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.backends import get_backend
+from teachflow.core.backends import get_backend
+from teachflow.core.spec import TensorSpec
 from teachflow.graph import Graph, Slot, Value
 from teachflow.ops.op import OPS
 from teachflow.saved.arrays import ArrayFile
@@ -40,9 +41,8 @@ from teachflow.saved.format import (
     shape,
     text,
 )
-from teachflow.saved.schema import check_params, read_params, read_scalar, signature
-from teachflow.spec import TensorSpec
-from teachflow.tensor import Tensor
+from teachflow.saved.schema import arguments_of, check_params, read_params, read_scalar
+from teachflow.tensor.tensor import Tensor
 
 
 class GraphReader:
@@ -142,7 +142,7 @@ class GraphReader:
                          hint="a saved graph applies teachflow's primitive ops, by name; a "
                               "newer teachflow may have this one")
         where = f"{where} ({name})"
-        takes = signature(op)
+        takes = arguments_of(op)
         operands = items(data["inputs"], f"{where}.inputs")
         if len(operands) < takes.least or (takes.most is not None
                                            and len(operands) > takes.most):

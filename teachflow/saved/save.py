@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from teachflow.compiler import Compilation
-from teachflow.errors import TeachflowError
-from teachflow.function import ConcreteFunction, Function, one_compilation
+from teachflow.core.errors import TeachflowError
 from teachflow.graph import Graph, Node, Value
 from teachflow.ops.op import OPS
 from teachflow.saved.format import ARRAYS, DTYPES, FORMAT, MANIFEST, MAX_NAME, VERSION
 from teachflow.saved.schema import CannotWrite, write_params, write_scalar
-from teachflow.tensor import Tensor
+from teachflow.staged.function import ConcreteFunction, Function, one_compilation
+from teachflow.tensor.tensor import Tensor
 
 
 def save(obj: Any, path: str | Path) -> Path:

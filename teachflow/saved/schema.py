@@ -2,7 +2,7 @@
 
 An op's declaration says what it takes (`teachflow.ops.op`): its kernel and its shape rule take
 the operands by position and the parameters by keyword (``sum``'s ``axis`` and ``keepdims``).
-`signature` reads both from the declaration, so a new op is saved and loaded without touching
+`arguments_of` reads both from the declaration, so a new op is saved and loaded without touching
 this file, as long as its parameters are of a kind listed here. A NumPy ufunc kernel counts for
 its operands only: its keywords (``out=``, ``where=``) are NumPy's own, not the op's, and a file
 that passed ``tanh`` a second operand (NumPy's ``out``) would have it write into that array.
@@ -259,7 +259,7 @@ KINDS: dict[str, Kind] = {
 
 
 @dataclass(frozen=True)
-class Signature:
+class OpArguments:
     """How many operands an op takes (`most` None: any number), its parameters and which of
     them it must be given."""
 
@@ -270,7 +270,7 @@ class Signature:
 
 
 @cache
-def signature(op: Op) -> Signature:
+def arguments_of(op: Op) -> OpArguments:
     """What `op` takes: the operands and parameters its shape rule takes (which names them
     as a graph does), as far as its kernel takes them too."""
     operands, most, params, required = _takes(op.shape_rule, (inspect.Parameter.KEYWORD_ONLY,))
@@ -287,7 +287,7 @@ def signature(op: Op) -> Signature:
         operands = max(operands, k_operands, key=len)
         required |= k_required
     params = params or set()
-    return Signature(len(operands), most, frozenset(params), frozenset(required & params))
+    return OpArguments(len(operands), most, frozenset(params), frozenset(required & params))
 
 
 def _takes(fn: Callable, keyword_kinds: tuple) -> tuple[list[str], int | None,
@@ -314,7 +314,7 @@ def write_params(op: Op, params: dict, out: Any) -> dict:
     written = {}
     for name, value in params.items():
         kind = KINDS.get(name)
-        if kind is None or name not in signature(op).params:
+        if kind is None or name not in arguments_of(op).params:
             raise CannotWrite(f"parameter {name!r} is not one the saved format knows for {op.name}")
         try:
             written[name] = kind.write(value, out)
@@ -327,7 +327,7 @@ def read_params(op: Op, data: Any, into: Any, where: str) -> dict:
     """A node's parameters, each read by its kind, exactly those `op` takes."""
     if not isinstance(data, dict):
         raise refuse(where, f"must be an object, not {shown(data)}")
-    takes = signature(op)
+    takes = arguments_of(op)
     unknown = [k for k in data if k not in takes.params or k not in KINDS]
     if unknown:
         raise refuse(where, f"{op.name} takes no parameter {shown(unknown[0])}",

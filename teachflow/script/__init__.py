@@ -30,8 +30,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from teachflow.function import Function
 from teachflow.script.convert import convert
+from teachflow.staged.function import Function
 
 
 def script(fn: Callable | None = None, **options: Any) -> Any:

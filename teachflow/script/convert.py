@@ -15,10 +15,10 @@ import textwrap
 import types
 from collections.abc import Callable
 
-from teachflow.callables import callable_name
-from teachflow.errors import TraceError
-from teachflow.script import runtime
-from teachflow.script.rewrite import HELPER, Rewriter
+from teachflow.core.errors import TraceError
+from teachflow.script import statements
+from teachflow.script.rewrite import HELPER, StatementRewriter
+from teachflow.tracing.callables import callable_name
 
 _FACTORY = "__tfl_make__"
 
@@ -43,7 +43,7 @@ def convert(fn: Callable) -> tuple[types.FunctionType, str]:
                          hint="script a plain def")
     definition.decorator_list = []  # (applied already: that is how we got here)
     ast.increment_lineno(tree, first - 1)
-    Rewriter().function(definition)
+    StatementRewriter().function(definition)
     if "__class__" in fn.__code__.co_freevars:  # super() needs the class's cell
         definition.body.insert(0, ast.copy_location(ast.Expr(ast.Name("__class__")),
                                                     definition.body[0]))
@@ -67,7 +67,7 @@ def convert(fn: Callable) -> tuple[types.FunctionType, str]:
                                 and c.co_name == _FACTORY).co_consts
                 if isinstance(c, types.CodeType) and c.co_name == definition.name)
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or (), strict=True))
-    cells[HELPER] = types.CellType(runtime)
+    cells[HELPER] = types.CellType(statements)
     converted = types.FunctionType(made, fn.__globals__, fn.__name__, fn.__defaults__,
                                    tuple(cells[n] for n in made.co_freevars))
     converted.__kwdefaults__ = fn.__kwdefaults__

@@ -1,7 +1,7 @@
 """The rewrite: ``if``, ``while`` and ``for i in range(...)`` statements become calls.
 
 Each statement is taken apart into functions and one call of a helper of
-`teachflow.script.runtime`, which decides at run time whether it becomes a graph node::
+`teachflow.script.statements`, which decides at run time whether it becomes a graph node::
 
     if x.sum() > 1:                   def if_true_1(y):
         y = x * 2                         y = x * 2
@@ -29,7 +29,7 @@ import ast
 import itertools
 from collections.abc import Iterable
 
-#: The name under which converted code reaches `teachflow.script.runtime`.
+#: The name under which converted code reaches `teachflow.script.statements`.
 HELPER = "__tfl__"
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -99,7 +99,7 @@ def _walk_loop_header(loop: ast.AST) -> Iterable[ast.AST]:
             yield n
 
 
-class Rewriter:
+class StatementRewriter:
     """Rewrites one function's statements (see the module docstring)."""
 
     def __init__(self) -> None:

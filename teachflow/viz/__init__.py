@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from teachflow.errors import TeachflowError
+from teachflow.core.errors import TeachflowError
 
 
 def side_by_side(compilations: Mapping[str, Any]) -> Any:

@@ -3,7 +3,7 @@ the lines of a graph's text form around its nodes (`head`, `tail`, and a capture
 constant's line), whether a pass's copy of a node is the node again (`same_node`), a fused
 kernel's entry and generated sources (made once per kernel), the summaries of the values the
 nodes show, and a list of indices written as runs.
-`teachflow.viz.data` puts them together into the data the stepper draws.
+`teachflow.viz.stepper_data` puts them together into the data the stepper draws.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The stepper's data as full stages: each stage with everything the front-end draws.
 
-`teachflow.viz.data` sends each node once and each stage as a list of the nodes' entries. The
-browser puts a stage back together when it first shows it (``widgets/stepper/data.js``), and
-`expand` does the same in Python, step for step: for the static picture (`teachflow.viz.svg`),
-and for the tests, which check that what the browser rebuilds is this, and that this is the
-compilation.
+`teachflow.viz.stepper_data` sends each node once and each stage as a list of the nodes' entries.
+The browser puts a stage back together when it first shows it (``widgets/stepper/data.js``), and
+`expand` does the same in Python, step for step: for the static picture (`teachflow.viz.svg`), and
+for the tests, which check that what the browser rebuilds is this, and that this is the compilation.
 
 A full stage is ``{"index", "pass", "changed", "changes", "stats", "updates", "nodes", "edges",
 "removed", "text", "groups"}``:

@@ -1,7 +1,7 @@
 """A model's graph by module: each module's nodes drawn as one box, closed until opened.
 
 While a model is traced, each node records the scope it was made in: the modules whose
-``forward`` was running, ``Sequential/0:Linear`` (`teachflow.errors.name_scope`), and the
+``forward`` was running, ``Sequential/0:Linear`` (`teachflow.core.errors.name_scope`), and the
 gradient of such a node goes in ``gradients/Sequential/0:Linear``. Passes keep a node's scope
 with its source line. The stepper draws each scope as a box, closed until the learner opens
 it, as TensorBoard draws name scopes: a training step of 71 nodes reads as a few boxes (the
@@ -152,8 +152,8 @@ def stage_layouts(compilation: Any) -> tuple[list[Layout], list[Grouped] | None]
 
 
 def boxes_data(grouped: Grouped, lay: Layout, routes: dict[str, list]) -> list[dict]:
-    """A stage's boxes as the stepper's data has them (`teachflow.viz.data`): each its id, its
-    scope and its place in the box around it; the bends of the edges between boxes join
+    """A stage's boxes as the stepper's data has them (`teachflow.viz.stepper_data`): each its id,
+    its scope and its place in the box around it; the bends of the edges between boxes join
     `routes` (an edge keeps its first route)."""
     for (u, v), points in lay.routes.items():
         if (u < 0 or v < 0) and len(points) > 2:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from teachflow.viz.assets import stepper_module, widget_file
-from teachflow.viz.data import compilation_data
+from teachflow.viz.stepper_data import compilation_data
 
 # The stand-in for anywidget's model, run after the stepper's module in the same module, so it
 # can call the module's `render` directly: one model per stepper on the page. Only a page of one

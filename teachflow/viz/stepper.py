@@ -2,7 +2,7 @@
 
 The Python side is small on purpose. `PassStepper` is an anywidget whose front-end is the ES
 modules of ``widgets/stepper/`` (with ``widgets/stepper.css``); it syncs two traits: ``data``, the
-whole compilation as plain data (`teachflow.viz.data.compilation_data`: each node once, each
+whole compilation as plain data (`teachflow.viz.stepper_data.compilation_data`: each node once, each
 stage as the nodes it has), sent once, and ``stage``, the stage on show. Stepping happens in
 the browser, so it needs no round trip to the kernel (which may be busy, or gone, once the
 stepper is drawn). A notebook saved with its widget state shows it again when reopened; one
@@ -26,7 +26,7 @@ import anywidget
 import traitlets
 
 from teachflow.viz.assets import stepper_module, widget_file
-from teachflow.viz.data import compilation_data
+from teachflow.viz.stepper_data import compilation_data
 
 
 class PassStepper(anywidget.AnyWidget):

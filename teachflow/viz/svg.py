@@ -3,12 +3,12 @@
 The pass stepper needs a browser that runs its JavaScript. Where there is none (a notebook on
 GitHub, nbconvert without widget state, a terminal), the compilation's rich output falls back to
 this picture of the final graph. It draws what the stepper draws, from the same data (a stage
-of `teachflow.viz.data`, put together by `teachflow.viz.expand`): each node a box at its place
-in the layout with its label, each edge a polyline along its route, and each node's change
+of `teachflow.viz.stepper_data`, put together by `teachflow.viz.expand`): each node a box at its
+place in the layout with its label, each edge a polyline along its route, and each node's change
 status told by an Okabe–Ito colour, an outline style and a word badge, as in the widget
 (``widgets/stepper.css``). A control-flow node is drawn as the widget draws its box closed: the
-names of the graphs it owns under its label, and how many changes the pass made inside them;
-so is a module's box (`teachflow.viz.groups`), with how many nodes it holds under its name.
+names of the graphs it owns under its label, and how many changes the pass made inside them; so is a
+module's box (`teachflow.viz.groups`), with how many nodes it holds under its name.
 """
 
 from __future__ import annotations

@@ -14,13 +14,13 @@ stage, and only what a pass made is new (`Values.add`):
   before (while they fit in `KEEP_BYTES`). Where they are not kept, or what is new lies inside a
   graph a node owns, the stage runs whole again, as the trace did.
 
-A control-flow node (`teachflow.control`) has one result per value its branches or its loop give,
-so it gets one summary per result. The values *inside* the graphs it owns are no results of the
-graph around it: `interpret` runs those graphs within the node. So each graph it owns runs once
-more here, on what it got the first time it ran: the branch of a ``cond`` that ran, on the
-node's operands (the other branch did not run, so its nodes have no values); a loop's condition
-on the carry the loop starts with, and its body in the first step (if the loop takes one). Each
-such graph gets a few words saying which run its values are from.
+A control-flow node (`teachflow.execution.control`) has one result per value its branches or its
+loop give, so it gets one summary per result. The values *inside* the graphs it owns are no results
+of the graph around it: `interpret` runs those graphs within the node. So each graph it owns runs
+once more here, on what it got the first time it ran: the branch of a ``cond`` that ran, on the
+node's operands (the other branch did not run, so its nodes have no values); a loop's condition on
+the carry the loop starts with, and its body in the first step (if the loop takes one). Each such
+graph gets a few words saying which run its values are from.
 """
 
 from __future__ import annotations
@@ -32,15 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.autodiff import no_grad
-from teachflow.control.cond import COND
-from teachflow.control.loops import FORI, WHILE
-from teachflow.dispatch import bind
-from teachflow.errors import TeachflowError, on_behalf_of
-from teachflow.executor import interpret
+from teachflow.autodiff.tape import no_grad
+from teachflow.core.dispatch import bind
+from teachflow.core.errors import TeachflowError, on_behalf_of
+from teachflow.core.spec import short_dtype
+from teachflow.execution.control.cond import COND
+from teachflow.execution.control.loops import FORI, WHILE
+from teachflow.execution.executor import interpret
 from teachflow.graph import Graph, Node, Value, subgraphs
-from teachflow.spec import short_dtype
-from teachflow.tensor import Tensor, as_tensor
+from teachflow.tensor.tensor import Tensor, as_tensor
 
 #: Values with more elements than this are summarised (shape, min, max, mean, a few numbers).
 PREVIEW_ELEMENTS = 12

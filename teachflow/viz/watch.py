@@ -7,7 +7,7 @@ Both are shown in the pass stepper, its stages being the steps:
   applies to symbolic tensors (its shape rule, no numbers), with the user's line that applied
   it; the last stage marks what `f` returns.
 - `backward_steps(loss)`: the tape `loss` was recorded on, and the backward pass walking it
-  (`teachflow.backprop.backpropagate`, watched). Stage 0 is the tape: each recorded op a
+  (`teachflow.autodiff.backprop.backpropagate`, watched). Stage 0 is the tape: each recorded op a
   node, each tensor made with ``requires_grad=True`` an input, and ``·`` for an operand that
   needs no gradient (it is not on the tape). Then one stage per node the walk reaches, last
   result first: the gradient of loss with respect to that node's result, ``%h.grad``, now
@@ -27,16 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from teachflow.autodiff import Leaf, TapeNode
-from teachflow.backprop import backpropagate, seed_of, topological_order
-from teachflow.errors import AutodiffError, SourceLocation, user_frame
+from teachflow.autodiff.backprop import backpropagate, seed_of, topological_order
+from teachflow.autodiff.tape import Leaf, TapeNode
+from teachflow.core.errors import AutodiffError, SourceLocation, user_frame
+from teachflow.core.spec import TensorSpec
+from teachflow.core.tree import tree_flatten
 from teachflow.graph import Graph, Value, format_node
 from teachflow.ops.op import Op
 from teachflow.passes.base import Change
-from teachflow.spec import TensorSpec
-from teachflow.tensor import Tensor
-from teachflow.tracing import trace
-from teachflow.tree import tree_flatten
+from teachflow.tensor.tensor import Tensor
+from teachflow.tracing.trace import trace
 from teachflow.viz.values import summarize
 
 
@@ -74,7 +74,7 @@ class Steps:
         return PassStepper(data=self.data())
 
     def data(self) -> dict:
-        from teachflow.viz.data import compilation_data
+        from teachflow.viz.stepper_data import compilation_data
 
         return compilation_data(self, values=self.values)
 

@@ -1,5 +1,5 @@
 /**
- * The compilation's data as Python sends it (`teachflow/viz/data.py` says the format): every
+ * The compilation's data as Python sends it (`teachflow/viz/stepper_data.py` says the format): every
  * node once, in a table of entries, and each stage as the list of the entries it has. `stageAt`
  * puts a stage back together the first time it is shown, step for step as
  * `teachflow.viz.expand` does in Python: each node with its status in this stage (from the

@@ -3,7 +3,7 @@
  *
  * An anywidget front-end: this module's `render` draws the stepper in a notebook's output (and
  * `teachflow.viz.html.to_html` runs it in a static page, with a small stand-in for anywidget's
- * model). Everything it shows was computed once in Python (`teachflow.viz.data.compilation_data`)
+ * model). Everything it shows was computed once in Python (`teachflow.viz.stepper_data.compilation_data`)
  * and arrives as the synced trait `data`: every node once, with its place in the layout, and
  * each stage as the nodes it has, its changes in plain words and its figures; `data.js` puts a
  * stage back together (statuses, edges, removed nodes, the text of the IR) when it is first

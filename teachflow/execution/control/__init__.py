@@ -1,0 +1,23 @@
+"""Control flow in the graph: ``cond``, ``while_loop`` and ``fori_loop``, nodes that own graphs.
+
+Tracing runs Python, so Python's own ``if`` and ``for`` decide *while tracing*: a loop comes out
+unrolled, and a branch on a tensor's value cannot be decided at all. These functions put the
+decision into the graph instead. Eagerly they simply run; traced, each becomes one node that owns
+graphs traced from the functions it was given (both branches of a ``cond``; a loop's condition
+and body, once), and decides when the graph runs, however many steps that takes.
+
+The chapters, in reading order:
+
+- `graphs`: tracing a function into a closed sub-graph (what it reads from outside becomes its
+  inputs);
+- `ops`: what a control-flow op says beyond an ordinary op (how it reruns, its generated code);
+- `vjp`: the gradient of a sub-graph, by running it again on the tape;
+- `cond`: ``tfl.cond``, whose gradient is a ``cond`` of the branches' gradients;
+- `loops`: ``tfl.while_loop`` and ``tfl.fori_loop``, whose gradient runs the loop backwards (a
+  loop whose trip count depends on data has none: see `loops`).
+"""
+
+from teachflow.execution.control.cond import cond
+from teachflow.execution.control.loops import fori_loop, while_loop
+
+__all__ = ["cond", "fori_loop", "while_loop"]

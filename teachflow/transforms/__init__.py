@@ -1,0 +1,4 @@
+"""Transformations of functions: a function in, a function out.
+
+- `gradients`: ``tfl.grad(f)`` and ``tfl.value_and_grad(f)``, reverse mode over the tape.
+"""
