@@ -24,7 +24,7 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from teachflow.onnx_export import IR_VERSION, OPSET, exported_graph, to_onnx  # noqa: E402
-from teachflow.onnx_export.converters import REFUSED  # noqa: E402
+from teachflow.onnx_export.creation_ops import REFUSED  # noqa: E402
 from teachflow.onnx_export.emitter import CONVERTERS  # noqa: E402
 
 gpu = test_devices.gpu  # a fixture: the device "gpu", simulated by NumPy, and (marked) CuPy's

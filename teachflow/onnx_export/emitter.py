@@ -4,7 +4,8 @@ An ONNX graph is a list of nodes in topological order, ``outputs = OpType(inputs
 whose edges are *names*: a node reads the tensors called ``%3`` and ``c0`` and writes one called
 ``%4``. That is the IR teachflow already has (SSA values, one node per op), spelled in strings,
 so the walk is short: give every teachflow value a name, and for each node ask the op's
-converter (`teachflow.onnx_export.converters`) to append the ONNX nodes that compute it.
+converter (`CONVERTERS`, gathered from the modules of each kind of op) to append the ONNX
+nodes that compute it.
 
 Two things ONNX wants that teachflow leaves implicit are handled here once, for every converter:
 
@@ -24,7 +25,7 @@ kernel, kept into the exported model (Netron shows it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,13 +35,25 @@ from onnx import helper, numpy_helper
 from teachflow.core.errors import TeachflowError
 from teachflow.core.spec import TensorSpec
 from teachflow.graph import Graph, Node, Value, format_node
-from teachflow.onnx_export.control_flow import CONVERTERS as CONTROL
-from teachflow.onnx_export.converters import CONVERTERS as OPS
-from teachflow.onnx_export.converters import REFUSED
-from teachflow.onnx_export.index_ops import CONVERTERS as INDEXING
+from teachflow.onnx_export import (
+    arithmetic_ops,
+    control_flow,
+    creation_ops,
+    index_ops,
+    reduction_ops,
+    shape_ops,
+)
+from teachflow.onnx_export.creation_ops import REFUSED
+
+#: A converter: given the emitter and a teachflow node, it appends the ONNX nodes that compute
+#: the node's results, and returns their names (a list for several).
+Convert = Callable[["Emitter", Node], Any]
 
 #: Every teachflow op with an ONNX equivalent, by name: how to write it.
-CONVERTERS = {**OPS, **INDEXING, **CONTROL}
+CONVERTERS: dict[str, Convert] = {
+    **arithmetic_ops.CONVERTERS, **reduction_ops.CONVERTERS, **shape_ops.CONVERTERS,
+    **creation_ops.CONVERTERS, **index_ops.CONVERTERS, **control_flow.CONVERTERS,
+}
 
 
 def onnx_dtype(dtype: np.dtype) -> int:

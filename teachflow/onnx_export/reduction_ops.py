@@ -1,0 +1,105 @@
+"""Reductions in ONNX's words: sums, means, extremes and where they are, and how many elements
+a reduction combines.
+
+Each is one ONNX ``Reduce`` operator over the same axes, with two differences from NumPy to
+mind. ONNX reduces *every* axis when it is given none, so ``axis=()`` (reduce none) is an
+``Identity``. And the sums are NumPy's: in the dtype NumPy sums in (int32 elements add up in
+int64, float16 ones in float32 for a mean), narrow integers in a carrier whose sums wrap alike
+(`teachflow.onnx_export.onnxruntime_types`). In opset 17 ``ReduceSum`` takes its axes as an
+input and the other reductions as an attribute (`reduce` writes both).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from teachflow.graph import Node
+from teachflow.onnx_export.onnxruntime_types import carrier
+
+if TYPE_CHECKING:
+    from teachflow.onnx_export.emitter import Convert, Emitter
+
+BOOL, FLOAT32 = np.dtype(bool), np.dtype(np.float32)
+
+
+def reduce(e: Emitter, op_type: str, x: str, axis: tuple | None, keepdims: bool) -> str:
+    """``op_type`` over `axis` (None: all). ONNX reduces every axis when given none, so
+    ``axis=()`` (reduce none) is an Identity. ReduceSum takes its axes as an input (opset 13);
+    the others, in opset 17, as an attribute."""
+    if axis == ():
+        return e.add("Identity", [x])
+    if op_type == "ReduceSum":
+        axes = [e.ints(axis)] if axis is not None else []
+        return e.add(op_type, [x, *axes], keepdims=int(keepdims))
+    axes = {"axes": list(axis)} if axis is not None else {}
+    return e.add(op_type, [x], keepdims=int(keepdims), **axes)
+
+
+def _sum(e: Emitter, node: Node) -> str:
+    """In the result's dtype, as NumPy sums (int32 elements add up in int64); a uint64 sum in
+    int64, whose sums wrap alike."""
+    dtype = node.spec.dtype
+    inner = carrier("ReduceSum", dtype, same_bits=True)
+    out = reduce(e, "ReduceSum", e.input(node.inputs[0], inner), node.params["axis"],
+                 node.params["keepdims"])
+    return out if inner == dtype else e.cast(out, dtype)
+
+
+def _mean(e: Emitter, node: Node) -> str:
+    """NumPy adds float16 elements up in float32 (see `Partials`), and means of ints are
+    float64."""
+    dtype = node.spec.dtype
+    inner = FLOAT32 if dtype == np.float16 else dtype
+    x = e.input(node.inputs[0], inner)
+    out = reduce(e, "ReduceMean", x, node.params["axis"], node.params["keepdims"])
+    return out if inner == dtype else e.cast(out, dtype)
+
+
+def _extreme(op_type: str, combine: str) -> Convert:
+    def convert(e: Emitter, node: Node) -> str:
+        (x,), dtype = node.inputs, node.spec.dtype
+        axis, keepdims, initial = (node.params.get(k) for k in ("axis", "keepdims", "initial"))
+        if initial is not None and 0 in x.shape:  # nothing to reduce: `initial` everywhere
+            return e.add("ConstantOfShape", [e.ints(node.spec.shape)],
+                         value=e.tensor(np.full(1, initial, dtype)))
+        inner = carrier(op_type, np.uint8 if dtype == BOOL else dtype)  # (numbers are ordered)
+        out = reduce(e, op_type, e.input(x, inner), axis, keepdims)
+        if initial is not None:
+            out = e.add(combine, [out, e.input(initial, inner)])
+        return out if inner == dtype else e.cast(out, dtype)
+    return convert
+
+
+def _position(op_type: str) -> Convert:
+    """argmax/argmin; over all axes (axis None) as NumPy does: of the flattened tensor."""
+    def convert(e: Emitter, node: Node) -> str:
+        (x,), axis, keepdims = node.inputs, node.params["axis"], node.params["keepdims"]
+        name = e.input(x, carrier(op_type, np.uint8 if x.dtype == BOOL else x.dtype))
+        if axis is not None:
+            return e.add(op_type, [name], axis=axis, keepdims=int(keepdims))
+        found = e.add(op_type, [e.add("Reshape", [name, e.ints([-1])])], axis=0, keepdims=0)
+        return e.add("Reshape", [found, e.ints(node.spec.shape)]) if keepdims else found
+    return convert
+
+
+def _count_of(e: Emitter, node: Node) -> str:
+    """How many elements a reduction combines: known now, or read from the shape at run
+    time (``Shape``, as tf.shape)."""
+    (x,), axis, dtype = node.inputs, node.params["axis"], node.params["dtype"]
+    axes = list(range(x.ndim)) if axis is None else list(axis)
+    sizes = [x.shape[a] for a in axes]
+    if None not in sizes:
+        return e.const(np.asarray(math.prod(sizes), dtype=dtype))
+    picked = e.add("Gather", [e.add("Shape", [e.input(x)]), e.ints(axes)], axis=0)
+    return e.cast(e.add("ReduceProd", [picked], keepdims=0), dtype)
+
+
+#: Converters by op name (`teachflow.onnx_export.emitter.CONVERTERS` has every module's).
+CONVERTERS: dict[str, Convert] = {
+    "sum": _sum, "mean": _mean, "count_of": _count_of,
+    "max": _extreme("ReduceMax", "Max"), "min": _extreme("ReduceMin", "Min"),
+    "argmax": _position("ArgMax"), "argmin": _position("ArgMin"),
+}
