@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import networkx as nx
 import numpy as np
+import pytest
+from stepper_cases import CASES
 
 import teachflow as tfl
+from teachflow.graph import subgraphs
 from teachflow.viz.layout import (
     MAX_ROUTED_SPAN,
     _with_dummies,
@@ -13,6 +16,7 @@ from teachflow.viz.layout import (
     count_crossings,
     layout,
     layout_stages,
+    nodes_and_edges,
     reduce_crossings,
 )
 
@@ -38,6 +42,22 @@ def test_every_edge_points_down_one_layer_or_more() -> None:
         assert route[0] == lay.positions[u] and route[-1] == lay.positions[v]
         ys = [y for _, y in route]
         assert ys == sorted(ys)  # a route never climbs back up
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_layout_places_the_nodes_and_edges_of_to_networkx(case: str) -> None:
+    """One definition of what is drawn (`Graph.drawn_values`, `Graph.drawn_edges`): an op with
+    several results is one node, ``x * x`` one edge, in every stage and every graph a node
+    owns."""
+    def check(graph: tfl.Graph) -> None:
+        g = graph.to_networkx()
+        assert nodes_and_edges(graph) == (sorted(g.nodes), sorted(g.edges))
+        for node in graph.nodes:
+            for sub in subgraphs(node).values():
+                check(sub)
+
+    for snapshot in CASES[case]().snapshots:
+        check(snapshot.graph)
 
 
 def test_no_two_nodes_share_a_place() -> None:

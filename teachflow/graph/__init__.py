@@ -13,11 +13,12 @@ device). A value is one of:
 
 The chapters, in reading order:
 
-- `node`: a `Value` and a `Node`, and how a node prints (``%3 = mul %1, %2 : f32[64,128]``);
+- `node`: a `Value` and a `Node`, and how a node prints (``%3 = mul %1, %2 : f32[64,128]``;
+  a small constant by its values, a fused kernel with the body it computes);
 - `state`: the state outside the graph that a capture reads (a `Slot`) and that a graph which
   updates state writes back after it runs (an `Update`);
-- `graph`: the `Graph` itself: building one, cloning it for a pass, reading it (its text form and
-  networkx export), and checking it is well formed.
+- `graph`: the `Graph` itself: building one, cloning it for a pass, reading it (its text form,
+  the nodes and edges a drawing has, and networkx export), and checking it is well formed.
 """
 
 from teachflow.graph.graph import Graph, GraphError, subgraphs

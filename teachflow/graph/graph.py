@@ -4,7 +4,8 @@ A graph is built by tracing (`teachflow.tracing.builder`) or by hand (``with tfl
 works on a `clone` and leaves the graph it was given unchanged. `str(graph)` prints one node per
 line, as `format_node` writes it, with the user's line beside it; a fused node prints with the
 body it computes, as XLA prints a fusion. `to_networkx()` hands the graph to networkx for drawing
-and analysis; `verify()` checks it is well formed.
+and analysis, with the nodes and edges a drawing has (`drawn_values`, `drawn_edges`: the pass
+stepper draws the same); `verify()` checks it is well formed.
 
 A node may own graphs of its own: the branches of a ``cond``, the condition and body of a loop
 (see `teachflow.execution.control`), held as parameters. Such a *sub-graph* is closed: what it reads
@@ -24,7 +25,14 @@ import numpy as np
 from teachflow.core import dispatch
 from teachflow.core.errors import SourceLocation, TeachflowError
 from teachflow.core.spec import TensorSpec
-from teachflow.graph.node import Node, Value, format_node, format_params
+from teachflow.graph.node import (
+    Node,
+    Value,
+    format_constant,
+    format_fused_body,
+    format_node,
+    format_params,
+)
 from teachflow.graph.state import Slot, Update
 from teachflow.ops.op import Op
 
@@ -223,10 +231,10 @@ class Graph:
         lines = [f"{title}({args}) {{"]
         body: list[tuple[str, str | None]] = [(f"{v} = capture {v.spec}", "")
                                               for v in self.captures]
-        body += [(f"{v} = const {_format_constant(v.data)}{v.spec}", "") for v in self.constants]
+        body += [(f"{v} = const {format_constant(v.data)}{v.spec}", "") for v in self.constants]
         for n in self.nodes:
             body.append((format_node(n), str(n.source) if n.source else ""))
-            body += _fused_body(n)
+            body += format_fused_body(n)
             for key, sub in subgraphs(n).items():  # indented under their node, as written
                 body += [(f"  {line}", None) for line in sub._text(f"{key}: {sub.name}")]
         width = max((len(text) for text, source in body if source is not None), default=0)
@@ -255,17 +263,12 @@ class Graph:
         import networkx as nx
 
         g = nx.DiGraph(name=self.name)
-        updated = {}  # value id -> the names of the state it is written back into
-        for u in self.updates:
-            if u.output is not None:
-                updated.setdefault(self.outputs[u.output].id, []).append(u.slot.name)
+        updated = self.written_back()
         g.graph["updates"] = [(u.slot.name, None if u.output is None else self.outputs[u.output].id)
                               for u in self.updates]
         results = set(self.results)
-        for v in self.values():
+        for v in self.drawn_values():
             node = v.producer
-            if node is not None and v is not node.output:
-                continue  # (a further result of an op with several: see below)
             g.add_node(
                 v.id,
                 op=node.op.name if node else v.kind,
@@ -290,16 +293,35 @@ class Graph:
             if subgraphs(node):
                 g.nodes[node.id]["subgraphs"] = {k: sub.to_networkx()
                                                  for k, sub in subgraphs(node).items()}
-            for index, operand in enumerate(node.inputs):
-                if isinstance(operand, Value):
-                    source = operand.producer.id if operand.producer else operand.id
-                    if g.has_edge(source, node.id):  # x * x: one edge, two operand slots
-                        g.edges[source, node.id]["indices"] += (index,)
-                    else:
-                        g.add_edge(source, node.id, index=index, indices=(index,),
-                                   output=operand.producer.outputs.index(operand)
-                                   if operand.producer else 0)
+        for source, target, index, operand in self.drawn_edges():
+            if g.has_edge(source, target):  # x * x: one edge, two operand slots
+                g.edges[source, target]["indices"] += (index,)
+            else:
+                g.add_edge(source, target, index=index, indices=(index,),
+                           output=operand.producer.outputs.index(operand)
+                           if operand.producer else 0)
         return g
+
+    def written_back(self) -> dict[int, list[str]]:
+        """The names of the state each output is written back into after a run, by its id."""
+        written: dict[int, list[str]] = {}
+        for u in self.updates:
+            if u.output is not None:
+                written.setdefault(self.outputs[u.output].id, []).append(u.slot.name)
+        return written
+
+    def drawn_values(self) -> list[Value]:
+        """The values a drawing of the graph has a node for, in order (`to_networkx`'s nodes,
+        the stepper's): each input, capture and constant, and each op's first result (an op
+        with several results is one node, by its first result's id)."""
+        return [v for v in self.values() if v.producer is None or v is v.producer.output]
+
+    def drawn_edges(self) -> list[tuple[int, int, int, Value]]:
+        """A drawing's edges, one per operand that is a value, in order: (the node it comes
+        out of, `Value.drawn_id`; the node that reads it; the operand's position; the
+        operand). ``x * x`` gives two, which a drawing shows as one edge."""
+        return [(o.drawn_id, node.id, index, o) for node in self.nodes
+                for index, o in enumerate(node.inputs) if isinstance(o, Value)]
 
     # --- Checking -----------------------------------------------------------------------------
 
@@ -363,29 +385,3 @@ def subgraphs(node: Node) -> dict[str, Graph]:
     """The graphs `node` owns, by parameter name (the branches of a ``cond``, the body of a
     loop); empty for an ordinary op."""
     return {k: v for k, v in node.params.items() if isinstance(v, Graph)}
-
-
-def _format_constant(data: Any) -> str:
-    """A small constant by its values (``2.0 : ``, ``[0, 0, 0] : ``); a big one by its type.
-    Each value as its own dtype writes it (a float32 0.3 is ``0.3``, not its float64 digits)."""
-    if not isinstance(data, np.ndarray) or data.size > 8:
-        return ""
-
-    def text(a: np.ndarray) -> str:
-        return str(a[()]) if a.ndim == 0 else f"[{', '.join(text(row) for row in a)}]"
-
-    return f"{text(data)} : "
-
-
-def _fused_body(node: Node) -> list[tuple[str, str]]:
-    """What a fused kernel computes, under its node, as XLA prints a fusion's computation: the
-    nodes it stands for, indented, reading the kernel's operands by their names outside; the
-    last is the kernel's result."""
-    group = getattr(node.op, "group", None)
-    if group is None:
-        return []
-    members = [*group.nodes, *([group.reduction] if group.reduction else [])]
-    lines = [("  " + format_node(m), "") for m in members]
-    lines[0] = ("{" + lines[0][0][1:], "")
-    lines[-1] = (lines[-1][0] + " }", "")
-    return lines

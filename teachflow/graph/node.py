@@ -53,6 +53,13 @@ class Value:
     def ndim(self) -> int:
         return len(self.spec.shape)
 
+    @property
+    def drawn_id(self) -> int:
+        """The id of the node a drawing shows this value coming out of: its op's (an op with
+        several results is one node, by its first result's id), or its own (an input, a
+        capture, a constant)."""
+        return self.producer.id if self.producer is not None else self.id
+
     def __str__(self) -> str:
         return f"%{self.name or self.id}"
 
@@ -202,3 +209,29 @@ def _format_param(v: Any) -> str:
         inner = ", ".join(_format_param(x) for x in v)
         return f"({inner},)" if len(v) == 1 else f"({inner})"
     return "..." if v is Ellipsis else repr(v)
+
+
+def format_constant(data: Any) -> str:
+    """A small constant by its values (``2.0 : ``, ``[0, 0, 0] : ``); a big one by its type.
+    Each value as its own dtype writes it (a float32 0.3 is ``0.3``, not its float64 digits)."""
+    if not isinstance(data, np.ndarray) or data.size > 8:
+        return ""
+
+    def text(a: np.ndarray) -> str:
+        return str(a[()]) if a.ndim == 0 else f"[{', '.join(text(row) for row in a)}]"
+
+    return f"{text(data)} : "
+
+
+def format_fused_body(node: Node) -> list[tuple[str, str]]:
+    """What a fused kernel computes, under its node, as XLA prints a fusion's computation: the
+    nodes it stands for, indented, reading the kernel's operands by their names outside; the
+    last is the kernel's result."""
+    group = getattr(node.op, "group", None)
+    if group is None:
+        return []
+    members = [*group.nodes, *([group.reduction] if group.reduction else [])]
+    lines = [("  " + format_node(m), "") for m in members]
+    lines[0] = ("{" + lines[0][0][1:], "")
+    lines[-1] = (lines[-1][0] + " }", "")
+    return lines

@@ -13,7 +13,7 @@ import weakref
 from typing import Any
 
 from teachflow.graph import Graph, Node, Value
-from teachflow.graph.graph import _format_constant  # (lines as str(graph) has)
+from teachflow.graph.node import format_constant  # (lines as str(graph) has)
 from teachflow.viz.expand import value_type
 from teachflow.viz.values import PREVIEW_ELEMENTS
 
@@ -121,7 +121,7 @@ def ids_inside(entries: list[dict], entry: dict) -> set[int]:
 def line_of(v: Value) -> str:
     """A capture's or a constant's line of the text form (an input's is in the head)."""
     if v.kind == "const":
-        return f"{v} = const {_format_constant(v.data)}{v.spec}"
+        return f"{v} = const {format_constant(v.data)}{v.spec}"
     return f"{v} = {v.kind} {v.spec}"
 
 

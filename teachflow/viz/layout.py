@@ -33,7 +33,7 @@ from itertools import pairwise
 from types import SimpleNamespace
 from typing import Any
 
-from teachflow.graph import Graph, Value, subgraphs
+from teachflow.graph import Graph, subgraphs
 
 #: Distance between neighbouring nodes in a layer, and between layers.
 X_GAP, Y_GAP = 1.0, 1.0
@@ -198,11 +198,13 @@ def reduce_crossings(order: list[list], chains: dict, sweeps: int = SWEEPS) -> l
 
 
 def _by_barycenter(layer: list, fixed: list, neighbours: dict) -> list:
+    """`layer` sorted by its nodes' mean places in `fixed`, the layer next to it, where all their
+    `neighbours` are (`reduce_crossings` keeps only those); a node with none keeps its place."""
     where = {n: i for i, n in enumerate(fixed)}
 
     def key(item: tuple[int, Any]) -> tuple[float, int]:
         i, n = item
-        places = [where[m] for m in neighbours[n] if m in where]
+        places = [where[m] for m in neighbours[n]]
         return (sum(places) / len(places) if places else float(i), i)
 
     return [n for _, n in sorted(enumerate(layer), key=key)]
@@ -339,14 +341,11 @@ def layout_subgraphs(snapshots: Iterable[Any]) -> list[dict[tuple[Any, str], Lay
 
 
 def nodes_and_edges(graph: Graph) -> tuple[list[int], list[tuple[int, int]]]:
-    """The nodes of `graph` as its drawing has them, one per input, capture, constant and op
-    (an op with several results is one node, by its first result's id), and its edges, from
-    the node that makes an operand to the node that reads it: both sorted, as in
-    `Graph.to_networkx`."""
-    nodes = [v.id for v in graph.values() if v.producer is None or v is v.producer.output]
-    edges = {(o.producer.id if o.producer else o.id, node.id)
-             for node in graph.nodes for o in node.inputs if isinstance(o, Value)}
-    return sorted(nodes), sorted(edges)
+    """The nodes and edges of `graph`'s drawing (`Graph.drawn_values`, `Graph.drawn_edges`) as
+    the layout takes them: the nodes' ids, and each edge once (``x * x`` reads one value
+    twice), both sorted."""
+    return (sorted(v.id for v in graph.drawn_values()),
+            sorted({(u, v) for u, v, _, _ in graph.drawn_edges()}))
 
 
 def _owned_graphs(graph: Graph) -> Iterable[tuple[tuple[int, str], Graph]]:

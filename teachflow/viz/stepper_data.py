@@ -91,7 +91,7 @@ import linecache
 from typing import TYPE_CHECKING, Any
 
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
-from teachflow.graph.graph import _fused_body  # (lines as str(graph) has)
+from teachflow.graph.node import format_fused_body  # (lines as str(graph) has)
 from teachflow.viz.entries import (
     head,
     ids_inside,
@@ -217,16 +217,10 @@ class _Table:
                       within: tuple[int, ...]) -> tuple[list[int], set[int]]:
         """The entries of `graph`'s nodes (made where new), placed by `lay`, `within` the
         boxes given; and the ids of the nodes of the graphs they own, at any depth."""
-        results = set(graph.results)
-        written: dict[int, list[str]] = {}  # value id -> the state it is written back into
-        for u in graph.updates:
-            if u.output is not None:
-                written.setdefault(graph.outputs[u.output].id, []).append(u.slot.name)
+        results, written = set(graph.results), graph.written_back()
         indices, inside = [], set()
-        for v in graph.values():
+        for v in graph.drawn_values():
             node = v.producer
-            if node is not None and v is not node.output:
-                continue  # (a further result of an op with several: its node's entry)
             outputs = node.outputs if node else (v,)
             x, y = lay.positions[v.id]
             context = {"x": x, "y": y, "is_output": any(o in results for o in outputs),
@@ -245,7 +239,7 @@ class _Table:
         stage (`layout_stages`)."""
         for o in node.inputs:
             if isinstance(o, Value):
-                u = o.producer.id if o.producer else o.id
+                u = o.drawn_id
                 bends = lay.routes.get((u, node.id), ())[1:-1]  # (none between two boxes)
                 if bends:
                     self.routes.setdefault(f"{u}>{node.id}", [list(p) for p in bends])
@@ -309,7 +303,7 @@ class _Table:
                     for result, member in zip(entry["results"], written, strict=True):
                         result["writes"] = str(member)
             if getattr(node.op, "group", None) is not None:
-                entry["body"] = [self.ref(line) for line, _ in _fused_body(node)]
+                entry["body"] = [self.ref(line) for line, _ in format_fused_body(node)]
                 entry["kernel"] = self.kernel(node)
         for key, x in derived(entry).items():  # (what its text says need not be sent)
             if entry.get(key) == x:
