@@ -39,12 +39,12 @@ DEFAULTS: dict[str, Any] = {"kind": "node", "device": "cpu", "source": "", "inpu
 def expand(data: dict) -> list[dict]:
     """Every stage of `data` (as `compilation_data` makes it), full."""
     sources = kernel_sources(data)
-    return [_Stage(data, sources, i).full() for i in range(len(data["stages"]))]
+    return [_FullStage(data, sources, i).full() for i in range(len(data["stages"]))]
 
 
 def expand_stage(data: dict, index: int) -> dict:
     """Stage `index` of `data`, full (-1: the last)."""
-    return _Stage(data, kernel_sources(data), index % len(data["stages"])).full()
+    return _FullStage(data, kernel_sources(data), index % len(data["stages"])).full()
 
 
 def kernel_sources(data: dict) -> list[dict]:
@@ -60,7 +60,7 @@ def entries(data: dict, spans: list[int]) -> list[dict]:
             for e in table[start:start + count]]
 
 
-class _Stage:
+class _FullStage:
     """Stage `index` of `data`, put together. Made `shallow`, it stands for the stage before
     another: its nodes as that stage has them, but the graphs they own without what it removed
     from them (a stage's removed nodes are the stage before's, and no further back)."""
@@ -70,7 +70,7 @@ class _Stage:
         self.data, self.sources, self.shallow = data, sources, shallow
         self.stage = data["stages"][index]
         self.status = {i: c["kind"] for c in self.stage["changes"] for i in c["result"]}
-        self.before = _Stage(data, sources, index - 1, shallow=True) \
+        self.before = _FullStage(data, sources, index - 1, shallow=True) \
             if index > 0 and not shallow else None
         # The stage before's parts, by (owner, key), for the nodes each lost.
         self.parts_before = dict(_parts(data, self.before.listed())) if self.before else {}

@@ -68,7 +68,7 @@ def layout_grouped(snapshots: list[Any]) -> list[Grouped] | None:
     was made in a scope (then `layout.layout_stages` lays it out whole)."""
     if not any(scope_of(n) for snap in snapshots for n in snap.graph.nodes):
         return None
-    staged = [_Stage(snap.graph) for snap in snapshots]
+    staged = [_ScopedStage(snap.graph) for snap in snapshots]
     ids: dict[str, int] = {}  # a scope -> its box's id, the same in every stage
     for stage in staged:
         for scope in sorted(stage.groups):
@@ -95,7 +95,7 @@ def layout_grouped(snapshots: list[Any]) -> list[Grouped] | None:
     return out
 
 
-class _Stage:
+class _ScopedStage:
     """One stage's graph by scope: each drawn node's scope, and its boxes (every scope and
     every scope around one)."""
 
