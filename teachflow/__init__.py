@@ -125,7 +125,7 @@ from teachflow.tensor.library import (
 )
 from teachflow.tensor.tensor import Tensor, as_tensor
 from teachflow.tracing.builder import placeholder
-from teachflow.tracing.python_state.watch import SideEffectWarning
+from teachflow.tracing.python_state.world import SideEffectWarning
 from teachflow.tracing.trace import trace
 from teachflow.transforms.gradients import grad, value_and_grad
 

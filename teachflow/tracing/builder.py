@@ -38,14 +38,14 @@ import numpy as np
 from teachflow.autodiff import tape
 from teachflow.core import dispatch
 from teachflow.core.backends import get_backend
-from teachflow.core.errors import TraceError, user_frame, user_location
+from teachflow.core.errors import TraceError, user_location
 from teachflow.core.spec import TensorSpec, checked_shape
 from teachflow.graph import Graph, Slot, Value
 from teachflow.tensor.conversion import as_constant, as_dtype
 from teachflow.tensor.tensor import Tensor
-from teachflow.tracing import python_state
 from teachflow.tracing.guards import Guard
-from teachflow.tracing.python_state.watch import World, tensor_places
+from teachflow.tracing.python_state.naming import CaptureNames
+from teachflow.tracing.python_state.world import World
 
 _PYTHON_SCALARS = (bool, int, float)
 
@@ -75,13 +75,10 @@ class GraphBuilder:
         self.grads: dict[Tensor, _GradState] = {}  # an outside tensor -> its .grad so far
         self.guards: list[Guard] = []
         self.aliased: list[Tensor] = []  # captured tensors that are also arguments
-        self._names: dict[Tensor, str] = {}  # an outside tensor -> its name in the graph
-        self._places: dict[Tensor, python_state.Path] = {}  # ... how that name lasts
-        self._reach: dict[int, tuple[Any, dict]] = {}  # id(namespace) -> (it, tensor places)
+        self.capture_names = CaptureNames()  # an outside tensor's name in the graph
         # The traced function's world (its globals, cells, instance): where lasting names of
-        # captured tensors start (see `_find`); and, indexed once, the tensors found there.
+        # captured tensors start (see `CaptureNames.find`).
         self.surroundings: World | None = None
-        self._rooted: dict[Tensor, list[python_state.Place]] | None = None
 
     def __enter__(self) -> GraphBuilder:
         self._context = dispatch.interpreting(self)
@@ -188,7 +185,7 @@ class GraphBuilder:
             slot = Slot(tensor, "data", self._name_for(tensor), hold=self.direct)
             value = self.captured[tensor] = self.graph.capture(slot, tensor.spec)
             standin = self.standins[tensor] = Tensor._make(value, tensor._backend, tensor._node)
-            place = self._places.get(tensor)
+            place = self.capture_names.paths.get(tensor)
             if place is not None:  # found by a lasting name: the trace assumes it stays
                 self.guards.append(Guard(slot, "binding", True, place))
         return standin
@@ -271,54 +268,9 @@ class GraphBuilder:
     def _name_for(self, tensor: Tensor) -> str:
         """A readable name for an outside tensor: the name the user's code reaches it by (``w``,
         ``self.w``, ``opt.state[0]``), unique in the graph; a number where none is found."""
-        name = self._names.get(tensor)
-        if name is None:
-            taken = {*(v.name for v in self.graph.inputs), *self._names.values()}
-            found, lasting = self._find(tensor)
-            if lasting is not None:
-                self._places[tensor] = lasting
-            base = found or f"{self.graph._next_id}"
-            name, i = base, 1
-            while name in taken:
-                name, i = f"{base}_{i}", i + 1
-            self._names[tensor] = name
-        return name
-
-    def _find(self, tensor: Tensor) -> tuple[str | None, python_state.Path | None]:
-        """The name the code reaches `tensor` by, and the `Path` to it when that lasts beyond
-        the call. First from the traced function's own world: a global or closure variable of
-        its code (or of the code it calls), and what they hold (``model.layers[0].w``), every
-        link followed again at each call, so that ``model = Model()`` run again is seen; or
-        inside its instance (``self.w``). Else as the innermost user frame reaches it: inside an
-        object (a path from that object), or by a local name (no path: a loop variable may hold
-        it only for now). A name the user gave (a global ``w``) is preferred to ``params[0]``."""
-        if self._rooted is None:
-            roots = self.surroundings.roots if self.surroundings is not None else []
-            self._rooted = tensor_places(roots)
-        found = [p for p in self._rooted.get(tensor, ()) if p.holds(tensor)]
-        if found:
-            best = min(found, key=lambda p: p.parent is not None)  # a name first, then BFS
-            return best.name, best.path()
-        frame = user_frame()
-        if frame is None:
-            return None, None
-        known = self._reach.get(id(frame.f_locals))
-        if known is None or known[0] is not frame.f_locals:  # (indexed once per frame)
-            locals_ = frame.f_locals  # paths inside a local's value start at that value
-            index = tensor_places([(n, v, None) for n, v in locals_.items()])
-            for n, v in locals_.items():
-                if isinstance(v, Tensor):
-                    index.setdefault(v, []).append(python_state.Place(locals_, n, "item", ""))
-            known = self._reach[id(locals_)] = (locals_, index)
-        found = [p for p in known[1].get(tensor, ()) if p.holds(tensor)]
-        if not found:
-            return None, None
-        best = min(found, key=lambda p: p.parent is None and p.container is frame.f_locals)
-        if best.parent is None and best.container is frame.f_locals:
-            return best.name, None  # a local name: no path that lasts
-        # A path from a local's value (an object the code made, say, holding the tensor):
-        # that object is kept, as later calls would make it again.
-        return best.name, best.path(weak=False)
+        roots = self.surroundings.roots if self.surroundings is not None else []
+        return self.capture_names.name(tensor, roots, {v.name for v in self.graph.inputs},
+                                       f"{self.graph._next_id}")
 
     def updates(self) -> list[tuple[Slot, Value | None]]:
         """Every piece of outside state the trace changed, with its new value."""

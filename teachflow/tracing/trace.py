@@ -2,7 +2,7 @@
 
 `trace_function` gives each tensor argument a graph input and a symbolic stand-in, runs the
 function with the `GraphBuilder` in charge (`teachflow.tracing.builder`), watches the Python world
-around it (`teachflow.tracing.python_state.watch`), and returns a `Traced`: the graph, how arguments
+around it (`teachflow.tracing.python_state.world`), and returns a `Traced`: the graph, how arguments
 and results were structured, and what the trace assumed about state outside (its guards).
 `tfl.trace` shows the raw graph, as ``jax.make_jaxpr`` shows a jaxpr.
 """
@@ -25,7 +25,7 @@ from teachflow.tracing import python_state
 from teachflow.tracing.builder import GraphBuilder
 from teachflow.tracing.callables import argument_names, callable_name, signature_of
 from teachflow.tracing.guards import Guard
-from teachflow.tracing.python_state.watch import SideEffectWarning, World
+from teachflow.tracing.python_state.world import SideEffectWarning, World
 
 
 class Traced:

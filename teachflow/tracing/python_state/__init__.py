@@ -27,8 +27,10 @@ The chapters, in reading order:
   that what the trace left in them can be found and put back;
 - `reach`: what a function's code can reach (`Reach`): the globals it uses and its closure
   cells, through the functions and methods it calls, which are the roots of both;
-- `watch`: the Python state around a traced function, watched while it is traced (`World`):
-  what it leaked put back, what else it changed said in words (`SideEffectWarning`).
+- `world`: the Python state around a traced function, watched while it is traced (`World`):
+  what it leaked put back, what else it changed said in words (`SideEffectWarning`);
+- `naming`: the name a captured tensor is given, the one the code reaches it by, and the path
+  that name lasts by (`CaptureNames`).
 """
 
 from teachflow.tracing.python_state.contents import GONE, Contents, contents_of

@@ -8,7 +8,7 @@ see `teachflow.tracing.python_state`) and, after it, puts back every place that 
 of the trace, and says in words what else changed (a `SideEffectWarning`).
 
 It also gives the roots from which a captured tensor is named (a global ``model``, then
-``.layers[0].w``): `tensor_places`.
+``.layers[0].w``): see `naming`.
 """
 
 from __future__ import annotations
@@ -192,29 +192,3 @@ def _cell_contents(cell: Any) -> Any:
         return cell.cell_contents
     except ValueError:  # an empty cell (a name not yet bound)
         return None
-
-
-def tensor_places(roots: list[tuple[str, Any, python_state.Place | None]]) -> dict[
-        Tensor, list[python_state.Place]]:
-    """Where each tensor is reached from `roots` (``(name, value, the place holding it)``):
-    the roots themselves, then places inside them, paths of attributes first (the model's
-    ``model.0.weight`` before the optimizer's ``opt.params[0]``), then shortest first."""
-    found: dict[Tensor, list[python_state.Place]] = {}
-    for _, value, place in roots:
-        if isinstance(value, Tensor) and place is not None:
-            found.setdefault(value, []).append(place)
-    for place, value in python_state.walk(roots, skip=(Tensor,)):
-        if isinstance(value, Tensor):
-            found.setdefault(value, []).append(place)
-    for places in found.values():
-        places.sort(key=_entries_on_the_way)
-    return found
-
-
-def _entries_on_the_way(place: python_state.Place) -> int:
-    """How many entries of lists and dicts the way to `place` goes through, below its root."""
-    count = 0
-    while place.parent is not None:
-        count += place.kind == "item"
-        place = place.parent
-    return count
