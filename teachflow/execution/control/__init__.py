@@ -10,9 +10,12 @@ The chapters, in reading order:
 
 - `graphs`: tracing a function into a closed sub-graph (what it reads from outside becomes its
   inputs);
-- `ops`: what a control-flow op says beyond an ordinary op (how it reruns, its generated code);
+- `control_op`: what a control-flow op says beyond an ordinary op (how it reruns, its generated
+  code);
 - `vjp`: the gradient of a sub-graph, by running it again on the tape;
 - `cond`: ``tfl.cond``, whose gradient is a ``cond`` of the branches' gradients;
+- `loop_code`: a loop node's shape rule and its generated code, a Python loop around its body's;
+- `carry`: what a loop carries from step to step, checked to keep its structure and types;
 - `loops`: ``tfl.while_loop`` and ``tfl.fori_loop``, whose gradient runs the loop backwards (a
   loop whose trip count depends on data has none: see `loops`).
 """

@@ -23,21 +23,18 @@ float32. So is a Python number the loop carries (``(x, 0)``: a counter).
 
 from __future__ import annotations
 
-import inspect
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from teachflow.autodiff import tape
 from teachflow.autodiff.backprop import filled_like
 from teachflow.core import dispatch
 from teachflow.core.dispatch import bind
 from teachflow.core.errors import AutodiffError, TeachflowError, TraceError, expect_callable
-from teachflow.core.spec import TensorSpec
 from teachflow.core.tree import tree_flatten, tree_unflatten
+from teachflow.execution.control.carry import as_carry, carry_names, check_carry
 from teachflow.execution.control.control_op import ControlOp, control_op, graph_function
 from teachflow.execution.control.graphs import Subgraph, describe, merge_free, trace_subgraph
 from teachflow.execution.control.loop_code import (
@@ -112,7 +109,7 @@ def run_while(cond_fn: Callable, body_fn: Callable, init: Any,
               names: Sequence[str] | None = None) -> Any:
     """`while_loop`; `names` name the carry (``@tfl.script`` gives the variables' names)."""
     leaves, tree = tree_flatten(init)
-    leaves = _as_tensors(leaves, "while_loop")
+    leaves = as_carry(leaves, "while_loop")
     loop = _Loop(cond_fn, body_fn, tree, names, "while_loop")
     return tree_unflatten(tree, list(dispatch.call(loop, tuple(leaves), {})))
 
@@ -216,7 +213,7 @@ def run_fori(lower: Any, upper: Any, body_fn: Callable, init: Any,
              names: Sequence[str] | None = None) -> Any:
     """`fori_loop`; the bounds may be int tensors (``@tfl.script``'s ``range(n)``)."""
     leaves, tree = tree_flatten(init)
-    leaves = _as_tensors(leaves, "fori_loop")
+    leaves = as_carry(leaves, "fori_loop")
     loop = _Loop(None, body_fn, tree, names, "fori_loop", bounds=(lower, upper))
     return tree_unflatten(tree, list(dispatch.call(loop, tuple(leaves), {})))
 
@@ -236,23 +233,6 @@ def _is_int(value: Any) -> bool:
     except TypeError:
         return False
     return not isinstance(value, Tensor)
-
-
-def _as_tensors(leaves: list, construct: str) -> list:
-    out = []
-    for k, x in enumerate(leaves):
-        if isinstance(x, bool | int | float):  # (weak, as the number it was: see WeakTensor)
-            x = WeakTensor.of(tensor(x))
-        elif isinstance(x, np.ndarray | np.generic):
-            x = tensor(x)
-        if not isinstance(x, Tensor):
-            raise TeachflowError(f"loop variable {k} is {type(x).__name__}, not a tensor",
-                                 op=construct, hint="a loop carries tensors (or numbers)")
-        out.append(x)
-    if not out:
-        raise TeachflowError("the loop carries nothing", op=construct,
-                             hint="init is the tensor (or tuple of tensors) the body updates")
-    return out
 
 
 class _Loop:
@@ -319,7 +299,7 @@ class _Loop:
     def inline(self, args: tuple, kwargs: dict) -> list:
         builder = dispatch.current_interpreter()
         carry = [builder.operand(x) for x in args]
-        names = self._names(len(carry))
+        names = carry_names(self.body_fn, len(carry), self.names, self.bounds is not None)
         name = callable_name(self.body_fn)
         subs: list[Subgraph] = []
         if self.bounds is None:
@@ -356,55 +336,9 @@ class _Loop:
         params = {"body_fn": body.graph, **({"history": True} if self.history else {})}
         return list(builder.apply(FORI, (*leading, *carry, *free), params))
 
-    def _names(self, count: int) -> list[str] | None:
-        """The names of the body's inputs: the step index, then the carry (by the body's
-        parameter names: ``x``; or ``carry0``, ``carry1`` for a tuple ``carry``)."""
-        if self.names is not None:
-            return (["i"] if self.bounds is not None else []) + list(self.names)
-        params = _parameters(self.body_fn)
-        index = params.pop(0) if self.bounds is not None and params else "i"
-        carry = params[0] if params else "carry"
-        names = [carry] if count == 1 else [f"{carry}{k}" for k in range(count)]
-        return ([index] if self.bounds is not None else []) + names
-
     def _check_body(self, tree: Any, got: list, specs: list) -> None:
-        where = f"the body of tfl.{self.construct} ({callable_name(self.body_fn)})"
-        if tree != self.tree:
-            shapes = [tree_unflatten(t, ["tensor"] * n)
-                      for t, n in ((self.tree, len(specs)), (tree, len(got)))]
-            raise TraceError(f"{where} returns {shapes[1]!r} for a carry of {shapes[0]!r}: "
-                             "each step must give the carry back in the same structure",
-                             op=self.construct, hint="return the new values of every loop "
-                                                     "variable, in the order of init")
-        for k, (before, after) in enumerate(zip(specs, got, strict=True)):
-            if before == after:
-                continue
-            what = repr(self.names[k]) if self.names else str(k)
-            raise TraceError(
-                f"{where} changes loop variable {what} from {describe(before)} to "
-                f"{describe(after)}: one body serves every step, so each loop variable keeps "
-                "its shape and dtype", op=self.construct, hint=_keep_hint(before, after))
-
-
-def _keep_hint(before: TensorSpec, after: Any) -> str:
-    if isinstance(after, TensorSpec) and before.dtype == after.dtype:
-        return "keep its shape (a loop that grows a tensor can fill a preallocated one)"
-    hint = f"convert it back (.astype('{before.dtype.name}')), or start the loop with the dtype " \
-           "it takes"
-    if isinstance(after, TensorSpec) and before.dtype.kind == after.dtype.kind and \
-            np.promote_types(before.dtype, after.dtype) == after.dtype:
-        hint += (f". Beside an integer tensor made with tfl.tensor, NumPy computes "
-                 f"{before.dtype.name} in {after.dtype.name}; beside a Python number or the "
-                 f"loop's index it stays {before.dtype.name}: count with 0, not tfl.tensor(0)")
-    return hint
-
-
-def _parameters(fn: Callable) -> list[str]:
-    try:
-        return [p.name for p in inspect.signature(fn).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        return []
+        check_carry(f"the body of tfl.{self.construct} ({callable_name(self.body_fn)})",
+                    self.construct, (self.tree, specs), (tree, got), self.names)
 
 
 def _ordinary(x: Tensor) -> Tensor:
