@@ -21,15 +21,11 @@ from teachflow.core.spec import is_int
 from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes, no_flops
 
 
-def _known_size(shape: tuple) -> int | None:
-    return None if None in shape else math.prod(shape)
-
-
 def _reshape_rule(x: TensorSpec, *, shape: tuple) -> TensorSpec:
     if sum(d == -1 for d in shape) > 1 or any(d is not None and d < -1 for d in shape):
         raise RuleError(f"invalid target shape {shape}",
                         hint="use non-negative sizes and at most one -1")
-    size = _known_size(x.shape)
+    size = None if None in x.shape else math.prod(x.shape)
     known = math.prod(d for d in shape if d != -1)
     if size is None:  # an unknown input dimension leaves -1 unknown too
         return TensorSpec(tuple(None if d == -1 else d for d in shape), x.dtype)
