@@ -25,7 +25,7 @@ The chapters, in reading order:
 - `authoring`: the rules a master keeps, and the notebook learners get;
 - `bundle`: the grading bundle's format (``manifest.json``), written and loaded;
 - `explain`: values in plain words, and how two values differ;
-- `rewrite`: pytest's trick: asserts that keep their values when they fail;
+- `asserts`: pytest's trick: asserts that keep their values when they fail;
 - `failures`: why a test did not pass, in a sentence, with the line it came from;
 - `shell`: IPython as a notebook's kernel sets it up (magics such as ``%matplotlib``);
 - `runner`: the learner's cells run as a kernel would; each test cell's tests at its place;

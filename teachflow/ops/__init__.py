@@ -1,4 +1,4 @@
-"""teachflow's primitive ops, one declaration each (see `op.py` for what a declaration holds).
+"""teachflow's primitive ops, one declaration each (see `op` for what a declaration holds).
 
 - `elementwise`: arithmetic, transcendental functions, activations, comparisons, clip, casts,
   copies

@@ -1,8 +1,9 @@
 """The compiler's passes. Each is a pure function ``Graph -> (Graph, changes)``, written with
-the one rewrite helper (see `base.py`).
+the one rewrite helper (`base`: what a pass is, and the record of what it changed).
 
-Default pipeline, in order: `simplify` (algebraic rules), `constant_fold`, `cse`, `dce`, `fuse`
-(which nodes it puts in one kernel is the rule in `grouping.py`).
+Default pipeline, in order: `simplify` (algebraic rules, written as data and applied by the
+engine in `rules`), `constant_fold`, `cse`, `dce`, `fuse` (which nodes it puts in one kernel is
+the rule in `grouping`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Only statements that depend on a tensor change (AutoGraph's rule): Python contro
 Python values stays Python, and unrolls when traced as before. The chapters:
 
 - `rewrite`: the statements rewritten into functions and helper calls;
-- `runtime`: the helpers, which decide at run time between a graph node and Python;
+- `statements`: the helpers, which decide at run time between a graph node and Python;
 - `convert`: reading the source and compiling the rewritten function in the user's world.
 
 The tests hold a catalogue of what is supported and what is not (with the rewrite that works);

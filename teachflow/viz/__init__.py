@@ -5,8 +5,10 @@ The chapters, in reading order:
 - `layout`: where each node is drawn, the same place in every stage;
 - `values`: every value on the example inputs, as a summary of a few numbers;
 - `expand`: the stepper's data as full stages, as the browser puts them together;
-- `data`: a compilation as the stepper's data: each node once, each stage as what it has (its
-  docstring says the format);
+- `entries`: what the stepper's data reads off one node or one graph (text lines, a kernel's
+  sources, values);
+- `stepper_data`: a compilation as the stepper's data: each node once, each stage as what it
+  has (its docstring says the format);
 - `assets`, `stepper`: the front-end's files, and the notebook widget;
 - `html`: the stepper as one self-contained page;
 - `svg`: a static picture of one stage;
