@@ -293,13 +293,12 @@ class Graph:
             if subgraphs(node):
                 g.nodes[node.id]["subgraphs"] = {k: sub.to_networkx()
                                                  for k, sub in subgraphs(node).items()}
-        for source, target, index, operand in self.drawn_edges():
-            if g.has_edge(source, target):  # x * x: one edge, two operand slots
-                g.edges[source, target]["indices"] += (index,)
-            else:
-                g.add_edge(source, target, index=index, indices=(index,),
-                           output=operand.producer.outputs.index(operand)
-                           if operand.producer else 0)
+        for (source, target), reader in self.drawn_edges().items():
+            carried = [(k, o) for k, o in enumerate(reader.inputs)  # (x * x: two operands)
+                       if isinstance(o, Value) and o.drawn_id == source]
+            index, operand = carried[0]
+            g.add_edge(source, target, index=index, indices=tuple(k for k, _ in carried),
+                       output=operand.producer.outputs.index(operand) if operand.producer else 0)
         return g
 
     def written_back(self) -> dict[int, list[str]]:
@@ -316,12 +315,11 @@ class Graph:
         with several results is one node, by its first result's id)."""
         return [v for v in self.values() if v.producer is None or v is v.producer.output]
 
-    def drawn_edges(self) -> list[tuple[int, int, int, Value]]:
-        """A drawing's edges, one per operand that is a value, in order: (the node it comes
-        out of, `Value.drawn_id`; the node that reads it; the operand's position; the
-        operand). ``x * x`` gives two, which a drawing shows as one edge."""
-        return [(o.drawn_id, node.id, index, o) for node in self.nodes
-                for index, o in enumerate(node.inputs) if isinstance(o, Value)]
+    def drawn_edges(self) -> dict[tuple[int, int], Node]:
+        """A drawing's edges, in order, each once (``x * x`` is one edge): from the node an
+        operand comes out of (`Value.drawn_id`) to the node that reads it, that node."""
+        return {(o.drawn_id, node.id): node for node in self.nodes for o in node.inputs
+                if isinstance(o, Value)}
 
     # --- Checking -----------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ class Value:
     """One value flowing along the graph's edges. It stands in for an array in a traced Tensor:
     it has a shape and a dtype, but no numbers, and says so if asked for them."""
 
-    __slots__ = ("data", "id", "kind", "name", "producer", "spec")
+    __slots__ = ("data", "drawn_id", "id", "kind", "name", "producer", "spec")
 
     def __init__(self, id: int, spec: TensorSpec, kind: str, name: str | None = None,
                  producer: Node | None = None, data: Any = None) -> None:
@@ -40,6 +40,10 @@ class Value:
         self.name = name
         self.producer = producer
         self.data = data  # the Slot a capture reads, or the constant array
+        # The id of the node a drawing shows this value coming out of: its op's (an op with
+        # several results is one node, by its first result's id), or its own (an input, a
+        # capture, a constant). Kept, not computed: a drawing reads it for every edge.
+        self.drawn_id = producer.id if producer is not None else id
 
     @property
     def shape(self) -> tuple:
@@ -52,13 +56,6 @@ class Value:
     @property
     def ndim(self) -> int:
         return len(self.spec.shape)
-
-    @property
-    def drawn_id(self) -> int:
-        """The id of the node a drawing shows this value coming out of: its op's (an op with
-        several results is one node, by its first result's id), or its own (an input, a
-        capture, a constant)."""
-        return self.producer.id if self.producer is not None else self.id
 
     def __str__(self) -> str:
         return f"%{self.name or self.id}"

@@ -342,10 +342,8 @@ def layout_subgraphs(snapshots: Iterable[Any]) -> list[dict[tuple[Any, str], Lay
 
 def nodes_and_edges(graph: Graph) -> tuple[list[int], list[tuple[int, int]]]:
     """The nodes and edges of `graph`'s drawing (`Graph.drawn_values`, `Graph.drawn_edges`) as
-    the layout takes them: the nodes' ids, and each edge once (``x * x`` reads one value
-    twice), both sorted."""
-    return (sorted(v.id for v in graph.drawn_values()),
-            sorted({(u, v) for u, v, _, _ in graph.drawn_edges()}))
+    the layout takes them: the nodes' ids and the edges' (pairs of them), both sorted."""
+    return sorted([v.id for v in graph.drawn_values()]), sorted(graph.drawn_edges())
 
 
 def _owned_graphs(graph: Graph) -> Iterable[tuple[tuple[int, str], Graph]]:
