@@ -28,7 +28,7 @@ import teachflow as tfl
 from teachflow.kernels.numpy_fused import numpy_kernel
 from teachflow.ops import OPS
 from teachflow.ops.op import Op, elementwise_rule, op_for_ufunc
-from teachflow.tensor.methods import FOREIGN_NAMES, ForeignName
+from teachflow.tensor.habits import ForeignName
 from teachflow.tensor.tensor import Tensor
 
 # --- Eager, staged and compiled agree -----------------------------------------------------------
@@ -423,7 +423,13 @@ def test_a_foreign_name_says_how_teachflow_spells_it(name: str, spelling: str) -
     assert f"'{name}'" in message and f"teachflow spells it {spelling}" in message
 
 
+#: Every foreign name, and how teachflow spells it, wherever its kind's file declares it.
+FOREIGN_NAMES = {name: value.spelling for cls in Tensor.__mro__ for name, value in vars(cls).items()
+                 if isinstance(value, ForeignName)}
+
+
 def test_every_foreign_name_is_missing_and_answered() -> None:
+    assert len(FOREIGN_NAMES) > 70  # (they are found)
     t = tfl.ones(2)
     for name, spelling in FOREIGN_NAMES.items():
         # On the class, a foreign name is only its explanation: never a method that works.

@@ -1,9 +1,10 @@
 """NumPy's protocols: ``np.tanh(t)``, ``np.add(t, 1)``, ``ndarray + t`` and ``np.where(t > 0, t,
-0)`` give tensors, on the tape or in the graph, as teachflow's own ops would.
+0)`` give tensors, on the tape or in the graph, as teachflow's own ops would; ``np.asarray(t)``
+gives the values (``__array__``).
 
 A ufunc is the NumPy kernel of at most one op (``__array_ufunc__``); another NumPy function is
-answered by teachflow's twin where one means the same (``__array_function__``, `NUMPY_TWINS`).
-``np.asarray(t)`` is `Tensor.__array__`.
+answered by teachflow's twin where one means the same (``__array_function__``, `NUMPY_TWINS`,
+which each file of `teachflow.tensor.library` fills in beside its functions).
 """
 
 from __future__ import annotations
@@ -18,19 +19,26 @@ from teachflow.core.dispatch import bind
 from teachflow.core.errors import DTypeError, TeachflowError, TraceError
 from teachflow.graph import Value
 from teachflow.ops.op import op_for_ufunc
-from teachflow.tensor.operators import Operators, as_mask
+from teachflow.tensor.elementwise import Elementwise, as_mask
 
 
 class NumpyProtocol:
-    """``__array_ufunc__`` and ``__array_function__`` (a mixin of `Tensor`)."""
+    """``__array__``, ``__array_ufunc__`` and ``__array_function__`` (a mixin of `Tensor`)."""
 
     __slots__ = ()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        """``np.asarray(t)`` (the values, read-only), ``np.array(t)`` (a copy of them)."""
+        array = self.numpy()
+        if dtype is not None and np.dtype(dtype) != array.dtype:
+            return array.astype(dtype)  # a new array anyway
+        return array.copy() if copy else array
 
     # --- NumPy's ufuncs -----------------------------------------------------------------------
     # ``np.tanh(t)``, ``np.add(t, 1)`` and ``ndarray + t`` ask the tensor what to do (NumPy's
     # ``__array_ufunc__`` protocol). A ufunc is the NumPy kernel of at most one op, and that op
     # is the answer, applied through `bind` like any method: the result is a Tensor, recorded on
-    # the tape, or a node of the graph while tracing. (``np.asarray(t)`` is `__array__`, above.)
+    # the tape, or a node of the graph while tracing.
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         mask_method = _MASK_UFUNCS.get(ufunc)
@@ -69,7 +77,7 @@ class NumpyProtocol:
         return func(*_leaves_as_arrays(args), **_leaves_as_arrays(kwargs))
 
 
-#: NumPy functions and teachflow's functions that mean the same, filled in by
+#: NumPy functions and teachflow's functions that mean the same, filled in by the files of
 #: `teachflow.tensor.library` (``np.where`` -> ``tfl.where``): what `Tensor.__array_function__`
 #: calls.
 NUMPY_TWINS: dict[Any, Any] = {}
@@ -122,10 +130,10 @@ def _ufunc_error(ufunc: np.ufunc, method: str, kwargs: dict, op: Any) -> Teachfl
 
 #: NumPy's ufuncs on masks (``np.logical_and(m1, m2)``, ``np.True_ & m``): the mask operators.
 _MASK_UFUNCS = {
-    np.bitwise_and: lambda a, b: Operators.__and__(a, b) if isinstance(a, Tracked) else b & a,
-    np.logical_and: lambda a, b: Operators.__and__(a, b) if isinstance(a, Tracked) else b & a,
-    np.bitwise_or: lambda a, b: Operators.__or__(a, b) if isinstance(a, Tracked) else b | a,
-    np.logical_or: lambda a, b: Operators.__or__(a, b) if isinstance(a, Tracked) else b | a,
-    np.invert: Operators.__invert__,
-    np.logical_not: Operators.__invert__,
+    np.bitwise_and: lambda a, b: Elementwise.__and__(a, b) if isinstance(a, Tracked) else b & a,
+    np.logical_and: lambda a, b: Elementwise.__and__(a, b) if isinstance(a, Tracked) else b & a,
+    np.bitwise_or: lambda a, b: Elementwise.__or__(a, b) if isinstance(a, Tracked) else b | a,
+    np.logical_or: lambda a, b: Elementwise.__or__(a, b) if isinstance(a, Tracked) else b | a,
+    np.invert: Elementwise.__invert__,
+    np.logical_not: Elementwise.__invert__,
 }

@@ -13,43 +13,42 @@ staged call writes it back afterwards.
 
 Every operator and method is a call to `bind` with one of the ops in `teachflow.ops`, so a Tensor
 method never computes anything itself: it says *which* op to apply, and the current execution mode
-decides *how*. Those calls are read in their own chapters, which `Tensor` inherits: its operators
-and everyday methods (`teachflow.tensor.operators`), PyTorch's and NumPy's names
-(`teachflow.tensor.methods`), and NumPy's protocols (`teachflow.tensor.interop`).
+decides *how*. Those calls are read in the files named for their kind, which `Tensor` inherits:
+`teachflow.tensor.elementwise` (``a + b``, ``t.exp()``), `teachflow.tensor.reductions`
+(``t.sum()``), `teachflow.tensor.movement` (``t.reshape()``, ``t[i]``), `teachflow.tensor.linalg`
+(``a @ b``), `teachflow.tensor.conversion` (``t.numpy()``, ``t.to("gpu")``) and
+`teachflow.tensor.interop` (NumPy's protocols). This file is what a tensor *is*.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from teachflow.autodiff import backprop, tape
 from teachflow.core import dispatch
-from teachflow.core.backends import Backend, backend_of_array, get_backend, is_device_name
+from teachflow.core.backends import Backend, backend_of_array, get_backend
 from teachflow.core.dispatch import bind
-from teachflow.core.errors import (
-    AutodiffError,
-    DeviceError,
-    DTypeError,
-    ShapeError,
-    TraceError,
-)
+from teachflow.core.errors import AutodiffError, DTypeError, ShapeError, TraceError
 from teachflow.core.spec import TensorSpec
 from teachflow.graph import Value
-from teachflow.ops import creation
 from teachflow.ops import elementwise as ew
-from teachflow.tensor.conversion import as_dtype, to_array
+from teachflow.ops import reduction
+from teachflow.tensor.conversion import Conversion, to_array
+from teachflow.tensor.elementwise import Elementwise
+from teachflow.tensor.habits import ForeignName
 from teachflow.tensor.interop import NumpyProtocol
-from teachflow.tensor.methods import ElementCount, FamiliarMethods, UnknownCount
-from teachflow.tensor.operators import Operators
+from teachflow.tensor.linalg import Linalg
+from teachflow.tensor.movement import Movement
+from teachflow.tensor.reductions import Reductions
 
 _new = object.__new__
 
 
-class Tensor(Operators, FamiliarMethods, NumpyProtocol, tape.Tracked):
+class Tensor(Elementwise, Reductions, Movement, Linalg, Conversion, NumpyProtocol,
+             tape.Tracked):
     """A multi-dimensional array that can record the ops applied to it for tape.
 
     Create one with `tfl.tensor`, `tfl.zeros`, `tfl.randn`, ... rather than with this class.
@@ -96,6 +95,16 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, tape.Tracked):
     def ndim(self) -> int:
         return len(self._data.shape)
 
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise ShapeError("len() of a 0-d tensor", op="len", hint="use t.item()")
+        if self.shape[0] is None:
+            raise TraceError(f"len() of a tensor of shape {self.shape}: its first size is known "
+                             "only when the graph runs", op="len",
+                             hint="compute with the whole tensor (x.sum(axis=0), x.mean()) "
+                                  "rather than a Python loop over its rows")
+        return self.shape[0]
+
     @property
     def size(self) -> ElementCount | UnknownCount:
         """The number of elements. Also callable, as PyTorch's ``t.size()`` (the shape) and
@@ -104,6 +113,14 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, tape.Tracked):
         if None in shape:
             return UnknownCount(shape)
         return ElementCount(math.prod(shape), shape)
+
+    def numel(self) -> int:
+        """The number of elements (NumPy: ``t.size``)."""
+        return self.size.__index__()
+
+    def dim(self) -> int:
+        """The number of axes (NumPy: ``t.ndim``)."""
+        return self.ndim
 
     @property
     def spec(self) -> TensorSpec:
@@ -157,84 +174,6 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, tape.Tracked):
         """The name of the op that computed this tensor, if it was recorded for backward."""
         return self._node.op.name if isinstance(self._node, tape.TapeNode) else None
 
-    # --- Getting values out -------------------------------------------------------------------
-
-    def numpy(self) -> np.ndarray:
-        """The values as a read-only NumPy array (copied to the host for a GPU tensor).
-
-        On the CPU it shares memory with the tensor, so it is read-only: writing to it would
-        silently change values the tape saved for backward. Use ``.numpy().copy()`` to edit.
-        While tracing, values exist only when the graph runs: reading them raises `TraceError`.
-        """
-        array = dispatch.current_interpreter().values(self)
-        if array is self._data:
-            array = array.view()
-            array.flags.writeable = False
-        return array
-
-    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
-        """``np.asarray(t)`` (the values, read-only), ``np.array(t)`` (a copy of them)."""
-        array = self.numpy()
-        if dtype is not None and np.dtype(dtype) != array.dtype:
-            return array.astype(dtype)  # a new array anyway
-        return array.copy() if copy else array
-
-    def item(self) -> float | int | bool:
-        """The single value of a one-element tensor, as a Python number."""
-        if self.spec.size != 1:
-            raise ShapeError(f"item() needs a tensor with one element, this one has shape "
-                             f"{self.shape}", op="item", hint="index or reduce it first")
-        return self.numpy().item()
-
-    def tolist(self) -> Any:
-        return self.numpy().tolist()
-
-    def __bool__(self) -> bool:
-        if self.spec.size != 1:
-            raise ShapeError(
-                f"the truth value of a tensor with shape {self.shape} is ambiguous",
-                op="bool", hint="compare one element (t[0] > 0) or a reduction (t.sum() > 0); "
-                     "t.item() gives the value of a one-element tensor")
-        if isinstance(self._data, Value):
-            return bool(self._data)  # raises: tracing cannot choose a path by a value
-        return bool(self.numpy())
-
-    def __float__(self) -> float:
-        return float(self.item())
-
-    def __int__(self) -> int:
-        return int(self.item())
-
-    def __index__(self) -> int:
-        if self.dtype.kind not in "iub":
-            raise DTypeError(f"only integer tensors can be used as an index, not {self.dtype}",
-                             op="index")
-        return int(self.item())
-
-    def __len__(self) -> int:
-        if self.ndim == 0:
-            raise ShapeError("len() of a 0-d tensor", op="len", hint="use t.item()")
-        if self.shape[0] is None:
-            raise TraceError(f"len() of a tensor of shape {self.shape}: its first size is known "
-                             "only when the graph runs", op="len",
-                             hint="compute with the whole tensor (x.sum(axis=0), x.mean()) "
-                                  "rather than a Python loop over its rows")
-        return self.shape[0]
-
-    def __format__(self, spec: str) -> str:
-        """``f"{loss:.4f}"``: a one-element tensor formats as its number."""
-        if not spec:
-            return str(self)
-        if self.spec.size != 1:
-            raise ShapeError(f"a format such as {spec!r} needs a one-element tensor, this one "
-                             f"has shape {self.shape}", op="format",
-                             hint="format t.item(), or np.array2string(t.numpy())")
-        return format(self.item(), spec)
-
-    def __iter__(self) -> Iterator[Tensor]:
-        for i in range(len(self)):
-            yield self[i]
-
     def __repr__(self) -> str:
         if isinstance(self._data, Value):  # traced: a place in a graph, with no numbers yet
             return f"tensor({self._data}: {self._data.spec}, traced)"
@@ -273,7 +212,7 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, tape.Tracked):
         values = self._backend.to_numpy(self._data)
         return _rebuild, (values, self.device, self.requires_grad and self.is_leaf)
 
-    # --- Autodiff and devices -----------------------------------------------------------------
+    # --- Autodiff -----------------------------------------------------------------------------
 
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Accumulate the gradient of this tensor into the ``.grad`` of every leaf it depends on.
@@ -288,39 +227,6 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, tape.Tracked):
     def detach(self) -> Tensor:
         """The same values, cut off from the tape (no gradient flows through)."""
         return bind(ew.stop_gradient, self)
-
-    def to(self, *where: Any, device: str | None = None, dtype: Any = None) -> Tensor:
-        """This tensor on `device` ("cpu" or "gpu"), as `dtype`; itself if it is that already.
-        As PyTorch's, either may be given by position (``x.to("gpu")``, ``x.to(tfl.float64)``,
-        ``x.to("gpu", tfl.float16)``), or another tensor, whose device and dtype it takes."""
-        for arg in where:
-            if isinstance(arg, Tensor):
-                device, dtype = device or arg.device, dtype or arg.dtype
-            elif isinstance(arg, str) and is_device_name(arg):
-                device = arg
-            else:
-                try:
-                    dtype = as_dtype(arg, "to")
-                except DTypeError:
-                    # A word that is no dtype was most likely meant as a device (PyTorch's too).
-                    error = DeviceError if isinstance(arg, str) else DTypeError
-                    raise error(f"x.to({arg!r}): {arg!r} is neither a device nor a dtype",
-                                op="to", hint="devices are 'cpu' and 'gpu' (or 'cuda'): "
-                                              "x.to('gpu'), x.to('float64'), or both: "
-                                              "x.to('gpu', 'float16')") from None
-        result = self if dtype is None else self.astype(dtype)
-        if device is None:
-            return result
-        backend = get_backend(device)
-        return result if backend is result._backend else bind(creation.to_device, result,
-                                                              device=backend.name)
-
-    def cpu(self) -> Tensor:
-        return self.to("cpu")
-
-    def astype(self, dtype: Any) -> Tensor:
-        dtype = as_dtype(dtype, "astype")
-        return self if dtype == self.dtype else bind(ew.astype, self, dtype=dtype)
 
     # --- In-place updates ---------------------------------------------------------------------
     # ``p -= lr * p.grad`` computes ``p - lr * p.grad`` as usual and then makes *this* tensor
@@ -357,110 +263,55 @@ class Tensor(Operators, FamiliarMethods, NumpyProtocol, tape.Tracked):
         if not isinstance(self._node, tape.Leaf):
             self._node = None
 
+    # --- PyTorch's and NumPy's names for the above, which teachflow spells otherwise ----------
 
-class WeakTensor(Tensor):
-    """A Python number become a tensor: a loop's step index, or a number a loop carries.
+    nelement = ForeignName("x.numel()")
+    ndimension = ForeignName("x.dim()")
+    requires_grad_ = ForeignName("x.requires_grad = True")
+    detach_ = ForeignName("x = x.detach()")
+    data = ForeignName("x.detach() for the values off the tape (a new tensor: to update x "
+                       "itself, write `with tfl.no_grad(): x -= ...`)")
 
-    Beside another tensor it takes that tensor's dtype, as the number itself would (NumPy's
-    *weak* Python scalars; JAX's weak types, PyTorch's rule for an integer operand): inside
-    ``fori_loop(0, n, lambda i, c: c + i, c)`` the carry stays float32, as in ``c + 3``, though
-    ``i`` is an int64 tensor. Beside numbers and other weak tensors it stays weak (``i * 2``);
-    ``astype`` and every other op make ordinary tensors.
-    """
 
-    __slots__ = ()
+class ElementCount(int):
+    """``t.size``: the number of elements, an int, as NumPy's ``a.size``. Called, it answers as
+    PyTorch's ``t.size()`` does: the shape, or for ``t.size(d)`` the length of axis d."""
 
-    @classmethod
-    def of(cls, t: Tensor) -> WeakTensor:
-        """`t`'s values (or, traced, its value in the graph), weakly typed."""
-        return cls._make(t._data, t._backend, t._node)
+    def __new__(cls, count: int, shape: tuple = ()) -> ElementCount:
+        self = super().__new__(cls, count)
+        self.shape = shape
+        return self
 
-    def beside(self, *others: Any) -> Tensor:
-        """Itself as an operand beside `others`: where one is an ordinary tensor (or array),
-        cast to the dtype a Python number of its kind would take there (float32 beside a
-        float32 tensor, int32 beside an int32 one)."""
-        strong = [o.dtype for o in others if isinstance(o, Tensor | np.ndarray | np.generic)
-                  and not isinstance(o, WeakTensor)]
-        if not strong:
-            return self
-        dtype = np.result_type(*strong, self.dtype.type(0).item())  # (a Python number)
-        if dtype != self.dtype:
-            return self.astype(dtype)
-        return Tensor._make(self._data, self._backend, self._node)
+    def __call__(self, dim: int | None = None) -> tuple | int:
+        if dim is None:
+            return self.shape
+        (axis,) = reduction.normalize_axes("size", dim, self.shape)
+        return self.shape[axis]
 
-    def _weakly(self, method: Any, other: Any) -> Tensor:
-        """``method(self, other)`` with self beside other; weak again beside a number."""
-        result = method(self.beside(other), other)
-        if isinstance(other, bool | int | float | WeakTensor) and isinstance(result, Tensor):
-            return WeakTensor.of(result)
-        return result
 
-    def __add__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__add__, other)
+class UnknownCount:
+    """``t.size`` of a tensor with a size known only when its graph runs (a placeholder's None):
+    the shape, as ``t.size()`` and ``t.size(d)`` give it, but no number to compute with."""
 
-    def __radd__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__radd__, other)
+    def __init__(self, shape: tuple) -> None:
+        self.shape = shape
 
-    def __sub__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__sub__, other)
+    __call__ = ElementCount.__call__
 
-    def __rsub__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__rsub__, other)
+    def _unknown(self, *_: Any) -> Any:
+        raise TraceError(f"the number of elements of a tensor of shape {self.shape}: a size is "
+                         "known only when the graph runs", op="size",
+                         hint="let an op count them when it runs: x.mean() rather than "
+                              "x.sum() / x.numel(); x.shape gives the sizes known now")
 
-    def __mul__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__mul__, other)
+    __index__ = __int__ = __float__ = __bool__ = __array__ = _unknown
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _unknown
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __pow__ = __rpow__ = _unknown
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _unknown
+    __hash__ = None
 
-    def __rmul__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__rmul__, other)
-
-    def __truediv__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__truediv__, other)
-
-    def __rtruediv__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__rtruediv__, other)
-
-    def __floordiv__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__floordiv__, other)
-
-    def __rfloordiv__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__rfloordiv__, other)
-
-    def __mod__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__mod__, other)
-
-    def __rmod__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__rmod__, other)
-
-    def __pow__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__pow__, other)
-
-    def __rpow__(self, other: Any) -> Tensor:
-        return self._weakly(Tensor.__rpow__, other)
-
-    # A comparison's mask is an ordinary bool tensor; the number is compared in the other's type.
-
-    def __lt__(self, other: Any) -> Tensor:
-        return Tensor.__lt__(self.beside(other), other)
-
-    def __le__(self, other: Any) -> Tensor:
-        return Tensor.__le__(self.beside(other), other)
-
-    def __gt__(self, other: Any) -> Tensor:
-        return Tensor.__gt__(self.beside(other), other)
-
-    def __ge__(self, other: Any) -> Tensor:
-        return Tensor.__ge__(self.beside(other), other)
-
-    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return Tensor.__eq__(self.beside(other), other)
-
-    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return Tensor.__ne__(self.beside(other), other)
-
-    __hash__ = Tensor.__hash__
-
-    def __neg__(self) -> Tensor:
-        return WeakTensor.of(Tensor.__neg__(self))
+    def __repr__(self) -> str:
+        return f"<size of a {self.shape} tensor, known when the graph runs>"
 
 
 def _rebuild(values: np.ndarray, device: str, requires_grad: bool) -> Tensor:

@@ -17,7 +17,7 @@ shapes and dtypes, since the one body graph must accept what it gives.
   step to the first that applies the body's gradient (`graph_vjp`) to that step's carry.
 
 `i` is a 0-d int64 tensor in both modes (traced, it must be: one body serves every step), weakly
-typed as the Python int it stands for (`tensor.WeakTensor`): ``carry + i`` keeps a float32 carry
+typed as the Python int it stands for (`weak.WeakTensor`): ``carry + i`` keeps a float32 carry
 float32. So is a Python number the loop carries (``(x, 0)``: a counter).
 """
 
@@ -51,7 +51,8 @@ from teachflow.ops import creation
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import Op
 from teachflow.tensor.factories import tensor
-from teachflow.tensor.tensor import Tensor, WeakTensor
+from teachflow.tensor.tensor import Tensor
+from teachflow.tensor.weak import WeakTensor
 from teachflow.tracing.callables import callable_name
 
 # --- while_loop -------------------------------------------------------------------------------

@@ -1,0 +1,223 @@
+"""A tensor's elementwise methods: ``a + b``, ``x < 0``, ``m1 & m2``, ``p -= g``, ``t.exp()``,
+``t.relu()``, ``t.clip(0, 1)``: each value of the result computed from the values at its place.
+
+Each is one call of `bind` with an op of `teachflow.ops.elementwise`: a method says *which* op to
+apply, and the current execution mode decides *how* (see `teachflow.core.dispatch`). `Tensor`
+inherits them from `Elementwise`; their functions (``tfl.exp``, ``tfl.maximum``, ``tfl.where``)
+are in `teachflow.tensor.library.elementwise`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from teachflow.autodiff.tape import Tracked
+from teachflow.core.dispatch import bind
+from teachflow.core.errors import DTypeError, TeachflowError
+from teachflow.ops import elementwise as ew
+from teachflow.tensor.habits import ForeignName
+
+if TYPE_CHECKING:
+    from teachflow.tensor.tensor import Tensor
+
+
+class Elementwise:
+    """Operators and elementwise functions, each an op applied through `bind` (a mixin of
+    `Tensor`)."""
+
+    __slots__ = ()
+
+    # --- Arithmetic ---------------------------------------------------------------------------
+
+    def __add__(self, other: Any) -> Tensor:
+        return bind(ew.add, self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return bind(ew.add, other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return bind(ew.sub, self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return bind(ew.sub, other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return bind(ew.mul, self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return bind(ew.mul, other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return bind(ew.div, self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return bind(ew.div, other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return bind(ew.pow, self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return bind(ew.pow, other, self)
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        return bind(ew.floor_divide, self, other)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return bind(ew.floor_divide, other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        return bind(ew.remainder, self, other)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return bind(ew.remainder, other, self)
+
+    def __neg__(self) -> Tensor:
+        return bind(ew.neg, self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return bind(ew.abs, self)
+
+    # --- Comparisons: bool masks, no gradient -------------------------------------------------
+
+    def __lt__(self, other: Any) -> Tensor:
+        return bind(ew.lt, self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return bind(ew.le, self, other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return bind(ew.gt, self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return bind(ew.ge, self, other)
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return bind(ew.eq, self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return bind(ew.ne, self, other)
+
+    # Masks combine with &, | and ~, as in NumPy and PyTorch (boolean tensors only).
+
+    def __and__(self, other: Any) -> Tensor:
+        return bind(ew.where, as_mask(self, "&"), as_mask(other, "&"), False)
+
+    def __rand__(self, other: Any) -> Tensor:
+        return self & other
+
+    def __or__(self, other: Any) -> Tensor:
+        return bind(ew.where, as_mask(self, "|"), True, as_mask(other, "|"))
+
+    def __ror__(self, other: Any) -> Tensor:
+        return self | other
+
+    def __invert__(self) -> Tensor:
+        return bind(ew.eq, as_mask(self, "~"), False)
+
+    # --- In-place updates (see `Tensor._assign`) ----------------------------------------------
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._assign(bind(ew.add, self, other), "+=")
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._assign(bind(ew.sub, self, other), "-=")
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._assign(bind(ew.mul, self, other), "*=")
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._assign(bind(ew.div, self, other), "/=")
+
+    # --- Elementwise functions ----------------------------------------------------------------
+
+    def exp(self) -> Tensor:
+        return bind(ew.exp, self)
+
+    def log(self) -> Tensor:
+        return bind(ew.log, self)
+
+    def sqrt(self) -> Tensor:
+        return bind(ew.sqrt, self)
+
+    def tanh(self) -> Tensor:
+        return bind(ew.tanh, self)
+
+    def relu(self) -> Tensor:
+        return bind(ew.relu, self)
+
+    def sigmoid(self) -> Tensor:
+        return bind(ew.sigmoid, self)
+
+    def softplus(self) -> Tensor:
+        return bind(ew.softplus, self)
+
+    def abs(self) -> Tensor:
+        return bind(ew.abs, self)
+
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:
+        """The values limited to ``[min, max]`` (PyTorch's clamp). A bound may be None (no limit
+        on that side) or a tensor. The gradient is 1 where ``min <= x <= max``, else 0."""
+        if min is None and max is None:
+            raise TeachflowError("clip needs a min, a max, or both", op="clip",
+                                 hint="x.clip(0.0, 1.0), x.clip(min=0.0) or x.clip(max=1.0)")
+        lo = ew.unbounded(self.dtype, above=False) if min is None else min
+        hi = ew.unbounded(self.dtype, above=True) if max is None else max
+        # A bound typed by the others, as a number is (a loop's index: weak.WeakTensor).
+        lo, hi = (b.beside(self, lo, hi) if hasattr(b, "beside") else b for b in (lo, hi))
+        return bind(ew.clip, self, lo, hi)
+
+    def clone(self) -> Tensor:
+        """A copy in new memory; gradients flow through it unchanged."""
+        return bind(ew.copy, self)
+
+    # --- PyTorch's and NumPy's names for the above, which teachflow spells otherwise ----------
+
+    add = ForeignName("x + y")
+    sub = ForeignName("x - y")
+    subtract = ForeignName("x - y")
+    mul = ForeignName("x * y")
+    multiply = ForeignName("x * y")
+    div = ForeignName("x / y")
+    divide = ForeignName("x / y")
+    pow = ForeignName("x ** y")
+    square = ForeignName("x ** 2")
+    neg = ForeignName("-x")
+    negative = ForeignName("-x")
+    eq = ForeignName("x == y")
+    ne = ForeignName("x != y")
+    lt = ForeignName("x < y")
+    le = ForeignName("x <= y")
+    gt = ForeignName("x > y")
+    ge = ForeignName("x >= y")
+    add_ = ForeignName("x += y")
+    sub_ = ForeignName("x -= y")
+    mul_ = ForeignName("x *= y")
+    div_ = ForeignName("x /= y")
+    exp_ = ForeignName("x = x.exp()")
+    abs_ = ForeignName("x = x.abs()")
+    sqrt_ = ForeignName("x = x.sqrt()")
+    maximum = ForeignName("tfl.maximum(x, y)")
+    minimum = ForeignName("tfl.minimum(x, y)")
+    masked_fill = ForeignName("tfl.where(mask, value, x)")
+    sign = ForeignName("tfl.where(x > 0, 1, tfl.where(x < 0, -1, 0))")
+    round = ForeignName("np.round(x.numpy()) (no gradient)")
+    clamp = ForeignName("x.clip(min, max)")
+    clamp_min = ForeignName("x.clip(min=...)")
+    clamp_max = ForeignName("x.clip(max=...)")
+    clamp_ = ForeignName("x = x.clip(min, max)")
+    copy = ForeignName("x.clone()")
+
+
+def as_mask(x: Any, op: str) -> Any:
+    """An operand of &, | or ~: a boolean tensor (or a Python bool)."""
+    if isinstance(x, bool | np.bool_) or (isinstance(x, Tracked) and x.dtype == np.bool_):
+        return bool(x) if isinstance(x, np.bool_) else x
+    what = f"a {x.dtype.name} tensor" if isinstance(x, Tracked) else type(x).__name__
+    raise DTypeError(f"{op} combines masks (boolean tensors), and this operand is {what}",
+                     op=op, hint="compare first, e.g. (x > 0) & (x < 1); for integers' bits "
+                                 "compute on x.numpy()")
