@@ -87,7 +87,7 @@ from teachflow.tensor.factories import (
     zeros,
     zeros_like,
 )
-from teachflow.tensor.library import (
+from teachflow.tensor.functions import (
     abs,
     argmax,
     argmin,

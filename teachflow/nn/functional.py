@@ -27,7 +27,7 @@ from teachflow.core import dispatch
 from teachflow.core.errors import DTypeError, IndexingError, ShapeError, TeachflowError, name_scope
 from teachflow.graph import Value
 from teachflow.tensor.factories import arange, rand, zeros
-from teachflow.tensor.library import (
+from teachflow.tensor.functions import (
     concatenate,
     log_softmax,
     relu,

@@ -16,7 +16,7 @@ from teachflow.autodiff.tape import no_grad
 from teachflow.core.errors import TeachflowError
 from teachflow.graph import Value
 from teachflow.tensor.factories import tensor
-from teachflow.tensor.library import stack
+from teachflow.tensor.functions import stack
 from teachflow.tensor.tensor import Tensor
 
 

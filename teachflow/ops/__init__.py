@@ -8,7 +8,7 @@
 - `creation`: constants, ranges, identity matrices, random numbers, device transfer
 
 Everything else (softmax, log_softmax, var, squeeze, ...) is composed from these, as Tensor
-methods (`teachflow.tensor.tensor`) and functions (`teachflow.tensor.library`).
+methods (`teachflow.tensor.tensor`) and functions (`teachflow.tensor.functions`).
 """
 
 from teachflow.ops import creation, elementwise, linalg, reduction, shape

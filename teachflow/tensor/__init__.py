@@ -2,9 +2,9 @@
 
 A tensor's methods never compute anything themselves: each says *which* op to apply (one call of
 `bind`), and the current execution mode decides *how*. Where a method lives follows one rule: its
-file is named for the kind of op it is, and so is the file of its ``tfl.`` function, in
-`library`; PyTorch's and NumPy's names for it (``dim=``, ``permute``, ``cat``) stand beside it.
-The chapters, in reading order:
+file is named for the kind of op it is, and its ``tfl.`` function is in `functions`, in the
+section of that kind; PyTorch's and NumPy's names for it (``dim=``, ``permute``, ``cat``) stand
+beside it. The chapters, in reading order:
 
 - `habits`: how methods answer to PyTorch's and NumPy's names (``dim=``, ``t.clamp``);
 - `conversion`: Python and NumPy data as arrays (dtypes, constants, shapes), and a tensor as
@@ -22,6 +22,6 @@ The chapters, in reading order:
 - `weak`: `WeakTensor`, a Python number become a tensor (a loop's index);
 - `eager`: the eager interpreter: run the kernel now, record on the tape;
 - `factories`: making tensors (``tfl.tensor``, ``zeros``, ``randn``, ...);
-- `library`: the functions ``tfl.exp``, ``tfl.sum``, ``tfl.reshape``, ``tfl.matmul``, one file
-  per kind as above (``tfl.where``, ``tfl.concatenate`` among them).
+- `functions`: the functions ``tfl.exp``, ``tfl.sum``, ``tfl.reshape``, ``tfl.matmul``, one
+  section per kind as above (``tfl.where``, ``tfl.concatenate`` among them).
 """

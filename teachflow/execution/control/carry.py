@@ -21,7 +21,8 @@ from teachflow.core.spec import TensorSpec
 from teachflow.core.tree import tree_unflatten
 from teachflow.execution.control.graphs import describe
 from teachflow.tensor.factories import tensor
-from teachflow.tensor.tensor import Tensor, WeakTensor
+from teachflow.tensor.tensor import Tensor
+from teachflow.tensor.weak import WeakTensor
 
 
 def as_carry(leaves: list, construct: str) -> list:
