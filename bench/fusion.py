@@ -28,7 +28,7 @@ beside it, and the line says which one the compiled function ran.
 **Small groups: C or NumPy?** A call into C costs microseconds of Python handing over the
 arrays; a small group's few NumPy calls may cost less. For chains of 2, 4, 6 and 8 ops on 16 to
 32,768 float32 elements, and for small reductions, the C kernel and the NumPy kernel side by
-side, and which one the compiler picks (`c_fused.small_group`): the pick should be the quicker
+side, and which one the compiler picks (`c_runtime.small_group`): the pick should be the quicker
 one, or near it at the crossing.
 
 On a GPU (if CuPy finds one), the 8-op chain runs as one CUDA kernel and is compared with a
@@ -50,8 +50,8 @@ from unittest import mock
 import numpy as np
 
 import teachflow as tfl
-from teachflow.kernels.c_fused import c_kernel, small_group
-from teachflow.kernels.numpy_fused import numpy_kernel
+from teachflow.kernels.c_runtime import c_kernel, small_group
+from teachflow.kernels.numpy_runtime import numpy_kernel
 
 from timing import best_wall_time, interleaved_best, ratio
 

@@ -7,6 +7,9 @@
   them, and keeps what fails in .hypothesis/ to try first next time.
 - Each test starts from ``tfl.manual_seed(0)``: what ``tfl.randn`` draws does not depend on the
   run, nor on which tests ran before.
+- A test file of staged functions may run each test twice, by both routes of a staged call
+  (``pytestmark = pytest.mark.usefixtures("each_route")``): with the fast path, and by the plain
+  route alone (`teachflow.staged.fast_path`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from hypothesis import HealthCheck, settings
 
 import teachflow as tfl
 import teachflow.compiler
+import teachflow.staged.function
 from teachflow.core.backends import devices, gpu_unavailable_reason
 
 # Every compilation in the tests checks that each pass preserves what the program computes.
@@ -32,6 +36,15 @@ settings.load_profile("explore" if EXPLORE else "repeatable")
 @pytest.fixture(autouse=True)
 def _seeded() -> None:
     tfl.manual_seed(0)
+
+
+@pytest.fixture(params=["fast path", "plain route"])
+def each_route(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The test runs with calls of tfl.functions taking the fast path where they can, then
+    again with every call taking the plain route."""
+    monkeypatch.setattr(teachflow.staged.function, "TAKE_FAST_PATH",
+                        request.param == "fast path")
+    return request.param
 
 
 def pytest_report_header() -> str:

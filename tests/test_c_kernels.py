@@ -54,10 +54,11 @@ from test_fused_kernels import (
 import teachflow as tfl
 from teachflow.core.dispatch import bind
 from teachflow.graph import Value, format_node
-from teachflow.kernels import c_fused, native
-from teachflow.kernels.c_fused import c_kernel, c_source
+from teachflow.kernels import c_runtime, native
+from teachflow.kernels.c_renderer import c_source
+from teachflow.kernels.c_runtime import c_kernel
 from teachflow.kernels.group import FusedGroup
-from teachflow.kernels.numpy_fused import numpy_kernel
+from teachflow.kernels.numpy_runtime import numpy_kernel
 from teachflow.ops import OPS
 
 COMPILER = native.compiler()
@@ -307,7 +308,7 @@ def test_numpys_warnings_come_from_the_numpy_kernel_run_again() -> None:
     with np.errstate(divide="ignore", invalid="raise"), pytest.raises(FloatingPointError):
         kernel(x)
     fine = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
-    with mock.patch.object(c_fused, "numpy_kernel", side_effect=AssertionError("NumPy ran")):
+    with mock.patch.object(c_runtime, "numpy_kernel", side_effect=AssertionError("NumPy ran")):
         with np.errstate(all="ignore"):
             np.testing.assert_array_equal(kernel(x), want)
         with warnings.catch_warnings():
@@ -422,7 +423,7 @@ def test_strided_inputs_get_a_kernel_of_their_own_not_a_copy() -> None:
                               offset=1).reshape(base.shape)
     views = {"transposed": base.T.copy().T, "reversed": base[::-1], "broadcast":
              np.broadcast_to(base[0], base.shape), "unaligned": unaligned}
-    with mock.patch.object(c_fused, "_variant", wraps=c_fused._variant) as variant:
+    with mock.patch.object(c_runtime, "_variant", wraps=c_runtime._variant) as variant:
         for name, view in views.items():
             want = eager_results(group, [view, base])[0]
             out = np.empty_like(want)
@@ -471,8 +472,8 @@ def test_only_arrays_handed_over_as_they_are_take_the_quick_call() -> None:
     column[...] = a
     inputs = {"row-major": a, "read-only": read_only, "unaligned": unaligned,
               "column-major": column, "float32": a.astype(np.float32), "a list": a.tolist()}
-    careful = mock.patch.object(c_fused._careful, "__call__", autospec=True,
-                                side_effect=c_fused._careful.__call__)
+    careful = mock.patch.object(c_runtime.CarefulCall, "__call__", autospec=True,
+                                side_effect=c_runtime.CarefulCall.__call__)
     for name, array in inputs.items():
         with careful as called:
             got = kernel(array, b) if a is x else kernel(b, array)
@@ -499,7 +500,7 @@ def test_a_returned_result_is_reused_only_once_nobody_holds_it() -> None:
     np.testing.assert_array_equal(third, held)
 
 
-SIZES = {  # (function, shape, which kernel runs): by `c_fused.small_group`
+SIZES = {  # (function, shape, which kernel runs): by `c_runtime.small_group`
     "2 ops, 640 elements": (lambda x, y: x * y + 1, (64, 10), "NumPy: a small group (2 ops "
                             "on 640 elements)"),
     "2 ops, 65,536 elements": (lambda x, y: x * y + 1, (256, 256), "C"),
@@ -721,7 +722,7 @@ def test_no_compiler_means_the_numpy_kernel_and_says_why(monkeypatch) -> None:
 
 
 def test_importing_compiles_nothing(tmp_path) -> None:
-    code = "import teachflow.kernels.c_fused, teachflow.kernels.native"
+    code = "import teachflow.kernels.c_runtime, teachflow.kernels.native"
     env = {**os.environ, "TEACHFLOW_CACHE": str(tmp_path / "cache")}
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     assert not (tmp_path / "cache").exists()

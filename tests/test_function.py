@@ -32,6 +32,9 @@ from teachflow.tracing.builder import is_tracing
 
 HERE = os.path.basename(__file__)
 
+# Each test runs by both routes of a staged call: the fast path, and the plain route alone.
+pytestmark = pytest.mark.usefixtures("each_route")
+
 
 def count_kernel_calls(monkeypatch, name: str) -> list:
     """Make the CPU kernel of op `name` count its calls (eager and generated code share it)."""

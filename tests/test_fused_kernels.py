@@ -44,7 +44,7 @@ import teachflow as tfl
 from teachflow.core import backends
 from teachflow.core.dispatch import bind
 from teachflow.graph import Graph, Value, format_node
-from teachflow.kernels import numpy_fused
+from teachflow.kernels import numpy_renderer
 from teachflow.kernels.cuda_fused import (
     CudaKernelCode,
     c_type,
@@ -53,7 +53,8 @@ from teachflow.kernels.cuda_fused import (
     cuda_source,
 )
 from teachflow.kernels.group import FusedGroup
-from teachflow.kernels.numpy_fused import BLOCK_ELEMENTS, numpy_kernel, numpy_source
+from teachflow.kernels.numpy_renderer import BLOCK_ELEMENTS, numpy_source
+from teachflow.kernels.numpy_runtime import numpy_kernel
 from teachflow.ops import OPS
 
 #: Every fusable op, with how many operands it takes: from the declarations, so that an op is
@@ -170,7 +171,7 @@ def assert_matches_eager(group: FusedGroup, arrays: list[np.ndarray],
 
     A small `block_elements` makes even small arrays run in several blocks.
     """
-    with mock.patch.object(numpy_fused, "BLOCK_ELEMENTS", block_elements):
+    with mock.patch.object(numpy_renderer, "BLOCK_ELEMENTS", block_elements):
         kernel = numpy_kernel(group, np)
     with np.errstate(all="ignore"):
         try:
@@ -310,7 +311,7 @@ def test_edge_values_give_numpys_results_and_warnings(case: str, errors: str,
     its FloatingPointError, as ``np.errstate`` asks."""
     fn, arrays, cut = EDGE_VALUES[case]
     group, inputs = cut(fn, *arrays)
-    with mock.patch.object(numpy_fused, "BLOCK_ELEMENTS", block):
+    with mock.patch.object(numpy_renderer, "BLOCK_ELEMENTS", block):
         kernel = numpy_kernel(group, np)
     assert_gives_eagers_results_and_warnings(kernel, group, inputs, errors)
 

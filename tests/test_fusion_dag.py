@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 import teachflow as tfl
 from teachflow.graph import Graph, Value
-from teachflow.kernels import numpy_fused
+from teachflow.kernels import numpy_renderer
 from teachflow.passes.grouping import group_nodes, grouped_order
 
 SHAPES = {"full": (6, 5), "row": (1, 5), "column": (6, 1)}
@@ -159,12 +159,12 @@ READS_THE_REDUCTION = [("tanh", 0, 0), ("sum_rows", 3, 0), ("tanh", 0, 0), ("add
 
 @settings(max_examples=examples(60))
 @given(steps=st.lists(STEP, min_size=1, max_size=25), seed=st.integers(0, 2**16),
-       block=st.sampled_from([numpy_fused.BLOCK_ELEMENTS, 4, 7]))
+       block=st.sampled_from([numpy_renderer.BLOCK_ELEMENTS, 4, 7]))
 @example(steps=READS_THE_REDUCTION, seed=0, block=4)
 def test_random_dags_fuse_into_kernels_that_compute_what_eager_does(steps, seed, block) -> None:
     f = _program(steps)
     args = _inputs(seed)
-    with mock.patch.object(numpy_fused, "BLOCK_ELEMENTS", block):  # several blocks, even small
+    with mock.patch.object(numpy_renderer, "BLOCK_ELEMENTS", block):  # several blocks, even small
         compiled = tfl.compile(f, *args, passes=["dce", "fuse"], verify=False)
         results = compiled(*args)
     _check_groups(compiled.snapshots[-2].graph, compiled.graph)
@@ -177,14 +177,14 @@ def test_random_dags_fuse_into_kernels_that_compute_what_eager_does(steps, seed,
 @given(steps=st.lists(st.tuples(st.sampled_from([*UNARY, *BINARY, "cast", "cast", "matmul",
                                                  "scale"]), st.integers(0, 40),
                                 st.integers(0, 40)), min_size=1, max_size=25),
-       seed=st.integers(0, 2**16), block=st.sampled_from([numpy_fused.BLOCK_ELEMENTS, 4, 7]))
+       seed=st.integers(0, 2**16), block=st.sampled_from([numpy_renderer.BLOCK_ELEMENTS, 4, 7]))
 def test_random_dags_on_edge_values_give_eagers_results_and_warnings(steps, seed, block) -> None:
     """NaN, infinities and values no int32 holds, through elementwise work and casts: the
     compiled function (NumPy and C kernels, as each group suits) gives eager NumPy's results
     and its warnings. (Reductions of such values: test_fused_kernels.py, test_c_kernels.py.)"""
     f = _program(steps, every=True)
     args = _inputs(seed, edges=True)
-    with mock.patch.object(numpy_fused, "BLOCK_ELEMENTS", block), \
+    with mock.patch.object(numpy_renderer, "BLOCK_ELEMENTS", block), \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         compiled = tfl.compile(f, *args, passes=["dce", "fuse"], verify=False)

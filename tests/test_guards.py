@@ -12,10 +12,13 @@ import pytest
 import teachflow as tfl
 from teachflow.staged.concrete import ConcreteFunction
 
+# Each test runs by both routes of a staged call: the fast path, and the plain route alone.
+pytestmark = pytest.mark.usefixtures("each_route")
+
 
 def one_by_one(concrete: ConcreteFunction, tensors: list) -> bool:
     """The guards asked one at a time, as `Guard.holds` answers (and every capture alive)."""
-    return (all(v.data.alive for v in concrete._traced.graph.captures)
+    return (all(v.data.alive for v in concrete.traced.graph.captures)
             and all(g.holds(tensors) for g in concrete.guards))
 
 

@@ -629,7 +629,7 @@ def test_eval_after_a_call_retraces_without_the_random_op_and_train_reuses_the_f
     x = tfl.randn(16, 8)
     staged(x)
     first = staged.concrete_functions[0]
-    assert len(random_ops(first._traced.graph)) == 1 and len(random_ops(first.graph)) == 1
+    assert len(random_ops(first.traced.graph)) == 1 and len(random_ops(first.graph)) == 1
 
     model.eval()
     np.testing.assert_allclose(staged(x).numpy(), model(x).numpy(), rtol=1e-6)
@@ -638,7 +638,7 @@ def test_eval_after_a_call_retraces_without_the_random_op_and_train_reuses_the_f
     assert "Dropout module's training flag was True when traced, now False" in \
         staged.retrace_reasons[-1]
     second = staged.concrete_functions[1]
-    assert not random_ops(second.graph) and not random_ops(second._traced.graph)
+    assert not random_ops(second.graph) and not random_ops(second.traced.graph)
 
     model.train()
     out = staged(x).numpy()

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from op_cases import CLIP_CASES, DIFFERENTIABLE_CASES, NUMPY_UFUNC_CASES, OpCase
 
 import teachflow as tfl
-from teachflow.kernels.numpy_fused import numpy_kernel
+from teachflow.kernels.numpy_runtime import numpy_kernel
 from teachflow.ops import OPS
 from teachflow.ops.op import Op, elementwise_rule, op_for_ufunc
 from teachflow.tensor.habits import ForeignName

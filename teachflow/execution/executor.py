@@ -65,13 +65,21 @@ class Executor:
     """A compiled graph: ``executor(*input_arrays, *capture_arrays)`` returns output arrays.
 
     ``captures`` are the values it reads from state outside the graph (see `Slot`), in argument
-    order after the inputs.
+    order after the inputs. ``code`` is the `Source` that wrote it (its names, and the kernels
+    and constants they hold), ``params`` its parameters' names, ``body`` its lines before the
+    return and ``returned`` the names it returns: the fast path of a staged call
+    (`teachflow.staged.fast_path`) writes those lines again, into a function of its own.
     """
 
-    def __init__(self, source: str, fn: Callable, captures: list[Value]) -> None:
+    def __init__(self, source: str, fn: Callable, captures: list[Value], code: Source,
+                 params: list[str], body: list[Line], returned: list[str]) -> None:
         self.source = source
         self.fn = fn
         self.captures = captures
+        self.code = code
+        self.params = params
+        self.body = body
+        self.returned = returned
 
     def __call__(self, *arrays: Any) -> Any:
         return self.fn(*arrays)
@@ -93,41 +101,35 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
         source.name_of[v] = source.names.claim(v.name or f"v{v.id}")
     for v in captures:  # by the name the user's code reads it by
         source.name_of[v] = source.names.claim(v.name or f"state{v.id}")
-    lines, returned = source.body(graph, outputs)
+    body, returned = source.body(graph, outputs)
     returned_text = ", ".join(returned) + ("," if len(outputs) == 1 else "")
-    params = ", ".join(source.name_of[v] for v in [*inputs, *captures])
+    params = [source.name_of[v] for v in [*inputs, *captures]]
     fn_name = source.names.claim(graph.name if not graph.name.startswith("__")
                                  else f"graph{graph.name}")
-    width = max((len(text) + 4 * depth for depth, text, node in lines if node and node.source),
-                default=0)
-    body = []
-    for depth, text, node in lines:
-        text = "    " * depth + text
-        body.append(f"    {text:<{width}}  # {node.source}" if node and node.source
-                    else f"    {text}")
-    code_text = "\n".join([f"def {fn_name}({params}):", *body, f"    return ({returned_text})",
-                           ""])
-    # Each line runs as the user's line of its node (a NumPy warning is shown there).
-    places = {n: node.source for n, (_, _, node) in enumerate(lines, start=2) if node}
-    code = compile_at_user_lines(code_text, places, f"<teachflow generated: {graph.name}>")
-    exec(code, source.namespace)  # the source was generated above from our own graph
-    return Executor(code_text, source.namespace[fn_name], captures)
+    text, fn = source.define(fn_name, params, [*body, (0, f"return ({returned_text})", None)])
+    return Executor(text, fn, captures, source, params, body, returned)
 
 
 #: One line of generated source: its depth of indentation, its text, and the node whose user
-#: line it runs as (None for bookkeeping: ``del``, a loop's ``break``).
+#: line it runs as (None for bookkeeping: ``del``, a loop's ``break``, a guard).
 Line = tuple[int, str, Node | None]
 
 
 class Source:
-    """The generated source of one graph being written: the names it uses and what they hold.
+    """Generated source being written: the names it uses, what they hold, and its functions.
+
+    This is teachflow's one code generator: the executor of a graph is written with it, and so
+    are the checks of a trace's guards (`teachflow.staged.guard_code`) and the fast path of a
+    staged call (`teachflow.staged.fast_path`), which writes an executor's lines again, in the
+    same namespace. A name is claimed once (`names`), an object the code refers to is bound to
+    a name (`bind`), and `define` compiles a function from lines.
 
     A node that owns graphs (`teachflow.execution.control`) writes its own lines (``if``/``else``, a
     ``while`` loop) through its op's ``emit(source, node, operands, results)``, and those lines
     take the code of its graphs from `body`, with their inputs named by what the node passes.
     """
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend | None = None) -> None:
         self.backend = backend
         self.namespace: dict[str, Any] = {"dtype": np.dtype, "inf": float("inf"),
                                           "nan": float("nan"),
@@ -154,6 +156,25 @@ class Source:
         for v in graph.constants:
             if v not in self.name_of:
                 self.name_of[v] = self.bind(f"const{v.id}", self.backend.asarray(v.data))
+
+    def define(self, name: str, params: Sequence[str], body: list[Line]
+               ) -> tuple[str, Callable]:
+        """``def name(params):`` around the lines of `body`, compiled into this source's
+        namespace: its text, and the function. A line that computes a node ends with a comment
+        naming the user's line of that node, and runs as that line (a NumPy warning is shown
+        there)."""
+        width = max((len(text) + 4 * depth for depth, text, node in body if node and node.source),
+                    default=0)
+        lines = [f"def {name}({', '.join(params)}):"]
+        for depth, text, node in body:
+            text = "    " * depth + text
+            lines.append(f"    {text:<{width}}  # {node.source}" if node and node.source
+                         else f"    {text}")
+        text = "\n".join([*lines, ""])
+        places = {n: node.source for n, (_, _, node) in enumerate(body, start=2) if node}
+        code = compile_at_user_lines(text, places, f"<teachflow generated: {name}>")
+        exec(code, self.namespace)  # the source was generated here, from our own objects
+        return text, self.namespace[name]
 
     def helper(self, wanted: str, value: Any) -> str:
         """A name for a helper of generated control flow (the same helper: the same name)."""

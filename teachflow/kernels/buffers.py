@@ -1,7 +1,7 @@
 """Scratch buffers for a fused kernel: as few as its chain of ops needs.
 
 A fused NumPy kernel computes every node of its chain for one block of rows, each into a scratch
-buffer the size of a block (`numpy_fused.py`). One buffer per node would do, but a chain of any
+buffer the size of a block (`numpy_renderer.py`). One buffer per node would do, but a chain of any
 length needs only a few: once the last node that reads a value has run, the value's buffer can
 hold the next value of the same shape and dtype. This is register allocation in miniature, the
 way a compiler hands out a CPU's registers: walk the nodes in order, free each value's buffer

@@ -1,6 +1,6 @@
 """One node as one line of C: the typed local variable that both C kernels are made of.
 
-The fused kernel for the GPU (`cuda_fused.py`) and the one for the CPU (`c_fused.py`) compute a
+The fused kernel for the GPU (`cuda_fused.py`) and the one for the CPU (`c_renderer.py`) compute a
 group the same way: for one element, each node becomes a local variable of its C type, made from
 its op's ``fusion`` template (``"tanh({0})"``), and the comment beside it names the node::
 

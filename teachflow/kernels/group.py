@@ -5,8 +5,8 @@ a tree, or any DAG: a value read twice inside the group is computed once), optio
 one reduction. Its operands are the values it reads from outside (graph values, in a fixed order)
 and the Python literals inside its nodes. It produces one value or several: every value of the
 group that is needed outside it (by a later node, or as an output of the graph) is an output of
-the kernel, which XLA calls *multi-output fusion*. The generators in `numpy_fused.py`,
-`c_fused.py` and `cuda_fused.py` turn a group into source code, and the fusion pass wraps that
+the kernel, which XLA calls *multi-output fusion*. The renderers in `numpy_renderer.py`,
+`c_renderer.py` and `cuda_fused.py` turn a group into source code, and the fusion pass wraps that
 in an `Op`.
 
 A kernel with one output is called ``kernel(in0, in1, ..., out=None)`` and returns its result; a
@@ -35,8 +35,9 @@ class FusedGroup:
     - ``outputs``: the values the kernel writes to memory, in its results' order: the values
       needed outside the group. Every other value lives only in cache or registers.
     - ``returned``: for each output, whether it is an output of the graph, handed to the caller.
-      Only then may a kernel keep its memory for the next call (see `kernels.runtime.Recycler`):
-      the memory of an intermediate is freed when the call ends, not held until the next one.
+      Only then may a kernel keep its memory for the next call (see
+      `kernels.numpy_runtime.Recycler`): the memory of an intermediate is freed when the call
+      ends, not held until the next one.
     """
 
     name: str

@@ -22,7 +22,7 @@ fused multiply-add; ``-fno-math-errno`` lets ``sqrtf`` be one instruction, since
 ``errno``; ``-fno-trapping-math`` lets a comparison (``relu``'s ``x > 0``) be computed 8 at a
 time, in a vector select, though it may then raise a flag for a lane it did not need (a kernel
 whose flags NumPy would warn about runs again as NumPy, which says what it says: see
-`c_fused.py`). There is no ``-ffast-math``, which would let the compiler reorder float arithmetic.
+`c_runtime.py`). There is no ``-ffast-math``, which would let the compiler reorder float arithmetic.
 
 The compiler is ``cc`` on the PATH, or $TEACHFLOW_CC (empty turns C kernels off). The cache is
 $TEACHFLOW_CACHE, else $XDG_CACHE_HOME/teachflow/kernels (by default ~/.cache/...), else a

@@ -11,23 +11,28 @@ are connected form a group, a chain, a tree or any DAG, as long as no cycle betw
 appears; a reduction of a group's value joins it and ends it; every value needed outside a group
 is an output of its kernel (multi-output fusion, as XLA calls it). Each group becomes one node
 whose op carries its generated kernels (see `teachflow.kernels`): NumPy source that works block
-by block, a C loop compiled by the system's C compiler, and CUDA C for CuPy. On the CPU the C
-kernel runs where a compiler is present and the group suits it and is big enough to pay for a
-call into C; otherwise the NumPy one, and the op says which (`FusedOp.ran`). Each change's
-sentence says what the kernel reads and writes, and why the group stops where it does.
+by block, a C loop compiled by the system's C compiler, and CUDA C for CuPy.
+
+The pass's last part builds them (`build_kernels`): each new kernel, for the device its node
+runs on. On the CPU the C kernel is compiled where a compiler is present and the group suits it
+and is big enough to pay for a call into C; otherwise the NumPy one is made, and the op says
+which (`FusedOp.ran`); on a GPU, the CUDA kernel. So the executor only looks kernels up, as it
+looks up every op's. Each change's sentence says what the kernel reads and writes, why the
+group stops where it does, and which kernel was built.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 import numpy as np
 
-from teachflow.graph import Graph, Node, Value, format_node
+from teachflow.core.backends import get_backend
+from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.kernels.group import FusedGroup
 from teachflow.ops.op import Op
 from teachflow.passes.base import DROP, Change, Decide, Rewriter, rewrite
@@ -40,17 +45,17 @@ class FusedOp(Op):
     written once, when first read)."""
 
     group: FusedGroup | None = field(default=None, repr=False)
-    kernels: _Kernels | None = field(default=None, repr=False)
+    kernels: BuiltKernels | None = field(default=None, repr=False)
 
     @cached_property
     def numpy_source(self) -> str:
-        from teachflow.kernels.numpy_fused import numpy_source
+        from teachflow.kernels.numpy_renderer import numpy_source
 
         return numpy_source(self.group)
 
     @cached_property
     def c_source(self) -> str:
-        from teachflow.kernels.c_fused import c_source
+        from teachflow.kernels.c_renderer import c_source
 
         return c_source(self.group)
 
@@ -63,13 +68,15 @@ class FusedOp(Op):
     @property
     def ran(self) -> str:
         """Which kernel runs on the CPU, and why: a sentence."""
-        return self.kernels.cpu or "decided when it first runs on the CPU: C where a C " \
+        return self.kernels.cpu or "decided when it is built for the CPU: C where a C " \
             "compiler is present and the group suits it and is not too small, else NumPy"
 
 
-class _Kernels:
-    """A group's kernel for each array module, made on first use (the C one is compiled then),
-    and which one runs on the CPU."""
+class BuiltKernels:
+    """A group's kernel for each array module (the op's ``kernel(xp)``), and which one runs on
+    the CPU. The fuse pass builds the kernel for the device its node runs on (`build`); one
+    asked for before it is built (a learner's own fusion pass made the op; another device) is
+    built then."""
 
     def __init__(self, group: FusedGroup) -> None:
         self.group = group
@@ -77,25 +84,27 @@ class _Kernels:
         self.cpu: str | None = None
 
     def __call__(self, xp: Any) -> Callable[..., Any]:
-        kernel = self.made.get(xp)
-        if kernel is None:
-            kernel = self.made[xp] = self.make(xp)
-        return kernel
+        if xp not in self.made:
+            self.build(xp)
+        return self.made[xp]
 
-    def make(self, xp: Any) -> Callable[..., Any]:
+    def build(self, xp: Any) -> str:
+        """Build the kernel for the array module `xp` (NumPy: the CPU; CuPy: a GPU); say which
+        kernel it is, and why, in words."""
         if xp is not np:
             from teachflow.kernels.cuda_fused import cuda_kernel
 
-            return cuda_kernel(self.group, xp)
-        from teachflow.kernels.c_fused import cpu_kernel
+            self.made[xp] = cuda_kernel(self.group, xp)
+            return "CUDA C, compiled by CuPy on its first launch"
+        from teachflow.kernels.c_runtime import cpu_kernel
 
-        kernel, self.cpu = cpu_kernel(self.group)
-        return kernel
+        self.made[xp], self.cpu = cpu_kernel(self.group)
+        return self.cpu
 
 
 def fused_op(group: FusedGroup) -> FusedOp:
     specs = group.specs
-    kernels = _Kernels(group)
+    kernels = BuiltKernels(group)
     return FusedOp(group.name, kernels, lambda *_: specs if len(specs) > 1 else specs[0],
                    primitive=False, arg_names=tuple(f"in{i}" for i in range(len(group.inputs))),
                    group=group, kernels=kernels)
@@ -103,7 +112,8 @@ def fused_op(group: FusedGroup) -> FusedOp:
 
 def fuse(graph: Graph) -> tuple[Graph, list[Change]]:
     """Replace each group of nodes (see `grouping.py`) by one node that runs a generated kernel,
-    where the group's last node was; the node has one result per value needed outside."""
+    where the group's last node was; the node has one result per value needed outside. Last,
+    build the new kernels (`build_kernels`)."""
     changes: list[Change] = []
 
     def decide_for(g: Graph) -> Decide:
@@ -126,7 +136,30 @@ def fuse(graph: Graph) -> tuple[Graph, list[Change]]:
 
         return decide
 
-    return rewrite(graph, decide_for), changes
+    fused = rewrite(graph, decide_for)
+    return fused, build_kernels(fused, changes)
+
+
+def build_kernels(graph: Graph, changes: list[Change]) -> list[Change]:
+    """The pass's last part: build the kernel of each fused node that `changes` made, for the
+    device the node runs on (C or NumPy on the CPU, CUDA C on a GPU); each change, saying which
+    kernel was built."""
+    made = {n.id: n for n in _every_node(graph)}
+    built = []
+    for change in changes:
+        node = made[change.result[0]]
+        device = node.outputs[0].spec.device
+        which = node.op.kernels.build(get_backend(device).xp)
+        built.append(replace(change, sentence=f"{change.sentence} Built for {device} as {which}."))
+    return built
+
+
+def _every_node(graph: Graph) -> Iterator[Node]:
+    """The nodes of `graph` and of the graphs its nodes own."""
+    for node in graph.nodes:
+        yield node
+        for sub in subgraphs(node).values():
+            yield from _every_node(sub)
 
 
 def _fuse(rewriter: Rewriter, group: Group, index: int, returned: set[Value]) -> Change:

@@ -1,21 +1,25 @@
 """A concrete function: one trace of a `tfl.function`, compiled, and what calling it does.
 
-A call runs the generated executor on the tensor arguments and on the state the trace reads
-(captured tensors, ``.grad``s), then writes back the state the traced code updated (see
-`teachflow.tracing.builder`): the new values of tensors updated in place, and new ``.grad``s.
+The plain route of a call, after `Function` has found this concrete function for the call's
+signature (or the caller called it directly, and `run` checked that the signature fits):
 
-How it runs is the interpreter's decision, as for every op (`dispatch.call`): eagerly it runs the
-executor (`run`); inside another trace it adds its graph's ops to that trace (`inline`).
+1. check its guards: the state outside the graph is as the trace assumed (`guards_hold`,
+   generated from the guards: `teachflow.staged.guard_code`);
+2. read that state, and run the generated executor on the arguments' arrays and the state's
+   (`run_flat`); a call that someone may differentiate instead runs the traced graph op by op,
+   on the tape (`interpret`);
+3. write back the state the traced code updated (see `teachflow.tracing.builder`): the new
+   values of tensors updated in place, and new ``.grad``s (`write_back`);
+4. give the results in the function's structure.
 
-A call of a `tfl.function` with tensors is itself generated code (`call_source`): the guards,
-reading the state, the executor and writing the state back, in one Python function. A training
-step is short, and the dozen small steps of a call written out one function at a time cost a
-tenth of it.
+How a call runs is the interpreter's decision, as for every op (`dispatch.call`): eagerly it
+takes that route (`run`); inside another trace it adds its graph's ops to that trace (`inline`).
+A `tfl.function` may also take a fast path, the same steps written as one generated function
+(`teachflow.staged.fast_path`); it reads this module's route, and must leave what it leaves.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,6 +34,7 @@ from teachflow.core.tree import tree_flatten, tree_unflatten
 from teachflow.execution.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
 from teachflow.ops.op import Op
+from teachflow.staged.guard_code import guards_function
 from teachflow.staged.signature import (
     Signature,
     canonical_call,
@@ -40,7 +45,6 @@ from teachflow.staged.signature import (
     structure_difference,
 )
 from teachflow.tensor.tensor import Tensor
-from teachflow.tracing.guards import GuardWriter, compile_guards, guard_source, one_line
 from teachflow.tracing.trace import Traced
 
 
@@ -58,39 +62,40 @@ class ConcreteFunction:
         self.signature = signature
         self.input_signature = input_signature
         self.guards = traced.guards
-        self._guards_hold = compile_guards(self.guards, [v.data for v in traced.graph.captures])
-        self._traced = traced
+        self.guard_source, self._guards_hold = guards_function(
+            self.guards, [v.data for v in traced.graph.captures])
+        self.traced = traced
         self._call_signature = call_signature  # the Python function's, to read calls alike
         self.compilation = Compilation(run_pipeline(traced.graph, passes, verify, examples),
                                        self)
         self.graph = self.compilation.graph  # the optimized graph
         inputs = traced.graph.inputs
-        self._backend = get_backend(backend or (inputs[0].spec.device if inputs else "cpu"))
-        self._executor = generate(self.graph, self._backend)
-        self._out_backends = [get_backend(v.spec.device) for v in self.graph.outputs]
-        self._results = len(traced.graph.results)
-        self._updates = bool(self.graph.updates)
+        self.backend = get_backend(backend or (inputs[0].spec.device if inputs else "cpu"))
+        self.executor = generate(self.graph, self.backend)
+        self.output_backends = [get_backend(v.spec.device) for v in self.graph.outputs]
+        #: How many of the graph's outputs are the function's results (the rest: new state).
+        self.result_count = len(traced.graph.results)
         self._update_plan = [(u.slot, u.output, None if u.output is None else
-                              self._out_backends[u.output]) for u in self.graph.updates]
+                              self.output_backends[u.output]) for u in self.graph.updates]
         # A trace that ran backward() has its gradients inside: it is not differentiated again.
-        self._differentiable = all(u.slot.attr != "grad" for u in traced.graph.updates)
+        self.differentiable = all(u.slot.attr != "grad" for u in traced.graph.updates)
         self._returns_state = any(r is not None for r in traced.returned)
         self._single_output = traced.out_tree is None and isinstance(traced.out_leaves[0], Value)
-        self.call_source, namespace = _quick_call_source(self)
-        exec(compile(self.call_source, f"<teachflow call of {self.graph.name}>", "exec"),
-             namespace)  # (generated from the graph, its guards and its updates)
-        self.quick_call = namespace["call"]
+        #: A call returns its first result as it is (no structure, no state returned).
+        self.returns_first_result = self._single_output and not self._returns_state
 
     @property
     def source(self) -> str:
         """The generated Python that runs the graph."""
-        return self._executor.source
+        return self.executor.source
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         return dispatch.call(self, args, kwargs)
 
     def run(self, args: tuple, kwargs: dict) -> Any:
-        """Run the executor on these arguments (eagerly)."""
+        """A call, eagerly, by the plain route: the arguments must fit the signature and the
+        guards must hold (`_checked_inputs`); then the executor runs and the state is written
+        back (`run_flat`)."""
         tensors, arrays = self._checked_inputs(args, kwargs)
         result = self.run_flat(tensors)
         write_into_arrays(arrays)
@@ -99,7 +104,7 @@ class ConcreteFunction:
     def inline(self, args: tuple, kwargs: dict) -> Any:
         """Inside another trace: the traced graph's ops join that trace, one by one."""
         tensors, arrays = self._checked_inputs(args, kwargs)
-        result = self._finish(tensors, interpret(self._traced.graph, tensors))
+        result = self._finish(tensors, interpret(self.traced.graph, tensors))
         write_into_arrays(arrays)
         return result
 
@@ -110,14 +115,9 @@ class ConcreteFunction:
         leaves, _ = as_inputs(tree_flatten((args, kwargs))[0])
         return leaf_keys(leaves)[1]
 
-    @property
-    def guard_source(self) -> str:
-        """The generated Python that checks the trace's guards before each call."""
-        return guard_source(self.guards, [v.data for v in self._traced.graph.captures])[0]
-
     def guards_hold(self, tensors: list[Tensor] | tuple) -> bool:
         """Does the state outside the graph still look as the trace assumed (and does every
-        tensor it reads still exist)?"""
+        tensor it reads still exist)? `guard_source` is the generated Python that says."""
         return self._guards_hold(tensors)
 
     def _checked_inputs(self, args: tuple, kwargs: dict) -> tuple[list[Tensor], list]:
@@ -136,29 +136,57 @@ class ConcreteFunction:
             why = err.message
             keys, treedef = None, None
         same_tree = treedef is not None and exact_tree(treedef) == exact_tree(
-            self._traced.in_tree)
+            self.traced.in_tree)
         if keys != self.signature.keys or not same_tree:
             if same_tree:
                 new = Signature(self.signature.arguments, self.signature.names, keys)
                 why = retrace_reason(self.signature, new)
             elif keys is not None:
-                why = structure_difference(self._traced.in_tree, treedef) or \
+                why = structure_difference(self.traced.in_tree, treedef) or \
                     "the arguments are structured differently"
             raise SignatureMismatch(f"this concrete function was traced for ({self.signature}); "
                                     f"these arguments do not fit it: {why}", op="function",
                                     hint=self.mismatch_hint)
         if not self.guards_hold(tensors):
             why = "; ".join([g.reason(tensors) for g in self.guards if not g.holds(tensors)]
-                            + [f"{v.data.name} exists" for v in self._traced.graph.captures
+                            + [f"{v.data.name} exists" for v in self.traced.graph.captures
                                if not v.data.alive])
             raise SignatureMismatch(f"this concrete function was traced assuming that {why}",
                                     op="function", hint=self.mismatch_hint)
         return tensors, arrays
 
     def run_flat(self, tensors: list[Tensor] | tuple) -> Any:
-        """Run on the flat tensor arguments (known to fit); write back updated state; give back
-        the results in the function's structure."""
-        backend, arrays, tracked = self._backend, [], []
+        """Run on the flat tensor arguments (known to fit, guards checked): read the state,
+        run the executor, write back the state it updated; give back the results in the
+        function's structure."""
+        arrays, tracked = self._arrays(tensors)
+        taped = bool(tracked) and tape.is_grad_enabled()
+        if taped and self.differentiable:
+            # Someone may differentiate through this call: its ops run one by one, on the tape
+            # (the optimized graph's fused kernels have no gradient rules).
+            return self._finish(tensors, interpret(self.traced.graph, tensors))
+        try:
+            outputs = self.executor.fn(*arrays)
+        except Exception as exc:
+            raise explain_failure(self.traced.graph, tensors) from exc
+        results = []  # (loops: in the hot path, a comprehension's own frame costs)
+        for array, out_backend in zip(outputs[:self.result_count], self.output_backends,
+                                      strict=False):
+            if type(array) is not out_backend.array_type:  # a NumPy scalar, from a 0-d result
+                array = out_backend.xp.asarray(array)
+            results.append(Tensor._make(array, out_backend, None))
+        if taped:
+            # A trace that ran backward(): its gradients are inside already. Its results say so
+            # if backward() reaches them again (the state it updated stays plain, as eagerly).
+            results = [not_differentiable_again(r, tracked, self.graph.name) for r in results]
+        if self._update_plan:
+            self._write_back_arrays(tensors, outputs)
+        return self.structured(tensors, results)
+
+    def _arrays(self, tensors: list[Tensor] | tuple) -> tuple[list, list]:
+        """The arrays the executor takes: the arguments', then the state's, read now (by
+        reference: current values); and the tape nodes of those on the tape."""
+        backend, arrays, tracked = self.backend, [], []
         for t in tensors:
             if t._backend is not backend:
                 raise DeviceError(f"this function was compiled for {backend.name} but got a "
@@ -166,33 +194,12 @@ class ConcreteFunction:
             if t._node is not None:
                 tracked.append(t._node)
             arrays.append(t._data)
-        for capture in self._executor.captures:  # read by reference: current values
+        for capture in self.executor.captures:
             state = capture.data.read(tensors)
             if state._node is not None:
                 tracked.append(state._node)
             arrays.append(state._data)
-        taped = bool(tracked) and tape.is_grad_enabled()
-        if taped and self._differentiable:
-            # Someone may differentiate through this call: its ops run one by one, on the tape
-            # (the optimized graph's fused kernels have no gradient rules).
-            return self._finish(tensors, interpret(self._traced.graph, tensors))
-        try:
-            outputs = self._executor.fn(*arrays)
-        except Exception as exc:
-            raise explain_failure(self._traced.graph, tensors) from exc
-        n = self._results
-        results = []  # (loops: in the hot path, a comprehension's own frame costs)
-        for array, out_backend in zip(outputs[:n], self._out_backends, strict=False):
-            if type(array) is not out_backend.array_type:  # a NumPy scalar, from a 0-d result
-                array = out_backend.xp.asarray(array)
-            results.append(Tensor._make(array, out_backend, None))
-        if taped:
-            # A trace that ran backward(): its gradients are inside already. Its results say so
-            # if backward() reaches them again (the state it updated stays plain, as eagerly).
-            results = [_not_differentiable_again(r, tracked, self.graph.name) for r in results]
-        if self._updates:
-            self._write_back_arrays(tensors, outputs)
-        return self._structured(tensors, results)
+        return arrays, tracked
 
     def _write_back_arrays(self, tensors: list[Tensor] | tuple, outputs: Any) -> None:
         """`write_back` for a run of the executor, which runs only eagerly: the state takes the
@@ -210,21 +217,21 @@ class ConcreteFunction:
 
     def _finish(self, tensors: list[Tensor] | tuple, results: list[Tensor]) -> Any:
         """Write back the state the call updated; the results in the function's structure."""
-        if self._updates:
+        if self._update_plan:
             write_back(self.graph, tensors, results)
-            results = results[:self._results]
-        return self._structured(tensors, results)
+            results = results[:self.result_count]
+        return self.structured(tensors, results)
 
-    def _structured(self, tensors: list[Tensor] | tuple, results: list[Tensor]) -> Any:
+    def structured(self, tensors: list[Tensor] | tuple, results: list[Tensor]) -> Any:
         """The results in the function's structure."""
         if self._returns_state:  # `return w`: w itself
             results = [r if outside is None else outside.read(tensors)
-                       for r, outside in zip(results, self._traced.returned, strict=True)]
+                       for r, outside in zip(results, self.traced.returned, strict=True)]
         if self._single_output:
             return results[0]
         it = iter(results)
-        leaves = [next(it) if isinstance(v, Value) else v for v in self._traced.out_leaves]
-        return tree_unflatten(self._traced.out_tree, leaves)
+        leaves = [next(it) if isinstance(v, Value) else v for v in self.traced.out_leaves]
+        return tree_unflatten(self.traced.out_tree, leaves)
 
     def __repr__(self) -> str:
         return f"<ConcreteFunction {self.graph.name}({self.signature}): {len(self.graph)} nodes>"
@@ -245,107 +252,6 @@ def write_back(graph: Graph, arguments: list[Tensor] | tuple, outputs: list[Tens
             interpreter.write_grad(tensor, new if plain else new.detach())
 
 
-#: What `ConcreteFunction.quick_call` returns when a call must go the careful way.
-CAREFUL = object()
-
-
-def _quick_call_source(concrete: ConcreteFunction) -> tuple[str, dict[str, Any]]:
-    """The source of ``call(arguments)``: a whole call of `concrete` on tensor arguments in one
-    generated function, as TorchDynamo guards a compiled frame. It checks the guards, reads the
-    captured state, runs the executor, makes the results and writes the updated state back:
-    what `Function.run` and `run_flat` do step by step, without the steps (each a Python call
-    touching objects that the kernels have pushed out of the cache, so they cost more than their
-    work). Anything unusual (a guard that fails, a tensor on another device, a call to record on
-    the tape) returns `CAREFUL`, and the call goes the careful way, which says why."""
-    writer = GuardWriter(fail="CAREFUL")
-    namespace = writer.namespace
-    named: dict[int, str] = {}
-
-    def constant(prefix: str, value: Any) -> str:  # (one name per object)
-        if id(value) not in named:
-            named[id(value)] = writer.constant(prefix, value)
-        return named[id(value)]
-
-    lines: list[str] = []
-    for slot in (v.data for v in concrete._traced.graph.captures):
-        lines += writer.find(slot)
-    for guard in concrete.guards:
-        lines += writer.check(guard)
-
-    def tensor_of(slot: Any) -> str:
-        found, name = writer.tensor(slot)
-        lines.extend(found)
-        return name
-
-    backend = constant("backend", concrete._backend)
-    held = [f"a{k}" for k in range(len(concrete._traced.graph.inputs))]
-    lines += [f"{a} = arguments[{k}]" for k, a in enumerate(held)]
-    if held:
-        lines += [f"if {' or '.join(f'{a}._backend is not {backend}' for a in held)}:",
-                  "    return CAREFUL  # (another device: the careful way explains)"]
-    for k, capture in enumerate(concrete._executor.captures):
-        slot = capture.data
-        if slot.attr == "data":
-            held.append(tensor_of(slot))
-            continue
-        owner = tensor_of(slot)
-        held.append(f"s{k}")
-        lines += [f"s{k} = {owner}._grad  # {one_line(slot.name)}", f"if s{k} is None:",
-                  "    return CAREFUL"]
-    namespace.update(CAREFUL=CAREFUL, grad_enabled=tape.is_grad_enabled, make=Tensor._make,
-                     not_again=_not_differentiable_again)
-    nodes = "".join(f"{t}._node, " for t in held)
-    lines += [f"tracked = [n for n in ({nodes.rstrip()}) if n is not None]" if held else
-              "tracked = []", "taped = bool(tracked) and grad_enabled()"]
-    if concrete._differentiable:
-        lines += ["if taped:  # someone may differentiate through it: op by op, on the tape",
-                  "    return CAREFUL"]
-    executor = constant("executor", concrete._executor)
-    explain = constant("explain", lambda tensors: explain_failure(concrete._traced.graph,
-                                                                  tensors))
-    lines += ["try:", f"    outputs = {executor}.fn({', '.join(f'{t}._data' for t in held)})",
-              "except Exception as exc:", f"    raise {explain}(arguments) from exc"]
-
-    def array(i: int, name: str) -> list[str]:
-        """Output `i` as its backend's array (a 0-d result may come as a NumPy scalar)."""
-        read, shape = [f"{name} = outputs[{i}]"], concrete.graph.outputs[i].spec.shape
-        if shape and None not in shape:  # an array for sure
-            return read
-        return [*read, *_as_array(name, concrete._out_backends[i], constant)]
-
-    results = [f"r{i}" for i in range(concrete._results)]
-    for i, r in enumerate(results):
-        out = constant("backend", concrete._out_backends[i])
-        lines += [*array(i, r), f"{r} = make({r}, {out}, None)", "if taped:",
-                  f"    {r} = not_again({r}, tracked, {concrete.graph.name!r})"]
-    for update in concrete.graph.updates:  # the state the call updated takes its new value
-        owner = tensor_of(update.slot)
-        comment = f"  # {one_line(update.slot.name)} <- output {update.output}"
-        if update.output is None:
-            lines.append(f"{owner}._grad = None{comment}")
-            continue
-        lines += array(update.output, "new")
-        if update.slot.attr == "data":
-            lines.append(f"{owner}._take_array(new){comment}")
-        else:
-            out = constant("backend", concrete._out_backends[update.output])
-            lines.append(f"{owner}._grad = make(new, {out}, None){comment}")
-    if concrete._single_output and not concrete._returns_state:
-        lines.append(f"return {results[0]}")
-    else:
-        structured = constant("structured", concrete._structured)
-        lines.append(f"return {structured}(arguments, [{', '.join(results)}])")
-    text = "\n".join(["def call(arguments):",
-                      f'    """One call of {concrete.graph.name}, whole (or CAREFUL)."""',
-                      *[f"    {line}" for line in lines], ""])
-    return text, namespace
-
-
-def _as_array(name: str, backend: Any, constant: Callable[[str, Any], str]) -> list[str]:
-    kind, xp = constant("array_type", backend.array_type), constant("xp", backend.xp)
-    return [f"if type({name}) is not {kind}:", f"    {name} = {xp}.asarray({name})"]
-
-
 def _refuse_backward(g: Any, i: int, *, function: str) -> Any:
     raise AutodiffError(
         f"this result comes from a call of the staged function {function}, which ran "
@@ -361,7 +267,9 @@ _RAN_BACKWARD = Op("staged call that ran backward()", lambda xp: None, lambda *a
                    grads=_refuse_backward, primitive=False, arg_names=())
 
 
-def _not_differentiable_again(result: Tensor, parents: list, function: str) -> Tensor:
+def not_differentiable_again(result: Tensor, parents: list, function: str) -> Tensor:
+    """`result`, marked as a result of a staged call that ran backward() inside (`parents`: the
+    tape nodes the call read), so that backward() reaching it says why it cannot go on."""
     if result.dtype.kind not in "fc":
         return result
     node = tape.TapeNode(_RAN_BACKWARD, {"function": function}, tuple(parents),

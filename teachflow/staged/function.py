@@ -13,6 +13,13 @@ Those static parts form the *signature*. The first call with a signature traces 
 function into a graph and generates its executor (a `ConcreteFunction`); later calls with the same
 signature skip Python entirely and run the executor. `retrace_reasons` says, in a sentence per
 trace, which argument changed and how, so the cost of retracing stays visible.
+
+A call takes one plain route (`Function.run`): find the concrete functions traced for the call's
+signature, and among them the one whose guards hold (none: trace a new one, and say why); run
+its executor; write back the state it updated (`teachflow.staged.concrete` says how). Calls made
+with tensors only may take a fast path first: the same steps written as one generated function
+(`teachflow.staged.fast_path`), which hands the call to the plain route whenever anything is
+unusual.
 """
 
 from __future__ import annotations
@@ -30,8 +37,8 @@ from teachflow.core import dispatch
 from teachflow.core.errors import TeachflowError, expect_callable, user_stacklevel
 from teachflow.core.spec import TensorSpec
 from teachflow.core.tree import tree_flatten, tree_unflatten
-from teachflow.graph import StateGone
-from teachflow.staged.concrete import CAREFUL, ConcreteFunction, as_inputs, write_into_arrays
+from teachflow.staged.concrete import ConcreteFunction, as_inputs, write_into_arrays
+from teachflow.staged.fast_path import NOT_TAKEN, FastCall
 from teachflow.staged.signature import (
     Signature,
     canonical_call,
@@ -51,6 +58,10 @@ from teachflow.tracing.trace import trace_function
 
 #: After this many traces of one function, each further trace warns.
 RETRACE_WARNING_AFTER = 5
+
+#: Calls with tensors only try the fast path first (`teachflow.staged.fast_path`). Off, every
+#: call takes the plain route; the tests run both ways.
+TAKE_FAST_PATH = True
 
 
 class RetracingWarning(UserWarning):
@@ -82,8 +93,8 @@ class Function:
         self.retrace_reasons: list[str] = []
         self._concrete: dict[Any, list[ConcreteFunction]] = {}
         self._bound_to_classes: dict[type, Function] = {}  # (a staged classmethod)
-        # Calls with tensors only, by position, find their concrete function here directly.
-        self._by_tensor_specs: dict[tuple, ConcreteFunction] = {}
+        # The fast path of calls with tensors only, by position: by their tensors' specs.
+        self._fast_calls: dict[tuple, FastCall] = {}
         self._signature = signature_of(fn)
         # A decorated function shows the signature of the function it wraps (__wrapped__), but
         # the wrapper may read its arguments otherwise (set a default of its own, take them
@@ -105,29 +116,46 @@ class Function:
         return dispatch.call(self, args, kwargs)
 
     def run(self, args: tuple, kwargs: dict) -> Any:
-        """Run the concrete function for these arguments, tracing it first if it is new."""
-        if not kwargs:  # the common case, kept fast: only tensors, passed by position
-            key: list = []  # shape, dtype, device of each tensor, one after another
-            for a in args:
-                if type(a) is not Tensor:
-                    break
-                data = a._data
-                key += (data.shape, data.dtype, a._backend.name)
-            else:
-                concrete = self._by_tensor_specs.get(tuple(key))
-                if concrete is not None:
-                    result = concrete.quick_call(args)  # the whole call, generated
-                    if result is not CAREFUL:
-                        return result
-                    if not concrete.guards or concrete.guards_hold(args):
-                        try:
-                            return concrete.run_flat(args)
-                        except StateGone:  # a tensor it read is gone: find (or trace) another
-                            pass
+        """A call, eagerly: find (or trace) the concrete function for these arguments, whose
+        guards hold; run it; write back the state it updated. (First, for tensors only, the
+        fast path: the same, generated as one function.)"""
+        if TAKE_FAST_PATH and not kwargs:
+            result = self._fast_call(args)
+            if result is not NOT_TAKEN:
+                return result
         concrete, tensors, arrays = self._concrete_for(args, kwargs)
         result = concrete.run_flat(tensors)
         write_into_arrays(arrays)
         return result
+
+    def _fast_call(self, args: tuple) -> Any:
+        """The call by its fast path, if one was written for arguments like these (tensors of
+        the same shapes, dtypes and devices); else `NOT_TAKEN`."""
+        key: list = []  # shape, dtype, device of each tensor, one after another
+        for a in args:
+            if type(a) is not Tensor:
+                return NOT_TAKEN
+            data = a._data
+            key += (data.shape, data.dtype, a._backend.name)
+        fast = self._fast_calls.get(tuple(key))
+        if fast is None:
+            return NOT_TAKEN
+        if fast.call is None:  # its first call writes it
+            fast.write()
+        return fast.call(args)
+
+    def fast_call_for(self, /, *args: Any) -> FastCall | None:
+        """The fast path that calls with these arguments take (its ``source``: the generated
+        Python of a whole call), or None where they take the plain route only (not tensors
+        only, or not called before)."""
+        if not all(type(a) is Tensor for a in args):
+            return None
+        fast = self._fast_calls.get(tuple(part for a in args
+                                          for part in (a._data.shape, a._data.dtype,
+                                                       a._backend.name)))
+        if fast is not None and fast.call is None:
+            fast.write()
+        return fast
 
     def inline(self, args: tuple, kwargs: dict) -> Any:
         """Called from code being traced: trace through the Python function, whose ops join
@@ -157,7 +185,10 @@ class Function:
                                    left_out)
         if (not kwargs and self.input_signature is None and len(tensors) == len(args)
                 and all(type(a) is Tensor for a in args)):
-            self._by_tensor_specs[tuple(part for k in keys for part in k[1:])] = concrete
+            key = tuple(part for k in keys for part in k[1:])
+            fast = self._fast_calls.get(key)
+            if fast is None or fast.concrete is not concrete:
+                self._fast_calls[key] = FastCall(concrete)
         return concrete, tensors, arrays
 
     def _trace(self, treedef: Any, keys: tuple, args: tuple, kwargs: dict,

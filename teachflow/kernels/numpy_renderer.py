@@ -1,4 +1,5 @@
-"""Fused kernels on the CPU: one generated NumPy function per fused group, run block by block.
+"""Fused kernels on the CPU in NumPy, written: one generated function per fused group, run block
+by block.
 
 Eagerly, ``tanh(x * 2 + y)`` runs three NumPy calls, and each one reads a whole array from memory
 and writes a whole new one back: for arrays bigger than the CPU's caches the time goes into
@@ -10,19 +11,19 @@ chain for one element.
 
 The generated source is that idea and little else: a function ``block`` that runs each node's
 kernel once, into a buffer (``np.multiply(in0, in1, out=s0)``), and a call that hands it to the
-runtime (`runtime.in_blocks`). Each node runs its op's own kernel (`Op.kernel`), called as NumPy
-spells it when it is a NumPy function and by the op's name otherwise (``relu(v3, out=s0)``), on
-the same operands as eagerly (Python literals stay weak scalars), into a buffer of the dtype the
-node's spec records, which is the dtype the kernel would have chosen itself: the result is
-NumPy's, bit for bit.
+runtime (`numpy_runtime.in_blocks`), which also compiles the source (`numpy_kernel`): this
+module writes, that one runs, as tinygrad keeps its renderers apart from its runtimes. Each
+node runs its op's own kernel (`Op.kernel`), called as NumPy spells it when it is a NumPy
+function and by the op's name otherwise (``relu(v3, out=s0)``), on the same operands as
+eagerly (Python literals stay weak scalars), into a buffer of the dtype the node's spec
+records, which is the dtype the kernel would have chosen itself: the result is NumPy's, bit
+for bit.
 
-What makes it fast is machinery around that idea:
+What makes it fast, in the source:
 
-- the runtime cuts the arrays into blocks, gives every thread scratch buffers allocated once, and
-  shares the blocks between the CPU's cores; it hands back the memory of a result the caller
-  dropped (`runtime.py` says why both matter; only a result the graph returns is kept for that);
 - buffers are recycled: a value's buffer holds the next value once its last reader has run, so a
-  chain of any length needs a few buffers (`buffers.py`);
+  chain of any length needs a few buffers (`buffers.py`); a result the graph returns reuses the
+  memory of the last call's result when the caller dropped it (``results.empty``);
 - operands without the blocked rows (broadcast ones) are read whole by every block, and a node
   computed only from such values is computed once, before the blocks (loop-invariant code
   motion);
@@ -32,26 +33,20 @@ What makes it fast is machinery around that idea:
 
 When the group's shapes are only known at run time (a placeholder's ``None`` dimension), the
 kernel runs the eager kernels in sequence, in one block. `numpy_source` returns the generated
-text, so learners can read it in the pass stepper; `numpy_kernel` compiles it.
+text, so learners can read it in the pass stepper.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-import re
-from collections.abc import Callable
-from functools import partial
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from teachflow.core.errors import compile_at_user_lines
 from teachflow.graph import Node, Value, format_node
 from teachflow.kernels.buffers import assign_buffers
 from teachflow.kernels.group import FusedGroup
-from teachflow.kernels.runtime import Recycler, in_blocks
 from teachflow.ops.op import Op
 
 #: About this many elements of the result are computed per block: a block's scratch buffers
@@ -62,31 +57,7 @@ BLOCK_ELEMENTS = 1 << 17
 
 def numpy_source(group: FusedGroup) -> str:
     """The Python source of the fused kernel ``def <group.name>(in0, in1, ..., out=None)``."""
-    return _KernelWriter(group).source()
-
-
-def numpy_kernel(group: FusedGroup, xp: ModuleType = np) -> Callable[..., Any]:
-    """Compile `numpy_source(group)` against the array module `xp` (NumPy, or CuPy) and return the
-    function. It takes the arrays of ``group.inputs`` in order and an optional ``out`` array of the
-    group's result spec to fill in place; it returns the result."""
-    writer = _KernelWriter(group)
-    source = writer.source()
-    namespace: dict[str, Any] = {
-        "np": xp, "in_blocks": partial(in_blocks, xp=xp),
-        **{name: Recycler(xp) for name in writer.recyclers.values()},
-        "__name__": "teachflow.generated",
-        **{name: op.kernel(xp) for name, op in writer.kernels.items()}}
-    # Each line that computes a node runs as the user's line of that node (its comment names
-    # it: ``# %3 = mul ...``), so a NumPy warning in the kernel is shown there.
-    sources = {n.id: n.source for n in group.nodes}
-    places = {}
-    for number, line in enumerate(source.splitlines(), start=1):
-        found = re.search(r"# %(\d+)\b", line)
-        if found:
-            places[number] = sources.get(int(found.group(1)))
-    code = compile_at_user_lines(source, places, f"<teachflow fused kernel: {group.name}>")
-    exec(code, namespace)  # the source was generated from the group's own nodes, not user text
-    return namespace[group.name]
+    return NumpyRenderer(group).source()
 
 
 def _blocking(group: FusedGroup) -> tuple[int, int] | None:
@@ -111,7 +82,7 @@ def _dynamic(group: FusedGroup) -> bool:
     return any(None in v.shape for v in values)
 
 
-class _KernelWriter:
+class NumpyRenderer:
     """Writes one fused kernel's source: the result, the nodes of one block, the blocks' run.
 
     Names in the generated code: ``in0, in1, ...`` are the inputs (inside ``block``, the rows of

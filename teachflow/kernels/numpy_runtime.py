@@ -1,6 +1,9 @@
-"""What generated NumPy kernels call while they run: blocks, threads for them, and memory.
+"""Fused kernels on the CPU in NumPy, run: the source compiled, and what it calls while it runs:
+blocks, threads for them, and memory.
 
-A fused kernel's source says what one block of rows computes (``def block(...)``) and hands that
+`numpy_kernel` compiles what `numpy_renderer.py` writes, against NumPy (or CuPy), with each of
+its lines running as the user's line of its node (a NumPy warning is shown there). A fused
+kernel's source says what one block of rows computes (``def block(...)``) and hands that
 to `in_blocks`, which cuts the arrays into blocks, gives each block its rows and scratch buffers,
 and runs the blocks. Two costs dominate on big arrays once data moves only once: using one CPU
 core when there are more, and the page faults of a freshly allocated result. `in_parallel`
@@ -11,13 +14,19 @@ memory of its previous result when nobody holds that result any more.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+from teachflow.core.errors import compile_at_user_lines
+from teachflow.kernels.group import FusedGroup
+from teachflow.kernels.numpy_renderer import NumpyRenderer
 
 
 class Recycler:
@@ -102,3 +111,27 @@ def in_blocks(block: Callable[..., None], rows: int, per_block: int, sliced: tup
         in_parallel(some_blocks, rows, per_block)
     else:
         some_blocks(0, rows)
+
+
+def numpy_kernel(group: FusedGroup, xp: ModuleType = np) -> Callable[..., Any]:
+    """Compile `numpy_source(group)` against the array module `xp` (NumPy, or CuPy) and return the
+    function. It takes the arrays of ``group.inputs`` in order and an optional ``out`` array of the
+    group's result spec to fill in place; it returns the result."""
+    renderer = NumpyRenderer(group)
+    source = renderer.source()
+    namespace: dict[str, Any] = {
+        "np": xp, "in_blocks": partial(in_blocks, xp=xp),
+        **{name: Recycler(xp) for name in renderer.recyclers.values()},
+        "__name__": "teachflow.generated",
+        **{name: op.kernel(xp) for name, op in renderer.kernels.items()}}
+    # Each line that computes a node runs as the user's line of that node (its comment names
+    # it: ``# %3 = mul ...``), so a NumPy warning in the kernel is shown there.
+    sources = {n.id: n.source for n in group.nodes}
+    places = {}
+    for number, line in enumerate(source.splitlines(), start=1):
+        found = re.search(r"# %(\d+)\b", line)
+        if found:
+            places[number] = sources.get(int(found.group(1)))
+    code = compile_at_user_lines(source, places, f"<teachflow fused kernel: {group.name}>")
+    exec(code, namespace)  # the source was generated from the group's own nodes, not user text
+    return namespace[group.name]
