@@ -21,12 +21,6 @@ MAX_ROOT_MODULES = 8
 #: The files whose lines are counted: source, style and text (no build output).
 COUNTED = (".py", ".js", ".css", ".html", ".md")
 
-#: Temporary (issue 27): files over MAX_LINES being split right now on other branches, the
-#: kernels' two with a private class of one name (``_KernelWriter``). The lead removes this list
-#: when those branches are merged.
-BEING_SPLIT = {"teachflow/kernels/c_fused.py", "teachflow/kernels/numpy_fused.py"}
-
-
 def sources() -> list[Path]:
     return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
 
@@ -57,8 +51,7 @@ def test_no_file_of_teachflow_or_the_widgets_is_over_400_lines() -> None:
              if p.is_file() and p.suffix in COUNTED]
     long = {str(p.relative_to(ROOT)): n for p in files
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
-    assert set(long) - BEING_SPLIT == set(), f"over {MAX_LINES} lines: {long}"
-    assert BEING_SPLIT <= set(long), f"split now, so off the list: {BEING_SPLIT - set(long)}"
+    assert long == {}, f"over {MAX_LINES} lines: {long}"
 
 
 def test_the_root_of_teachflow_has_few_modules() -> None:
@@ -68,13 +61,8 @@ def test_the_root_of_teachflow_has_few_modules() -> None:
 
 @pytest.mark.parametrize("private", [False, True], ids=["public", "private"])
 def test_no_two_classes_have_one_name(private: bool) -> None:
-    twice = {}
-    for name, places in classes().items():
-        if name.startswith("_") == private:
-            # (A private class in a file being split is left to the branch splitting it.)
-            places = [p for p in places if not private or p.split(":")[0] not in BEING_SPLIT]
-            if len(places) > 1:
-                twice[name] = places
+    twice = {name: places for name, places in classes().items()
+             if name.startswith("_") == private and len(places) > 1}
     assert twice == {}, f"classes of one name: {twice}"
 
 
