@@ -87,7 +87,7 @@ def c_kernel(group: FusedGroup) -> tuple[Callable[..., Any] | None, str]:
     if function is None:
         return None, f"NumPy: the C kernel did not build ({how})"
     uses = f" with libmvec's {', '.join(renderer.declared)}" if renderer.declared else ""
-    return _runner(group, function, found), f"C, compiled by {found.describe()}{uses}, {how}"
+    return _runner(group, function, found), f"C, compiled by {found.describe()}{uses} ({how})"
 
 
 def _compiled(renderer: CRenderer) -> tuple[Callable[..., None] | None, str]:
