@@ -305,7 +305,7 @@ def test_lesson_7_runs_a_saved_step_elsewhere_and_refuses_hostile_files() -> Non
     assert probe["files"] == ["arrays.npz", "saved.json"]
     # Another process, with none of the notebook's code, trained as the notebook did.
     assert probe["other_process"] and probe["script_names"] == []
-    assert probe["steps"] == 50 and probe["difference"] == 0.0
+    assert probe["steps"] == 50 and probe["difference"] < 1e-6
     assert probe["losses"][1] < probe["losses"][0] / 10
     assert probe["onnx"] < 1e-6  # onnxruntime computes the step teachflow computes
     assert probe["refused"] == dict.fromkeys(
