@@ -1,5 +1,5 @@
 """Saved graphs: ``tfl.save`` and ``tfl.load``, a language-neutral file and a loader that trusts
-nothing (lesson: deployment; TensorFlow's GraphDef, "a language-irrelevant form").
+nothing (lesson 7; TensorFlow's GraphDef, "a language-irrelevant form").
 
 A staged function saves as its traced graph: ops by name, their parameters, the shape and dtype
 of every value, the graphs control flow owns (JSON), and its arrays (NumPy's ``.npz``). Loaded,
