@@ -342,7 +342,7 @@ def test_an_object_array_is_refused_and_never_unpickled(saved: Path) -> None:
     contents = members(saved)
     contents["a0.npy"] = npy(payload, allow_pickle=True)
     write_members(saved, list(contents.items()))
-    refused(saved, "array a0 holds |O values, but the graph says float32")
+    refused(saved, "array a0 holds pickled Python objects, but the graph says float32")
     assert not marker.exists()
 
 

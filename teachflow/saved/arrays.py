@@ -85,7 +85,10 @@ class ArrayFile:
             found_shape, _, found_dtype = _HEADER_READERS[version](
                 f, max_header_size=_MAX_HEADER)
             header = f.tell()
-        if found_dtype != dtype or found_dtype.hasobject:
+        if found_dtype.hasobject:  # (read, NumPy would unpickle them: run code of the file's)
+            raise refuse(where, f"array {name} holds pickled Python objects, but the graph "
+                                f"says {dtype.name}")
+        if found_dtype != dtype:
             raise refuse(where, f"array {name} holds {found_dtype.str} values, but the graph "
                                 f"says {dtype.name}")
         if tuple(found_shape) != tuple(shape):
