@@ -73,6 +73,7 @@ class Interpreter(Protocol):
 
 
 _interpreter: Interpreter | None = None
+_default: Interpreter | None = None  # the eager one, outside any `interpreting` block
 
 
 def bind(op: Any, *args: Any, **params: Any) -> Any:
@@ -102,8 +103,14 @@ def interpreting(interpreter: Interpreter) -> Iterator[Interpreter]:
 
 def set_default_interpreter(interpreter: Interpreter) -> None:
     """Install the interpreter used outside any `interpreting` block (done once, at import)."""
-    global _interpreter
-    _interpreter = interpreter
+    global _interpreter, _default
+    _interpreter = _default = interpreter
+
+
+def eagerly() -> AbstractContextManager[Interpreter]:
+    """Run the body eagerly, even inside a trace: compiling a staged function that traced code
+    calls runs that function's own passes, which must not join the trace around it."""
+    return interpreting(_default)
 
 
 # --- Building a graph by hand -------------------------------------------------------------------

@@ -34,6 +34,7 @@ from teachflow.core.tree import tree_flatten, tree_unflatten
 from teachflow.execution.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
 from teachflow.ops.op import Op
+from teachflow.staged.calls import call_node, calls_as_node
 from teachflow.staged.guard_code import guards_function
 from teachflow.staged.signature import (
     Signature,
@@ -102,8 +103,11 @@ class ConcreteFunction:
         return result
 
     def inline(self, args: tuple, kwargs: dict) -> Any:
-        """Inside another trace: the traced graph's ops join that trace, one by one."""
+        """Inside another trace: one ``call`` node of that trace; where it cannot be one
+        (`calls_as_node`), the traced graph's ops join that trace, one by one."""
         tensors, arrays = self._checked_inputs(args, kwargs)
+        if calls_as_node(self, arrays):
+            return call_node(self, tensors)
         result = self._finish(tensors, interpret(self.traced.graph, tensors))
         write_into_arrays(arrays)
         return result
