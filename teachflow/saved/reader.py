@@ -39,7 +39,6 @@ from teachflow.saved.format import (
     refuse,
     refusing,
     shape,
-    shown,
     text,
 )
 from teachflow.saved.schema import arguments_of, check_params, read_params, read_scalar
@@ -112,7 +111,7 @@ class GraphReader:
         name = text(data, where)
         found = self.functions.get(name)
         if found is None:
-            raise refuse(where, f"names no function of the file: {shown(name)}")
+            raise refuse(where, f"names no function of the file: {name!r}")
         if name in self._calling:
             cycle = " calls ".join(f"@{n}" for n in [*self._calling, name])
             raise refuse(where, f"{cycle}: a saved graph's calls must end")
