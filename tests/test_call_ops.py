@@ -163,6 +163,33 @@ def test_two_calls_of_a_random_callee_are_not_merged() -> None:
         assert np.abs(compiled(tfl.zeros(3)).numpy()).max() > 0
 
 
+def in_control_flow(x):
+    y = tfl.cond(x.sum() > 0, lambda y: inner(y), lambda y: y * 2.0, x)
+    z = tfl.fori_loop(0, 3, lambda i, c: inner(c) + c, y)
+    return (z * inner(x)).sum()
+
+
+def in_control_flow_eagerly(x):
+    def body(x):
+        return (x * W * 1.0).tanh() * x
+    y = body(x) if float(x.sum()) > 0 else x * 2.0
+    for _ in range(3):
+        y = body(y) + y
+    return (y * body(x)).sum()
+
+
+@pytest.mark.parametrize("passes", ["default", NO_INLINE, []])
+@pytest.mark.parametrize("x", [[0.3, -0.2, 0.5], [-0.3, -0.2, 0.1]])
+def test_calls_inside_branches_and_loop_bodies_compute_and_differentiate(passes, x) -> None:
+    x = f64(x)
+    compiled = tfl.compile(in_control_flow, x, passes=passes)
+    np.testing.assert_allclose(compiled(x).numpy(), in_control_flow_eagerly(x).numpy(),
+                               rtol=1e-12)
+    grad = tfl.function(tfl.grad(in_control_flow), passes=passes)
+    np.testing.assert_allclose(grad(x).numpy(), tfl.grad(in_control_flow_eagerly)(x).numpy(),
+                               rtol=1e-10, atol=1e-14)
+
+
 # --- 3. Gradients ---------------------------------------------------------------------------------
 
 
