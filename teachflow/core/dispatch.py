@@ -22,7 +22,8 @@ what runs (`assume`): eagerly they happen at once;
 while tracing, the graph builder records the changes, so that the graph can compute the new
 state and the call can write it back, and refuses to read values, which exist only when the
 graph runs (see `teachflow.tracing.builder`). A call of a staged function is the interpreter's
-decision as well (`call`): eagerly its compiled graph runs, while tracing its ops join the trace.
+decision as well (`call`): eagerly its compiled graph runs, while tracing it is one node of the
+trace (a graph function calling another).
 """
 
 from __future__ import annotations
@@ -68,8 +69,8 @@ class Interpreter(Protocol):
 
     def call(self, function: Any, args: tuple, kwargs: dict) -> Any:
         """Call a staged function (`tfl.function`, or one of its concrete functions): eagerly
-        its compiled graph runs (``function.run``); while tracing, its ops join the trace
-        (``function.inline``), as a function call inside a ``jax.jit`` is inlined."""
+        its compiled graph runs (``function.run``); while tracing, it becomes one ``call``
+        node of the trace, owning the callee's graph (``function.inline``)."""
 
 
 _interpreter: Interpreter | None = None

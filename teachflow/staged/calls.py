@@ -9,7 +9,8 @@ caller's trace assumes them too, so a change retraces the caller.
 
 A node's graph is closed: it cannot write state back. A callee that updates state (in place,
 or ``.grad`` through ``backward()``), reads a ``.grad``, or is given a NumPy array, has its ops
-join the caller's trace instead, as before calls were kept (`calls_as_node` says which).
+join the caller's trace instead, as a ``jax.jit`` function called inside another is inlined
+(`calls_as_node` says which).
 
 A function that calls itself, directly or through others, would trace forever: each trace
 needs the callee's graph before it exists. `tracing` keeps the traces under way and refuses

@@ -13,7 +13,8 @@ signature (or the caller called it directly, and `run` checked that the signatur
 4. give the results in the function's structure.
 
 How a call runs is the interpreter's decision, as for every op (`dispatch.call`): eagerly it
-takes that route (`run`); inside another trace it adds its graph's ops to that trace (`inline`).
+takes that route (`run`); inside another trace it is one ``call`` node of that trace (`inline`,
+see `teachflow.staged.calls`).
 A `tfl.function` may also take a fast path, the same steps written as one generated function
 (`teachflow.staged.fast_path`); it reads this module's route, and must leave what it leaves.
 """
