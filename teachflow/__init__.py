@@ -22,7 +22,7 @@ namespace of its own, a module), and imports only the chapters before it.
 7. Tracing (`tracing`): reading a callable, the Python state around a trace, what a trace
    assumes, the graph builder behind `bind`, tracing a function.
 8. Running graphs (`execution`): the generated Python that runs a graph, control flow in the
-   graph (``cond`` and loops that own graphs), TensorFlow 1's sessions.
+   graph (``cond``, loops and calls, nodes that own graphs), TensorFlow 1's sessions.
 9. The compiler: fused kernels in NumPy, C and CUDA (`kernels`), the passes (`passes`), the
    pass stepper and its pictures (`viz`), the pipeline (`compiler`).
 10. Polymorphic functions (`staged`): signatures, concrete functions, `tfl.function` and

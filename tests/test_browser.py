@@ -112,10 +112,13 @@ def test_the_static_page_steps_marks_changes_and_explains_them(page, tmp_path) -
     page.wait_for_selector(".tf-stepper[data-current-stage]")
     assert stage_of(page) == 0
 
-    # Step by click: simplify rewrote f(x) + f(x) into 2*f(x).
+    # Step by click: inline has no call to inline here; simplify rewrote f(x) + f(x) into
+    # 2*f(x).
+    stages = [s.pass_name for s in compilation.snapshots]
     page.click(".tf-next")
-    assert stage_of(page) == 1
-    simplify = compilation.snapshots[1]
+    page.click(".tf-next")
+    assert stage_of(page) == stages.index("simplify")
+    simplify = compilation.snapshots[stages.index("simplify")]
     doubled = next(c for c in simplify.changes if c.rule == "f(x) + f(x) -> 2*f(x)")
     assert status_of(page, doubled.result[0]) == "replaced"
     assert "2*f(x)" in page.locator(".tf-narration").inner_text()
@@ -124,12 +127,12 @@ def test_the_static_page_steps_marks_changes_and_explains_them(page, tmp_path) -
     page.focus(".tf-stepper")
     page.keyboard.press("ArrowRight")
     page.keyboard.press("j")
-    assert stage_of(page) == 3  # cse
-    merged = compilation.snapshots[3].changes[0]
+    assert stage_of(page) == stages.index("cse")
+    merged = compilation.snapshots[stages.index("cse")].changes[0]
     assert status_of(page, merged.result[0]) == "merged"
     assert page.locator(f'[data-node-id="{merged.nodes[0]}"][data-status="removed"]').count()
     page.keyboard.press("k")
-    assert stage_of(page) == 2
+    assert stage_of(page) == stages.index("constant_fold")
 
     # The last stage: one fused kernel; its details say what it is, and its sources show
     # under the graph.
@@ -298,15 +301,16 @@ def test_keys_step_the_static_page_without_a_click_first(page, tmp_path) -> None
     page.click("h1")  # focus anywhere else on the page: the keys still step
     page.keyboard.press("j")
     assert stage_of(page) == 1
+    page.keyboard.press("j")  # (to simplify: a stage that hiding the unchanged ones keeps)
     page.click(".tf-hide-unchanged")  # after a click on the checkbox, and on the slider
     page.click(".tf-hide-unchanged")
     page.keyboard.press("j")
-    assert stage_of(page) == 2
+    assert stage_of(page) == 3
     page.focus(".tf-slider")
     page.keyboard.press("k")
-    assert stage_of(page) == 1
-    page.keyboard.press("ArrowRight")  # the slider's own key: one step, not two (nor none)
     assert stage_of(page) == 2
+    page.keyboard.press("ArrowRight")  # the slider's own key: one step, not two (nor none)
+    assert stage_of(page) == 3
     assert not page.errors, page.errors
 
 
@@ -521,6 +525,34 @@ def test_a_loop_is_a_box_that_opens_to_show_its_body(page, tmp_path) -> None:
     assert not page.errors, page.errors
 
 
+def test_a_call_is_a_box_that_opens_to_show_its_callee(page, tmp_path) -> None:
+    halved = tfl.function(halve)
+
+    def twice(x):
+        return halved(x) + halved(x * 3.0)
+
+    passes = ["simplify", "constant_fold", "cse", "dce", "fuse"]  # (no inline: calls stay)
+    compilation = tfl.compile(twice, tfl.tensor([4.0, 4.0]), passes=passes)
+    open_page(page, compilation, tmp_path / "call.html")
+    call = compilation.snapshots[0].graph.nodes[0]
+    (mul,) = call.params["callee"].nodes
+    box = page.locator(f'.tf-cf-toggle[data-box="{call.id}"]')
+    inner_node = page.locator(f'.tf-graph .tf-node[data-node-id="{mul.id}"]')
+    assert box.get_attribute("aria-expanded") == "false"
+    assert "callee" in box.text_content() and inner_node.count() == 0
+    box.click()  # opens: the callee's nodes drawn inside the box
+    assert box.get_attribute("aria-expanded") == "true"
+    assert inner_node.count() == 1 and "mul" in inner_node.text_content()
+    assert page.locator(".tf-cf-panel-title").all_text_contents() == ["callee: halve"]
+    assert f"Opened %{call.id} = call" in page.locator(".tf-narration").inner_text()
+    inner_node.click()  # its value, from the first call
+    details = page.locator(".tf-details").inner_text()
+    assert "first call" in details.lower() and "[2., 2.]" in details
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "static-page-call-open.png"))
+    assert not page.errors, page.errors
+
+
 def test_unrolled_and_scripted_side_by_side_step_on_their_own(page, tmp_path) -> None:
     x = tfl.tensor([4.0, 4.0])
     path = side_by_side_html({"f_static: traced, unrolled": tfl.compile(halve_thrice, x),
@@ -727,8 +759,10 @@ def test_the_stepper_works_in_jupyter(page, jupyter) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{app}-trace.png"))
     assert stepper.get_attribute("data-current-stage") == "0"
-    page.click(".jp-OutputArea .tf-next")
+    page.click(".jp-OutputArea .tf-next")  # inline (nothing to inline), then simplify
     page.wait_for_selector(".jp-OutputArea .tf-stepper[data-current-stage='1']")
+    page.click(".jp-OutputArea .tf-next")
+    page.wait_for_selector(".jp-OutputArea .tf-stepper[data-current-stage='2']")
     narration = page.locator(".jp-OutputArea .tf-narration").inner_text()
     assert "2*f(x)" in narration
     page.screenshot(path=str(ARTIFACTS / f"{app}-simplify.png"))
@@ -736,10 +770,10 @@ def test_the_stepper_works_in_jupyter(page, jupyter) -> None:
     # j and k are the notebook's own (select the next or previous cell).
     page.evaluate("document.body.dispatchEvent(new KeyboardEvent('keydown', "
                   "{key: 'j', bubbles: true}))")
-    assert page.locator(".jp-OutputArea .tf-stepper").get_attribute("data-current-stage") == "1"
+    assert page.locator(".jp-OutputArea .tf-stepper").get_attribute("data-current-stage") == "2"
     page.focus(".jp-OutputArea .tf-stepper")
     page.keyboard.press("j")
-    page.wait_for_selector(".jp-OutputArea .tf-stepper[data-current-stage='2']")
+    page.wait_for_selector(".jp-OutputArea .tf-stepper[data-current-stage='3']")
     # Jupyter's own bundles may log their own hiccups (Notebook 7 reports a settings schema
     # error when a command arrives early); only errors from elsewhere are the stepper's.
     errors = [e for e in page.errors

@@ -337,7 +337,7 @@ def test_keyword_arguments_keep_their_own_names() -> None:
     assert affine.retrace_reasons == ["argument shift: Python value 1.0 -> 2.0"]
 
 
-def test_a_staged_function_called_from_a_staged_function_is_inlined() -> None:
+def test_a_staged_function_called_from_a_staged_function_is_a_call_then_inlined() -> None:
     inner = tfl.function(lambda x: x.tanh() * 2)
 
     @tfl.function
@@ -347,9 +347,12 @@ def test_a_staged_function_called_from_a_staged_function_is_inlined() -> None:
     x = tfl.tensor([0.1, 0.2])
     np.testing.assert_allclose(outer(x).numpy(), 2 * np.tanh([0.1, 0.2]) + 2 * np.tanh([0.3, 0.6]),
                                rtol=1e-6)
-    assert inner.trace_count == 0  # traced through, as part of outer
-    traced = outer.concrete_functions[0].compilation.snapshots[0].graph  # before the passes
-    assert [n.op.name for n in traced.nodes].count("tanh") == 2
+    assert inner.trace_count == 1  # its own concrete function, for both calls
+    snapshots = outer.concrete_functions[0].compilation.snapshots
+    assert [n.op.name for n in snapshots[0].graph.nodes].count("call") == 2  # before the passes
+    inlined = snapshots[1]
+    assert inlined.pass_name == "inline"
+    assert [n.op.name for n in inlined.graph.nodes].count("tanh") == 2
 
 
 # --- Methods -------------------------------------------------------------------------------------

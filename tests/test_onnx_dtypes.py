@@ -64,6 +64,11 @@ GATHERED = (Hole(0),)  # (x[i] with an index tensor i: the hole that i fills)
 
 #: For each converted op, by name, a function of a dtype giving a function that uses the op on
 #: operands of that dtype, and its inputs.
+def calling(staged: tfl.Function) -> Callable:
+    """A function that calls `staged` (a ``call`` node, traced)."""
+    return lambda x: staged(x)[0]
+
+
 MAKE: dict[str, Callable[[str], tuple]] = {
     "abs": unary(lambda x: x.abs()), "exp": unary(lambda x: x.exp()),
     "log": unary(lambda x: x.log(), 1), "sqrt": unary(lambda x: x.sqrt(), 0),
@@ -120,6 +125,7 @@ MAKE: dict[str, Callable[[str], tuple]] = {
                         (arr((3,), d), np.array(0, np.int64))),
     "fori_loop": lambda d: (lambda x: tfl.fori_loop(0, 3, lambda i, x: x[::-1], x),
                             (arr((3,), d),)),
+    "call": lambda d: (calling(tfl.function(lambda x: x[::-1])), (arr((3,), d),)),
 }
 
 

@@ -335,6 +335,25 @@ def test_control_flow_runs_as_if_and_loop(name: str, tmp_path: Path) -> None:
     assert {"If", "Loop"} & kinds or name == "fori_loop-no-step"  # (no step: no loop)
 
 
+_twice_tanh = tfl.function(lambda x: (x * 2).tanh())
+
+
+def _calls(x: tfl.Tensor, w: tfl.Tensor) -> tfl.Tensor:
+    return _twice_tanh(x @ w) + _twice_tanh(x - 1)
+
+
+@pytest.mark.parametrize("passes", ["default", []])
+def test_a_call_is_exported_inlined(passes: object, tmp_path: Path) -> None:
+    """Kept as a call node (no passes) or inlined by the pass, the model is one flat graph."""
+    x, w = arr((2, 3)), arr((3, 3))
+    compiled = tfl.compile(_calls, tfl.tensor(x), tfl.tensor(w), passes=passes)
+    assert ("call" in ops_in(compiled.graph)) == (passes == [])
+    assert_same(run_onnx(compiled, tmp_path / "model.onnx", [x, w]),
+                compiled(tfl.tensor(x), tfl.tensor(w)))
+    kinds = [n.op_type for n in onnx.load(str(tmp_path / "model.onnx")).graph.node]
+    assert kinds.count("Tanh") == 2
+
+
 def test_a_loop_with_tensor_bounds_runs(tmp_path: Path) -> None:
     """@tfl.script's range(n) on a tensor n: a fori_loop whose bounds the graph computes."""
     @tfl.script
@@ -370,6 +389,7 @@ def test_every_op_is_converted_or_refused_and_every_converted_op_is_tested() -> 
         used |= ops_in(tfl.trace(fn, *(tfl.tensor(a) for a in inputs)))
     for fn, inputs in control_cases().values():
         used |= ops_in(tfl.trace(fn, *(tfl.tensor(a) for a in inputs)))
+    used |= ops_in(tfl.trace(_calls, tfl.tensor(arr((2, 3))), tfl.tensor(arr((3, 3)))))
     staged = dynamic_case()
     staged(tfl.tensor(arr((4, 3))), tfl.tensor(arr((3,))))
     used |= ops_in(staged.concrete_functions[0].compilation.snapshots[0].graph)

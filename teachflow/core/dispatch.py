@@ -22,7 +22,8 @@ what runs (`assume`): eagerly they happen at once;
 while tracing, the graph builder records the changes, so that the graph can compute the new
 state and the call can write it back, and refuses to read values, which exist only when the
 graph runs (see `teachflow.tracing.builder`). A call of a staged function is the interpreter's
-decision as well (`call`): eagerly its compiled graph runs, while tracing its ops join the trace.
+decision as well (`call`): eagerly its compiled graph runs, while tracing it is one node of the
+trace (a graph function calling another).
 """
 
 from __future__ import annotations
@@ -68,11 +69,12 @@ class Interpreter(Protocol):
 
     def call(self, function: Any, args: tuple, kwargs: dict) -> Any:
         """Call a staged function (`tfl.function`, or one of its concrete functions): eagerly
-        its compiled graph runs (``function.run``); while tracing, its ops join the trace
-        (``function.inline``), as a function call inside a ``jax.jit`` is inlined."""
+        its compiled graph runs (``function.run``); while tracing, it becomes one ``call``
+        node of the trace, owning the callee's graph (``function.inline``)."""
 
 
 _interpreter: Interpreter | None = None
+_default: Interpreter | None = None  # the eager one, outside any `interpreting` block
 
 
 def bind(op: Any, *args: Any, **params: Any) -> Any:
@@ -102,8 +104,14 @@ def interpreting(interpreter: Interpreter) -> Iterator[Interpreter]:
 
 def set_default_interpreter(interpreter: Interpreter) -> None:
     """Install the interpreter used outside any `interpreting` block (done once, at import)."""
-    global _interpreter
-    _interpreter = interpreter
+    global _interpreter, _default
+    _interpreter = _default = interpreter
+
+
+def eagerly() -> AbstractContextManager[Interpreter]:
+    """Run the body eagerly, even inside a trace: compiling a staged function that traced code
+    calls runs that function's own passes, which must not join the trace around it."""
+    return interpreting(_default)
 
 
 # --- Building a graph by hand -------------------------------------------------------------------

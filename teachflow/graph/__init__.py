@@ -21,9 +21,9 @@ The chapters, in reading order:
   the nodes and edges a drawing has, and networkx export), and checking it is well formed.
 """
 
-from teachflow.graph.graph import Graph, GraphError, subgraphs
+from teachflow.graph.graph import Graph, GraphError, callees, subgraphs
 from teachflow.graph.node import Node, Value, format_node
 from teachflow.graph.state import Slot, StateGone, Update
 
-__all__ = ["Graph", "GraphError", "Node", "Slot", "StateGone", "Update", "Value", "format_node",
-           "subgraphs"]
+__all__ = ["Graph", "GraphError", "Node", "Slot", "StateGone", "Update", "Value", "callees",
+           "format_node", "subgraphs"]

@@ -7,12 +7,13 @@ body it computes, as XLA prints a fusion. `to_networkx()` hands the graph to net
 and analysis, with the nodes and edges a drawing has (`drawn_values`, `drawn_edges`: the pass
 stepper draws the same); `verify()` checks it is well formed.
 
-A node may own graphs of its own: the branches of a ``cond``, the condition and body of a loop
-(see `teachflow.execution.control`), held as parameters. Such a *sub-graph* is closed: what it reads
-from the graph around it comes in as its inputs, one per operand of the node. It numbers its values
-from the same counter as the graph around it, so that an id names one value in the whole tree. Each
-of the operations above goes into the graphs a node owns: the text form prints them indented under
-their node, `verify` checks them, `to_networkx` hangs them on their node.
+A node may own graphs of its own: the branches of a ``cond``, the condition and body of a loop,
+a function called (see `teachflow.execution.control`), held as parameters. Such a *sub-graph* is
+closed: what it reads from the graph around it comes in as its inputs, one per operand of the
+node. It numbers its values from the same counter as the graph around it, so that an id names one
+value in the whole tree. Each of the operations above goes into the graphs a node owns: the text
+form prints them indented under their node (a function called: once, after the graph), `verify`
+checks them, `to_networkx` hangs them on their node.
 """
 
 from __future__ import annotations
@@ -219,8 +220,9 @@ class Graph:
     def __len__(self) -> int:
         return len(self.nodes)
 
-    def __str__(self) -> str:
-        return "\n".join(self._text())
+    def __str__(self) -> str:  # (each function it calls, once, after it)
+        return "\n".join([*self._text(), *(line for name, callee in callees(self).items()
+                                            for line in callee._text(f"graph @{name}"))])
 
     def _text(self, title: str | None = None) -> list[str]:
         """The text form's lines; a sub-graph's begin with `title` (``body_fn: halve``)."""
@@ -235,7 +237,7 @@ class Graph:
         for n in self.nodes:
             body.append((format_node(n), str(n.source) if n.source else ""))
             body += format_fused_body(n)
-            for key, sub in subgraphs(n).items():  # indented under their node, as written
+            for key, sub in subgraphs(n, calls=False).items():  # under their node, as written
                 body += [(f"  {line}", None) for line in sub._text(f"{key}: {sub.name}")]
         width = max((len(text) for text, source in body if source is not None), default=0)
         for text, source in body:
@@ -379,7 +381,19 @@ def _specs(spec: TensorSpec | tuple[TensorSpec, ...]) -> str:
     return ", ".join(map(str, spec)) if isinstance(spec, tuple) else str(spec)
 
 
-def subgraphs(node: Node) -> dict[str, Graph]:
+def callees(graph: Graph) -> dict[str, Graph]:
+    """The graph functions `graph` calls (a ``call`` node's ``callee``), directly or inside the
+    graphs its nodes own, by name, each once."""
+    found: dict[str, Graph] = {}
+    for node in graph.nodes:
+        for key, sub in subgraphs(node).items():
+            for name, g in [*([(sub.name, sub)] * (key == "callee")), *callees(sub).items()]:
+                found.setdefault(name, g)
+    return found
+
+
+def subgraphs(node: Node, calls: bool = True) -> dict[str, Graph]:
     """The graphs `node` owns, by parameter name (the branches of a ``cond``, the body of a
-    loop); empty for an ordinary op."""
-    return {k: v for k, v in node.params.items() if isinstance(v, Graph)}
+    loop, a function called, unless not `calls`); empty for an ordinary op."""
+    return {k: v for k, v in node.params.items() if isinstance(v, Graph)
+            and (calls or k != "callee")}

@@ -8,7 +8,8 @@ kernel.
 
 A node prints the way a learner writes maths, one line each (`format_node`):
 ``%3 = mul %1, %2 : f32[64,128]``, with the parameters that differ from the op's defaults in
-braces (``%1 = sum %x {axis=(1,)} : f32[64]``, but ``%2 = mean %x : f32[]``).
+braces (``%1 = sum %x {axis=(1,)} : f32[64]``, but ``%2 = mean %x : f32[]``). A call of a graph
+function names its callee as a call does: ``%5 = call @inner(%x, %w) : f32[3]``.
 
 Most ops have one result. A control-flow op (`teachflow.execution.control`) has one per value it
 carries out of its branches or its loop: its node has several `outputs` (``%5, %6 = while ...``),
@@ -164,6 +165,9 @@ def _format_node(node: Node) -> str:
     params = f" {{{format_params(shown)}}}" if shown else ""
     results = ", ".join(str(v) for v in node.outputs)
     specs = ", ".join(str(v.spec) for v in node.outputs)
+    callee = node.params.get("callee")
+    if _is_graph(callee):  # a call of a graph function, as a call is written
+        return f"{results} = {node.op.name} @{callee.name}({operands}) : {specs}"
     return f"{results} = {node.op.name} {operands}{params} : {specs}".replace("  ", " ")
 
 

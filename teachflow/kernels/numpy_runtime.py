@@ -83,7 +83,7 @@ def in_parallel(blocks: Callable[[int, int], None], rows: int, per_block: int) -
         _pool = ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, 8),
                                    thread_name_prefix="teachflow-fused")
     share = -(-n_blocks // workers) * per_block
-    errors = {**np.geterr(), "call": np.geterrcall()}  # the caller's np.errstate, in workers
+    errors = dict(np.geterr(), call=np.geterrcall())  # the caller's np.errstate, in workers
     futures = [_pool.submit(_with_errstate, errors, blocks, first, min(first + share, rows))
                for first in range(0, rows, share)]
     for future in futures:

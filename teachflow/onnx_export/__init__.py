@@ -27,11 +27,12 @@ the others); each teachflow op in ONNX's words, one module per kind of op as in 
 means, extremes), `shape_ops` (reshapes, transposes, broadcasts, concatenations), `creation_ops`
 (``full``, ``arange``, ``eye``, and the random ops, which have no equivalent), `index_ops`
 (slices, index arrays and writes) and `control_flow` (``cond`` and loops as ``If`` and
-``Loop``); and `emitter`, which walks a graph and writes the model, asking each node's
-converter for its ONNX nodes. A model onnxruntime could not run is never written: the export
-refuses it, naming the op, its dtype and the line. Only `emitter` and `onnxruntime_types`'s
-check need the ``onnx`` package (the optional ``onnx`` extra), imported when a model is
-written, so ``import teachflow`` does not need it.
+``Loop``, and a call of a graph function inlined: the callee's nodes in its place); and
+`emitter`, which walks a graph and writes the model, asking each node's converter for its ONNX
+nodes. A model onnxruntime could not run is never written: the export refuses it, naming the
+op, its dtype and the line. Only `emitter` and `onnxruntime_types`'s check need the ``onnx``
+package (the optional ``onnx`` extra), imported when a model is written, so ``import
+teachflow`` does not need it.
 
 The versions are pinned low on purpose: ONNX IR version 8 and opset 17 (ONNX 1.12, 2022), which
 every current runtime reads. A newer opset would change some operators' signatures (in opset 18

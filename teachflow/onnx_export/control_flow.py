@@ -1,4 +1,4 @@
-"""Control flow in ONNX: ``If`` and ``Loop``, whose bodies are graphs, as teachflow's are.
+"""Control flow in ONNX: ``If`` and ``Loop``, whose bodies are graphs, as teachflow's are; calls.
 
 A teachflow ``cond`` or loop node owns *closed* graphs: what a branch reads from outside comes in
 as an input, one per operand of the node. An ONNX graph inside a node has no such inputs (a
@@ -13,6 +13,8 @@ is written with its inputs bound to the names of the node's operands outside.
 - ``while``: ``Loop("", cond, carry...)``: no step count, and a condition that ONNX reads before
   each step. The first is computed before the loop; the body computes the next from the carry it
   gives, by writing the condition's graph a second time, inside the body.
+- ``call``: inlined, the callee's nodes written in place of each call (the pass `inline` does the
+  same to a graph), so the model is one flat graph; a runtime inlines ONNX's own functions too.
 """
 
 from __future__ import annotations
@@ -87,4 +89,9 @@ def _fori(e: Emitter, node: Node) -> list[str]:
     return e.add("Loop", [trips, "", *carry], outputs=len(node.outputs), body=proto)
 
 
-CONVERTERS = {"cond": _cond, "while": _while, "fori_loop": _fori}
+def _call(e: Emitter, node: Node) -> list[str]:
+    """Inlined: the callee's nodes, written in place of the call, read the call's operands."""
+    return e.translate(node.params["callee"], [e.input(x) for x in node.inputs])
+
+
+CONVERTERS = {"cond": _cond, "while": _while, "fori_loop": _fori, "call": _call}

@@ -1,9 +1,10 @@
 """The compiler's passes. Each is a pure function ``Graph -> (Graph, changes)``, written with
 the one rewrite helper (`base`: what a pass is, and the record of what it changed).
 
-Default pipeline, in order: `simplify` (algebraic rules, written as data and applied by the
-engine in `rules`), `constant_fold`, `cse`, `dce`, `fuse` (which nodes it puts in one kernel is
-the rule in `grouping`).
+Default pipeline, in order: `inline` (each call of a graph function replaced by the callee's
+body, so that every later pass sees one graph), `simplify` (algebraic rules, written as data
+and applied by the engine in `rules`), `constant_fold`, `cse`, `dce`, `fuse` (which nodes it
+puts in one kernel is the rule in `grouping`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from teachflow.passes.constant_fold import constant_fold
 from teachflow.passes.cse import cse
 from teachflow.passes.dce import dce
 from teachflow.passes.fuse import fuse
+from teachflow.passes.inline import inline
 from teachflow.passes.simplify import simplify
 
 #: The built-in passes by name.
 PASSES: dict[str, Pass] = {
+    "inline": inline,
     "simplify": simplify,
     "constant_fold": constant_fold,
     "cse": cse,
@@ -36,7 +39,7 @@ PASSES: dict[str, Pass] = {
     "fuse": fuse,
 }
 
-DEFAULT_PIPELINE = ("simplify", "constant_fold", "cse", "dce", "fuse")
+DEFAULT_PIPELINE = ("inline", "simplify", "constant_fold", "cse", "dce", "fuse")
 
 
 def resolve(passes: Any) -> list[Pass]:

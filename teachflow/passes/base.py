@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from teachflow.core.errors import TeachflowError
+from teachflow.core.errors import SourceLocation, TeachflowError
 from teachflow.core.spec import TensorSpec
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.ops.op import Op
@@ -86,14 +86,16 @@ class Rewriter:
         self.replaced[value] = by
 
     def add(self, op: Op, inputs: tuple, params: dict | None = None, spec: TensorSpec = None,
-            lineage: tuple[int, ...] | None = None) -> Value:
-        """A new node where the current one stands (its line of source; by default its spec
-        from the op's shape rule, and the current node's lineage): its value."""
+            lineage: tuple[int, ...] | None = None,
+            source: SourceLocation | None = None) -> Value:
+        """A new node where the current one stands (by default its line of source, its spec
+        from the op's shape rule, and the current node's lineage): its value (the first, for
+        an op with several results: the node is the last of `added`)."""
         params = params or {}
         if spec is None:
             spec = op.abstract_eval(*(o.spec if isinstance(o, Value) else o for o in inputs),
                                     **params)
-        node = self.graph.new_node(op, tuple(inputs), params, spec, self.node.source,
+        node = self.graph.new_node(op, tuple(inputs), params, spec, source or self.node.source,
                                    self.node.lineage if lineage is None else lineage)
         self.added.append(node)
         return node.output
@@ -106,7 +108,7 @@ class Rewriter:
 
 
 def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide],
-            within: Graph | None = None) -> Graph:
+            within: Graph | None = None, done: dict[int, Graph] | None = None) -> Graph:
     """A clone of `graph` where each node, in order, became what ``decide(node, rewriter)``
     said. ``decide_for(g)`` gives the decision for graph `g` (the clone, and each graph a node
     owns, rewritten before that node is decided), so a pass may look at a graph as a whole
@@ -116,7 +118,10 @@ def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide],
 
     A graph a node owns is rewritten on its own: a decision sees only that graph's nodes, so
     no work moves into or out of a branch or a loop body (which would change what runs, and
-    how often)."""
+    how often). A graph several nodes own (a function called twice) is rewritten once, and
+    they own the result together (`done`: the graphs rewritten so far, by the id of the
+    original)."""
+    done = {} if done is None else done
     g = graph.clone(within)
     decide = decide_for(g)
     replaced: dict[Value, Any] = {}
@@ -125,8 +130,8 @@ def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide],
         node.inputs = tuple(replaced.get(o, o) if isinstance(o, Value) else o
                             for o in node.inputs)
         if any(isinstance(p, Graph) for p in node.params.values()):
-            node.params = {k: rewrite(p, decide_for, g) if isinstance(p, Graph) else p
-                           for k, p in node.params.items()}
+            node.params = {k: _rewritten(p, decide_for, g, done) if isinstance(p, Graph)
+                           else p for k, p in node.params.items()}
         rewriter = Rewriter(g, node)
         verdict = decide(node, rewriter)
         kept += rewriter.added
@@ -140,6 +145,13 @@ def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide],
     g.nodes = kept
     g.outputs = [replaced.get(v, v) for v in g.outputs]
     return g
+
+
+def _rewritten(graph: Graph, decide_for: Callable[[Graph], Decide], within: Graph,
+               done: dict[int, Graph]) -> Graph:
+    if id(graph) not in done:
+        done[id(graph)] = rewrite(graph, decide_for, within, done)
+    return done[id(graph)]
 
 
 # --- Passes written by a learner ----------------------------------------------------------------

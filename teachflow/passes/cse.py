@@ -7,7 +7,8 @@ computed before. The later node is merged into the earlier one.
 
 This is only legal because ops are **pure**: their result depends on their operands and nothing
 else. A random op is not: two draws of `randn` must give different numbers, so random ops are
-never merged (and never constant-folded). That is the lesson on purity in one `if`.
+never merged (and never constant-folded). That is the lesson on purity in one `if`. Nor is a
+node that owns graphs (a loop, a call: what they compute is not in the node's key).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from teachflow.graph import Graph, Node, Value, format_node
+from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.passes.base import Change, Decide, Rewriter, rewrite
 
 
@@ -61,7 +62,7 @@ class ValueNumbering:
 
     def visit(self, node: Node) -> Value | None:
         """Number `node`'s output; return an earlier value that computes the same, if any."""
-        if node.op.random:
+        if node.op.random or subgraphs(node):
             self.number(node.output)  # a fresh number: never equal to anything else
             return None
         operands = [self.number(o) for o in node.inputs]

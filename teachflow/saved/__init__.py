@@ -2,9 +2,10 @@
 nothing (lesson 7; TensorFlow's GraphDef, "a language-irrelevant form").
 
 A staged function saves as its traced graph: ops by name, their parameters, the shape and dtype
-of every value, the graphs control flow owns (JSON), and its arrays (NumPy's ``.npz``). Loaded,
-it runs without the Python that made it: this teachflow compiles the graph again and runs it. A
-module saves its state dict the same way. ``docs/saved-graph.md`` describes the format.
+of every value, the graphs control flow owns and the functions it calls, each once (JSON), and
+its arrays (NumPy's ``.npz``). Loaded, it runs without the Python that made it: this teachflow
+compiles the graph again and runs it. A module saves its state dict the same way.
+``docs/saved-graph.md`` describes the format.
 
 The chapters, in reading order:
 

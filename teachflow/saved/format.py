@@ -35,7 +35,8 @@ from teachflow.core.errors import TeachflowError
 FORMAT = "teachflow.saved"
 #: (major, minor). A newer minor version may use ops or parameters this teachflow does not know,
 #: which it refuses by name; a newer major version may change anything, so it is refused whole.
-VERSION = (1, 0)
+#: 1.1 adds the functions a graph calls; a file without calls is written as 1.0.
+VERSION = (1, 1)
 MANIFEST = "saved.json"
 ARRAYS = "arrays.npz"
 

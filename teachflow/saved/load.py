@@ -66,7 +66,8 @@ def load(path: str | Path) -> SavedFunction | dict[str, Tensor]:
     version(document.get("version"), f"{where}: version")
     kind = text(document.get("kind"), f"{where}: kind", ("function", "state_dict"))
     body = "graph" if kind == "function" else "tensors"
-    document = fields(document, where, ("format", "version", "kind", "arrays", body))
+    document = fields(document, where, ("format", "version", "kind", "arrays", body),
+                      ("functions",) if kind == "function" else ())
     name = text(document["arrays"], f"{where}: arrays")
     if not _FILE_NAME.fullmatch(name):
         raise refuse(f"{where}: arrays", f"names {shown(name)}: the arrays file is one file in "
@@ -77,6 +78,7 @@ def load(path: str | Path) -> SavedFunction | dict[str, Tensor]:
             if kind == "state_dict":
                 return _state_dict(document["tensors"], arrays, f"{where}: tensors")
             reader = GraphReader(arrays)
+            reader.read_functions(document.get("functions", []), f"{where}: functions")
             graph = reader.function(document["graph"], f"{where}: graph")
             arrays.check_all_used()
         finally:

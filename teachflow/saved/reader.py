@@ -53,6 +53,10 @@ class GraphReader:
         self.state: dict[str, Tensor] = {}
         self._ids: set[int] = set()
         self._open: list[Graph] = []  # the graphs being read, outermost first
+        #: The functions the file's graphs call, by name: each read at its first call (its
+        #: JSON and where it is, until then), and then that graph for every call.
+        self.functions: dict[str, tuple[Any, str] | Graph] = {}
+        self._calling: list[str] = []  # the functions being read, callers first
 
     def function(self, data: Any, where: str) -> Graph:
         graph = self.graph(data, where)
@@ -91,6 +95,33 @@ class GraphReader:
         graph.outputs = [self._value(values, later, ref, f"{where}.outputs[{k}]")
                          for k, ref in enumerate(items(data["outputs"], f"{where}.outputs"))]
         return graph
+
+    def read_functions(self, data: Any, where: str) -> None:
+        """The file's ``functions``: a list of graphs, each with a name of its own."""
+        for k, item in enumerate(items(data, where)):
+            at = f"{where}[{k}]"
+            name = text(fields(item, at, ("name", "inputs", "constants", "nodes",
+                                          "outputs"))["name"], f"{at}.name")
+            if name in self.functions:
+                raise refuse(at, f"the function name {name!r} is there twice")
+            self.functions[name] = (item, at)
+
+    def callee(self, data: Any, where: str) -> Graph:
+        """The function a ``call`` node calls, named by `data` (read at its first call)."""
+        name = text(data, where)
+        found = self.functions.get(name)
+        if found is None:
+            raise refuse(where, f"names no function of the file: {name!r}")
+        if name in self._calling:
+            cycle = " calls ".join(f"@{n}" for n in [*self._calling, name])
+            raise refuse(where, f"{cycle}: a saved graph's calls must end")
+        if isinstance(found, tuple):
+            self._calling.append(name)
+            try:
+                found = self.functions[name] = self.graph(*found)
+            finally:
+                self._calling.pop()
+        return found
 
     def spec(self, data: Any, where: str, optional: tuple[str, ...] = ()
              ) -> tuple[TensorSpec, str | None]:

@@ -44,7 +44,10 @@ def save(obj: Any, path: str | Path) -> Path:
         kind = "state_dict"
     else:
         body, kind = {"graph": writer.function(graph_to_save(obj))}, "function"
-    document = {"format": FORMAT, "version": f"{VERSION[0]}.{VERSION[1]}", "kind": kind,
+    if writer.functions:  # (1.0 has no calls: a file without them reads as 1.0 everywhere)
+        body["functions"] = list(writer.functions.values())
+    major, minor = VERSION if writer.functions else (1, 0)
+    document = {"format": FORMAT, "version": f"{major}.{minor}", "kind": kind,
                 "arrays": ARRAYS, **body}
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -98,6 +101,21 @@ class Writer:
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
+        self.functions: dict[str, dict] = {}  # each function called, by its name in the file
+        self._named: dict[Graph, str] = {}
+
+    def callee(self, graph: Graph) -> str:
+        """The name of a function called, written once among the file's functions (two
+        graphs of one name, traced for two signatures, get two names)."""
+        name = self._named.get(graph)
+        if name is None:
+            name, k = graph.name, 1
+            while name in self.functions:
+                name, k = f"{graph.name}_{k}", k + 1
+            self._named[graph] = name
+            self.functions[name] = {}  # (taken, while its own calls are written)
+            self.functions[name] = {**self.graph(graph), "name": name}
+        return name
 
     def array(self, array: np.ndarray) -> dict:
         name = f"a{len(self.arrays)}"

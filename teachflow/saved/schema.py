@@ -171,6 +171,12 @@ def _write_graph(value: Any, out: Any) -> dict:
     return out.graph(value)
 
 
+def _write_callee(value: Any, out: Any) -> str:
+    if not isinstance(value, Graph):
+        raise CannotWrite(f"{type(value).__name__} is not a graph")
+    return out.callee(value)
+
+
 def _write_dtype(value: Any, out: Any) -> str:
     try:
         name = np.dtype(value).name
@@ -245,13 +251,15 @@ INDEX = Kind(lambda v, out: [_write_index_item(i, out) for i in v],
              lambda data, into, where: tuple(_read_index_item(d, into, f"{where}[{k}]")
                                              for k, d in enumerate(items(data, where, 64))))
 GRAPH = Kind(_write_graph, lambda data, into, where: into.graph(data, where))
+#: A function called: its name among the file's ``functions``, each written once.
+CALLEE = Kind(_write_callee, lambda data, into, where: into.callee(data, where))
 
 #: Every parameter of teachflow's ops, by name. A test checks that each op's are here.
 KINDS: dict[str, Kind] = {
     "axis": AXIS, "axes": AXES, "shape": SHAPE, "keepdims": BOOL, "history": BOOL,
     "dtype": DTYPE, "device": DEVICE, "fill_value": SCALAR, "start": SCALAR, "stop": SCALAR,
     "step": STEP, "initial": OPTIONAL_SCALAR, "n": SIZE, "m": SIZE, "index": INDEX,
-    "true_fn": GRAPH, "false_fn": GRAPH, "cond_fn": GRAPH, "body_fn": GRAPH,
+    "true_fn": GRAPH, "false_fn": GRAPH, "cond_fn": GRAPH, "body_fn": GRAPH, "callee": CALLEE,
 }
 
 

@@ -13,7 +13,8 @@ signature (or the caller called it directly, and `run` checked that the signatur
 4. give the results in the function's structure.
 
 How a call runs is the interpreter's decision, as for every op (`dispatch.call`): eagerly it
-takes that route (`run`); inside another trace it adds its graph's ops to that trace (`inline`).
+takes that route (`run`); inside another trace it is one ``call`` node of that trace (`inline`,
+see `teachflow.staged.calls`).
 A `tfl.function` may also take a fast path, the same steps written as one generated function
 (`teachflow.staged.fast_path`); it reads this module's route, and must leave what it leaves.
 """
@@ -34,6 +35,7 @@ from teachflow.core.tree import tree_flatten, tree_unflatten
 from teachflow.execution.executor import explain_failure, generate, interpret
 from teachflow.graph import Graph, Value
 from teachflow.ops.op import Op
+from teachflow.staged.calls import call_node, calls_as_node
 from teachflow.staged.guard_code import guards_function
 from teachflow.staged.signature import (
     Signature,
@@ -102,8 +104,11 @@ class ConcreteFunction:
         return result
 
     def inline(self, args: tuple, kwargs: dict) -> Any:
-        """Inside another trace: the traced graph's ops join that trace, one by one."""
+        """Inside another trace: one ``call`` node of that trace; where it cannot be one
+        (`calls_as_node`), the traced graph's ops join that trace, one by one."""
         tensors, arrays = self._checked_inputs(args, kwargs)
+        if calls_as_node(self, arrays):
+            return call_node(self, tensors)
         result = self._finish(tensors, interpret(self.traced.graph, tensors))
         write_into_arrays(arrays)
         return result

@@ -37,6 +37,7 @@ from teachflow.core import dispatch
 from teachflow.core.errors import TeachflowError, expect_callable, user_stacklevel
 from teachflow.core.spec import TensorSpec
 from teachflow.core.tree import tree_flatten, tree_unflatten
+from teachflow.staged.calls import call_node, calls_as_node, tracing
 from teachflow.staged.concrete import ConcreteFunction, as_inputs, write_into_arrays
 from teachflow.staged.fast_path import NOT_TAKEN, FastCall
 from teachflow.staged.signature import (
@@ -158,8 +159,13 @@ class Function:
         return fast
 
     def inline(self, args: tuple, kwargs: dict) -> Any:
-        """Called from code being traced: trace through the Python function, whose ops join
-        that trace."""
+        """Called from code being traced: the concrete function for these arguments (found or
+        traced as for any call, eagerly: not into the trace under way) becomes one ``call``
+        node of that trace; where it cannot (`calls_as_node`), its ops join the trace."""
+        with dispatch.eagerly():
+            concrete, tensors, arrays = self._concrete_for(args, kwargs)
+        if calls_as_node(concrete, arrays):
+            return call_node(concrete, tensors)
         return self.python_function(*args, **kwargs)
 
     def get_concrete_function(self, /, *args: Any, **kwargs: Any) -> ConcreteFunction:
@@ -200,8 +206,9 @@ class Function:
             tuple(argument_names(fn, args, kwargs)), keys)
         specs = None if self.input_signature is None else [TensorSpec(k[1], k[2], k[3])
                                                            for k in keys if k[0] == "tensor"]
-        traced = trace_function(fn, args, kwargs, name=self.__name__, specs=specs,
-                                left_out=left_out)
+        with tracing(fn, self.__name__):
+            traced = trace_function(fn, args, kwargs, name=self.__name__, specs=specs,
+                                    left_out=left_out)
         concrete = ConcreteFunction(traced, signature, self._signature, self.passes,
                                     self.backend, self.verify, examples=tensors,
                                     input_signature=self.input_signature)

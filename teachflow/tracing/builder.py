@@ -79,6 +79,9 @@ class GraphBuilder:
         # The traced function's world (its globals, cells, instance): where lasting names of
         # captured tensors start (see `CaptureNames.find`).
         self.surroundings: World | None = None
+        # The graph of each function this trace calls, traced once however often it is called
+        # (`teachflow.execution.control.call`).
+        self.callees: dict[Any, Any] = {}
 
     def __enter__(self) -> GraphBuilder:
         self._context = dispatch.interpreting(self)

@@ -12,7 +12,7 @@ import math
 import weakref
 from typing import Any
 
-from teachflow.graph import Graph, Node, Value
+from teachflow.graph import Graph, Node, Value, callees
 from teachflow.graph.node import format_constant  # (lines as str(graph) has)
 from teachflow.viz.expand import value_type
 from teachflow.viz.values import PREVIEW_ELEMENTS
@@ -134,9 +134,10 @@ def head(graph: Graph) -> str:
 
 def tail(graph: Graph) -> list[str]:
     """The lines of `graph`'s text form after its nodes: what it returns, the state it writes
-    back, and the closing brace."""
+    back, and the closing brace; then each function it calls, once."""
     lines = [f"  return {', '.join(str(v) for v in graph.results)}"] if graph.results else []
     for u in graph.updates:
         new = "None" if u.output is None else str(graph.outputs[u.output])
         lines.append(f"  %{u.slot.name} <- {new}")
-    return [*lines, "}"]
+    return [*lines, "}", *(line for name, callee in callees(graph).items()
+                           for line in callee._text(f"graph @{name}"))]

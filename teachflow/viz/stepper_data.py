@@ -325,8 +325,8 @@ class _Table:
         happens inside may change), and the ids inside them."""
         entry = self.node_entry(node.output, node, context, lay)
         owned = subgraphs(node)
-        entry["owned"] = [f"  {line}" for key, sub in owned.items()  # (as str(graph) has them)
-                          for line in sub._text(f"{key}: {sub.name}")]
+        entry["owned"] = [f"  {line}" for key, sub in subgraphs(node, calls=False).items()
+                          for line in sub._text(f"{key}: {sub.name}")]  # (as str(graph) has)
         parts, inside = [], set()
         for key, sub in owned.items():
             present, deeper = self.graph_entries(sub, self.inner[(node.id, key)],

@@ -19,8 +19,9 @@ loop give, so it gets one summary per result. The values *inside* the graphs it 
 of the graph around it: `interpret` runs those graphs within the node. So each graph it owns runs
 once more here, on what it got the first time it ran: the branch of a ``cond`` that ran, on the
 node's operands (the other branch did not run, so its nodes have no values); a loop's condition on
-the carry the loop starts with, and its body in the first step (if the loop takes one). Each such
-graph gets a few words saying which run its values are from.
+the carry the loop starts with, and its body in the first step (if the loop takes one); a function
+called, in its first call (two calls share one graph). Each such graph gets a few words saying
+which run its values are from.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from teachflow.autodiff.tape import no_grad
 from teachflow.core.dispatch import bind
 from teachflow.core.errors import TeachflowError, on_behalf_of
 from teachflow.core.spec import short_dtype
+from teachflow.execution.control.call import CALL
 from teachflow.execution.control.cond import COND
 from teachflow.execution.control.loops import FORI, WHILE
 from teachflow.execution.executor import interpret
@@ -224,6 +226,9 @@ def _first_runs(node: Node, args: list, run: Callable[[str, list], list]) -> dic
         else:
             said["body_fn"] = "none: the loop took no step on the example inputs"
         return said
+    if node.op is CALL:  # (one graph however often it is called: its first call's values)
+        run("callee", args)
+        return {"callee": "in the first call of this function on the example inputs"}
     if node.op is FORI:  # the body reads the step index, the carry, then what else it reads
         lower, upper = (int(a.numpy()) if isinstance(a, Tensor) else a for a in args[:2])
         if lower >= upper:

@@ -17,10 +17,13 @@ The chapters, in reading order:
 - `loop_code`: a loop node's shape rule and its generated code, a Python loop around its body's;
 - `carry`: what a loop carries from step to step, checked to keep its structure and types;
 - `loops`: ``tfl.while_loop`` and ``tfl.fori_loop``, whose gradient runs the loop backwards (a
-  loop whose trip count depends on data has none: see `loops`).
+  loop whose trip count depends on data has none: see `loops`);
+- `call`: a graph function calling another, one ``call`` node that owns the callee's graph,
+  whose gradient is a call of the callee's backward graph.
 """
 
+from teachflow.execution.control.call import CALL, run_call
 from teachflow.execution.control.cond import cond
 from teachflow.execution.control.loops import fori_loop, while_loop
 
-__all__ = ["cond", "fori_loop", "while_loop"]
+__all__ = ["CALL", "cond", "fori_loop", "run_call", "while_loop"]

@@ -44,7 +44,8 @@ from teachflow.tracing.callables import callable_name
 class CondOp(ControlOp):
     def rerun(self, args: Sequence[Any], params: dict) -> tuple:
         true_fn, false_fn = (graph_function(params[k]) for k in ("true_fn", "false_fn"))
-        return tuple(run_cond(args[0], true_fn, false_fn, list(args[1:])))
+        return tuple(run_cond(args[0], true_fn, false_fn, list(args[1:]),
+                              names=[v.name for v in params["true_fn"].inputs]))
 
     def emit(self, source: Source, node: Node, operands: list[str],
              results: list[str]) -> list[Line]:
