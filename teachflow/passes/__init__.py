@@ -2,8 +2,11 @@
 the one rewrite helper (`base`: what a pass is, and the record of what it changed).
 
 Default pipeline, in order: `simplify` (algebraic rules, written as data and applied by the
-engine in `rules`), `constant_fold`, `cse`, `dce`, `fuse` (which nodes it puts in one kernel is
-the rule in `grouping`).
+engine in `rules`), `constant_fold`, `cse`, `dce`, `place` (which device runs each node, and
+why), `partition` (one piece per device, joined by ``copy`` nodes), `fuse` (which nodes it puts
+in one kernel is the rule in `grouping`). Placement comes after the passes that remove nodes,
+so that no transfer is made for a node that goes, and before fusion, so that a kernel never
+spans two devices.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from teachflow.passes.constant_fold import constant_fold
 from teachflow.passes.cse import cse
 from teachflow.passes.dce import dce
 from teachflow.passes.fuse import fuse
+from teachflow.passes.partition import partition
+from teachflow.passes.place import place
 from teachflow.passes.simplify import simplify
 
 #: The built-in passes by name.
@@ -33,10 +38,12 @@ PASSES: dict[str, Pass] = {
     "constant_fold": constant_fold,
     "cse": cse,
     "dce": dce,
+    "place": place,
+    "partition": partition,
     "fuse": fuse,
 }
 
-DEFAULT_PIPELINE = ("simplify", "constant_fold", "cse", "dce", "fuse")
+DEFAULT_PIPELINE = ("simplify", "constant_fold", "cse", "dce", "place", "partition", "fuse")
 
 
 def resolve(passes: Any) -> list[Pass]:

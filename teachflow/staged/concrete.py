@@ -31,7 +31,8 @@ from teachflow.core.backends import get_backend
 from teachflow.core.errors import AutodiffError, DeviceError, SignatureMismatch, TeachflowError
 from teachflow.core.spec import TensorSpec
 from teachflow.core.tree import tree_flatten, tree_unflatten
-from teachflow.execution.executor import explain_failure, generate, interpret
+from teachflow.execution.executor import explain_failure, interpret
+from teachflow.execution.pieces import executor_for
 from teachflow.graph import Graph, Value
 from teachflow.ops.op import Op
 from teachflow.staged.guard_code import guards_function
@@ -71,7 +72,7 @@ class ConcreteFunction:
         self.graph = self.compilation.graph  # the optimized graph
         inputs = traced.graph.inputs
         self.backend = get_backend(backend or (inputs[0].spec.device if inputs else "cpu"))
-        self.executor = generate(self.graph, self.backend)
+        self.executor = executor_for(self.graph, self.backend)
         self.output_backends = [get_backend(v.spec.device) for v in self.graph.outputs]
         #: How many of the graph's outputs are the function's results (the rest: new state).
         self.result_count = len(traced.graph.results)
