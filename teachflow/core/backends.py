@@ -188,7 +188,8 @@ def device_name(device: str) -> str:
 #: The CPU's logical devices (`set_logical_devices`), by name; the first `_cpu_count` usable.
 _LOGICAL: dict[str, Backend] = {"cpu": CPU}
 _cpu_count = 1
-#: Every spelling asked for so far, and its backend (cleared when the devices change).
+#: Every spelling of a CPU device asked for so far, and its backend (cleared when the devices
+#: change).
 _FOUND: dict[str, Backend] = {"cpu": CPU}
 
 
@@ -200,7 +201,9 @@ def get_backend(device: str | Backend) -> Backend:
         return device
     backend = _FOUND.get(device)
     if backend is None:
-        backend = _FOUND[device] = _find(device_name(device))
+        backend = _find(device_name(device))
+        if backend.kind == "cpu":  # (the GPU's own lookup is kept by `_gpu_backend`)
+            _FOUND[device] = backend
     return backend
 
 

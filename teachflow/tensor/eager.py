@@ -126,9 +126,11 @@ def moved_to_pin(args: tuple) -> tuple:
     """The operands of an op run inside ``with tfl.device(...)``, each on the pinned device: an
     operand elsewhere is copied there (a `to_device` of its own, on the tape and in a trace,
     so that its gradient flows back and `partition` sees the transfer)."""
-    pin = PIN.backend
-    return tuple(bind(to_device, x, device=pin.name)
-                 if isinstance(x, Tensor) and x._backend is not pin else x for x in args)
+    pin, moved = PIN.backend, {}
+    for x in args:  # (each tensor once: x @ x copies x once)
+        if isinstance(x, Tensor) and x._backend is not pin and id(x) not in moved:
+            moved[id(x)] = bind(to_device, x, device=pin.name)
+    return tuple(moved.get(id(x), x) for x in args) if moved else args
 
 
 def _mixed_devices(op: Any, args: tuple) -> DeviceError:
