@@ -301,3 +301,16 @@ def test_the_stepper_fills_each_node_by_its_device_with_a_legend() -> None:
 def test_device_fills_are_distinct_and_the_cpu_stays_plain() -> None:
     fills = [device_fill(d) for d in ("cpu", "cpu:1", "cpu:2", "cpu:3", "gpu")]
     assert fills[0] == "#ffffff" and len(set(fills)) == len(fills)
+
+
+def test_a_graph_on_two_devices_is_saved_and_loaded_with_its_pieces(tmp_path) -> None:
+    x, y = rand(4, 4), rand(4, 4)
+    compiled = tfl.compile(two_branches, x, y)
+    tfl.save(compiled, tmp_path / "two")
+    loaded = tfl.load(tmp_path / "two")
+    assert "copy" in {n.op.name for n in loaded.compilation.graph.nodes}  # (compiled again)
+    np.testing.assert_allclose(loaded(x, y).numpy(), compiled(x, y).numpy(), rtol=1e-6)
+    tfl.set_logical_devices("cpu", 1)
+    with pytest.raises(tfl.SavedGraphError, match="no device 'cpu:1' here") as err:
+        tfl.load(tmp_path / "two")
+    assert "set_logical_devices('cpu', 2)" in str(err.value)
