@@ -250,7 +250,8 @@ GRAPH = Kind(_write_graph, lambda data, into, where: into.graph(data, where))
 KINDS: dict[str, Kind] = {
     "axis": AXIS, "axes": AXES, "shape": SHAPE, "keepdims": BOOL, "history": BOOL,
     "dtype": DTYPE, "device": DEVICE, "src": DEVICE, "dst": DEVICE, "fill_value": SCALAR,
-    "start": SCALAR, "stop": SCALAR, "step": STEP, "initial": OPTIONAL_SCALAR, "n": SIZE, "m": SIZE, "index": INDEX,
+    "start": SCALAR, "stop": SCALAR, "step": STEP, "initial": OPTIONAL_SCALAR, "n": SIZE,
+    "m": SIZE, "index": INDEX,
     "true_fn": GRAPH, "false_fn": GRAPH, "cond_fn": GRAPH, "body_fn": GRAPH,
 }
 
