@@ -314,3 +314,21 @@ def test_a_graph_on_two_devices_is_saved_and_loaded_with_its_pieces(tmp_path) ->
     with pytest.raises(tfl.SavedGraphError, match="no device 'cpu:1' here") as err:
         tfl.load(tmp_path / "two")
     assert "set_logical_devices('cpu', 2)" in str(err.value)
+
+
+def test_arguments_on_two_devices_and_a_cond_under_a_pin() -> None:
+    tfl.set_logical_devices("cpu", 3)
+    x, y = rand(3, 3), rand(3, 3).to("cpu:1")
+
+    def f(x, y):
+        with tfl.device("cpu:2"):
+            z = tfl.cond(x.sum() > -100.0, lambda a, b: a @ b, lambda a, b: a - b, x, y)
+        return z.to("cpu:1") + y
+
+    staged = tfl.function(f)
+    for _ in range(2):
+        out = staged(x, y)
+    assert out.device == "cpu:1" == f(x, y).device
+    np.testing.assert_allclose(out.numpy(), f(x, y).numpy(), rtol=1e-5)
+    graph = staged.get_concrete_function(x, y).graph
+    assert {n.spec.device for n in graph.nodes if n.op.name == "cond"} == {"cpu:2"}

@@ -172,6 +172,8 @@ class GraphBuilder:
                              "value; or pass the value as a static Python argument")
 
     def call(self, function: Any, args: tuple, kwargs: dict) -> Any:
+        if PIN.backend is not None:  # (its graphs are traced on what the pin moved)
+            args = moved_to_pin(args)
         return function.inline(args, kwargs)
 
     # --- State outside the graph ----------------------------------------------------------
