@@ -68,7 +68,7 @@ class Snapshot:
     @cached_property
     def nx(self) -> Any:
         """The stage as an ``nx.DiGraph``; each node's ``status`` says what this pass did to it
-        (added, replaced, merged, fused or kept). Nodes the pass removed are listed in the
+        (added, replaced, merged, fused, placed or kept). Nodes the pass removed are listed in the
         graph attribute ``removed``."""
         g = self.graph.to_networkx()
         status = {}

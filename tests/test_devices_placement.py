@@ -291,9 +291,9 @@ def test_the_stepper_fills_each_node_by_its_device_with_a_legend() -> None:
     last = expand_stage(data, len(data["stages"]) - 1)
     assert last["stats"]["bytes_transferred"] > 0
     picture = graph_svg(last)
-    assert picture.count(f'fill="{device_fill("cpu:1")}"') == sum(
+    assert picture.count(f'fill="{device_fill("cpu:1")}"') == 1 + sum(  # (and its swatch)
         n["device"] == "cpu:1" for n in last["nodes"])
-    assert "⇢ cpu → cpu:1" in picture
+    assert "⇢ cpu → cpu:1" in picture and ">cpu:1</text>" in picture  # and the legend
     one = tfl.compile(lambda x: x.exp(), rand(3))
     assert compilation_data(one, one.example_inputs)["devices"] == []  # no legend needed
 

@@ -237,7 +237,7 @@ def test_lesson_4_scripts_f_dynamic_and_shows_it_beside_f_static() -> None:
     assert probe["results"][1] == [pytest.approx(0.2)] * 2  # (float32)
     assert probe["static_ops"] == ["mul", "mul", "mul"]  # unrolled by tracing
     assert probe["row"] == ["HTML", "PassStepper", "HTML", "PassStepper"]
-    assert probe["stages"] == [6, 6]
+    assert probe["stages"] == [len(DEFAULT_PIPELINE) + 1] * 2  # the trace, then each pass
     assert max(abs(d) for d in probe["gradient"]) < 1e-6
     assert "tf-side-by-side" in probe["classes"]  # (each stepper then fits a screen)
     # What the text says the stepper shows: dce drops a sum and a gt of the scripted program;

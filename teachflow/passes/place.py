@@ -60,4 +60,5 @@ def placement(node: Node, default: str) -> tuple[str, str]:
     if operands:
         names = ", ".join(str(o) for o in dict.fromkeys(operands))
         return "operands", f"where its operands live ({names} on {device})"
-    return "default", f"the call's default device, that of its first input ({default})"
+    return "default", (f"it reads no tensor and asks for no device: it runs where the call "
+                       f"does by default ({device}; the call's first input is on {default})")

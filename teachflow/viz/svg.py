@@ -67,6 +67,9 @@ def graph_svg(stage: dict) -> str:
         'fill="white"/>',
         '<g fill="none" stroke="#8c8c8c" stroke-width="1.3">',
     ]
+    devices = sorted({n.get("device", "cpu") for n in nodes})
+    if len(devices) > 1:  # the key to the fills, in the margin above the graph
+        parts.insert(3, _legend(devices, left + 6, top + 6))
     for edge in stage["edges"]:
         points = _edge_points(edge, where, row)
         parts.append(f'<polyline points="{points}"/>')
@@ -144,3 +147,15 @@ def _badge(text: str, left: float, top: float, colour: str) -> str:
             f'fill="{colour}"/><text x="{left + w / 2:.1f}" y="{top + 10.5:.1f}" '
             f'text-anchor="middle" font-size="9.5" font-family="sans-serif">'
             f"{escape(text)}</text>")
+
+
+def _legend(devices: list[str], left: float, top: float) -> str:
+    """The key to the fills: a swatch and a name per device, in a row."""
+    out, x = ['<g font-size="10" font-family="sans-serif">'], left
+    for device in devices:
+        out.append(f'<rect x="{x:.1f}" y="{top:.1f}" width="14" height="10" rx="2" '
+                   f'fill="{device_fill(device)}" stroke="#8c8c8c"/><text x="{x + 18:.1f}" '
+                   f'y="{top + 9:.1f}">{escape(device)}</text>')
+        x += 26 + 7 * len(device)
+    out.append("</g>")
+    return "".join(out)
