@@ -259,6 +259,10 @@ class _Pin(threading.local):
 
 
 PIN = _Pin()
+#: How many pins are open, in any thread: eager dispatch, on every op, reads this one number
+#: before it looks for its thread's pin (which costs more).
+PINS_OPEN = [0]
+_PINS_COUNTED = threading.Lock()
 
 
 @contextmanager
@@ -269,10 +273,14 @@ def device(name: str) -> Iterator[str]:
     `place`). An explicit ``device=`` still wins. Pins nest; the innermost holds."""
     backend = get_backend(name)
     previous, PIN.backend = PIN.backend, backend
+    with _PINS_COUNTED:
+        PINS_OPEN[0] += 1
     try:
         yield backend.name
     finally:
         PIN.backend = previous
+        with _PINS_COUNTED:
+            PINS_OPEN[0] -= 1
 
 
 def default_device(device: str | None) -> str:

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 
 from teachflow.autodiff import tape
-from teachflow.core.backends import CPU, PIN, get_backend, rerun_warning_at_user_line
+from teachflow.core.backends import (
+    CPU,
+    PIN,
+    PINS_OPEN,
+    get_backend,
+    rerun_warning_at_user_line,
+)
 from teachflow.core.dispatch import bind, set_default_interpreter
 from teachflow.core.errors import (
     DeviceError,
@@ -41,7 +47,7 @@ class EagerInterpreter:
     """Evaluate now; record on the tape when an input is tracked."""
 
     def apply(self, op: Any, args: tuple, params: dict) -> Tensor:
-        if PIN.backend is not None and not op.device_param:
+        if PINS_OPEN[0] and PIN.backend is not None and not op.device_param:
             args = moved_to_pin(args)
         backend = None
         tracked = converted = False
