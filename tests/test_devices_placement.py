@@ -11,6 +11,8 @@ barrier that both must reach (``bench/devices.py`` measures the speed).
 from __future__ import annotations
 
 import os
+import select
+import signal
 import threading
 from typing import Any
 
@@ -332,3 +334,23 @@ def test_arguments_on_two_devices_and_a_cond_under_a_pin() -> None:
     np.testing.assert_allclose(out.numpy(), f(x, y).numpy(), rtol=1e-5)
     graph = staged.get_concrete_function(x, y).graph
     assert {n.spec.device for n in graph.nodes if n.op.name == "cond"} == {"cpu:2"}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork: POSIX only")
+def test_a_forked_child_runs_the_pieces_on_workers_of_its_own() -> None:
+    x = rand(3, 3)
+    compiled = tfl.compile(two_branches, x, x)
+    expected = compiled(x, x).numpy()  # (the parent's worker for cpu:1 exists now)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its worker threads did not come along
+        os.write(write, compiled(x, x).numpy().tobytes())
+        os._exit(0)
+    os.close(write)
+    answered = select.select([read], [], [], 60)[0]  # (a child left without workers hangs)
+    if not answered:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert answered, "the child's call never returned"
+    got = np.frombuffer(os.read(read, expected.nbytes), dtype=expected.dtype)
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)

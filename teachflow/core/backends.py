@@ -20,6 +20,7 @@ machines without CUDA.
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from collections.abc import Iterator
@@ -243,6 +244,18 @@ def set_logical_devices(kind: str, count: int) -> list[str]:
     _FOUND.clear()
     _FOUND["cpu"] = CPU
     return devices()
+
+
+def _forget_workers() -> None:
+    """In a child process made by ``fork``: none of the parent's threads came along, so each
+    device makes its worker anew when it needs one."""
+    global _WORKERS_MADE
+    _WORKERS_MADE = threading.Lock()
+    for backend in _LOGICAL.values():
+        backend._worker = None
+
+
+os.register_at_fork(after_in_child=_forget_workers)
 
 
 def devices() -> list[str]:
