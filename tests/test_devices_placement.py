@@ -354,3 +354,19 @@ def test_a_forked_child_runs_the_pieces_on_workers_of_its_own() -> None:
     assert answered, "the child's call never returned"
     got = np.frombuffer(os.read(read, expected.nbytes), dtype=expected.dtype)
     np.testing.assert_array_equal(got.reshape(expected.shape), expected)
+
+
+def test_a_cond_whose_branches_move_its_operand_is_cut_inside_its_branches() -> None:
+    def f(x):
+        y = x * 2
+        return tfl.cond(x.sum() > 0, lambda a: a.to("cpu:1") * 2, lambda a: a.to("cpu:1") - 1, y)
+
+    x = rand(3)
+    compiled = tfl.compile(f, x)  # (verified: every stage well formed and computing the same)
+    cond = next(n for n in compiled.graph.nodes if n.op.name == "cond")
+    assert cond.spec.device == "cpu:1" and cond.inputs[1].spec.device == "cpu"
+    for branch in ("true_fn", "false_fn"):
+        assert cond.params[branch].nodes[0].op.name == "copy"
+    out = compiled(x)
+    assert out.device == "cpu:1"
+    np.testing.assert_allclose(out.numpy(), f(x).numpy(), rtol=1e-6)

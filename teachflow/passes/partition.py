@@ -21,7 +21,7 @@ crossings: the pass changes nothing.
 
 from __future__ import annotations
 
-from teachflow.graph import Graph, Node, Value, format_node
+from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.ops import creation
 from teachflow.passes.base import Change, Decide, Rewriter, rewrite
 from teachflow.passes.place import devices_of
@@ -47,6 +47,8 @@ def partition(graph: Graph) -> tuple[Graph, list[Change]]:
                                       f"{format_node(node)} moves a value between devices: "
                                       f"{_copy_sentence(copied)}"))
                 return copied
+            if subgraphs(node):  # its graphs read the operands where they are, and cross
+                return None      # devices inside (partitioned there: see `rewrite`)
             operands = []
             for o in node.inputs:
                 if isinstance(o, Value) and o.spec.device != node.spec.device \
