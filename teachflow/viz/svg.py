@@ -34,7 +34,7 @@ STYLE = {
     "replaced": ("#e69f00", 2.5, "10 3 2 3", "↻ replaced"),
     "merged": ("#56b4e9", 3.0, "2 3", "⇉ merged"),
     "fused": ("#cc79a7", 3.5, "", "⊕ fused"),
-    "placed": ("#000000", 2.0, "", "⌖ placed"),
+    "placed": ("#000000", 2.0, "", "⊙ placed"),
     "kept": ("#8c8c8c", 1.2, "", ""),
 }
 

@@ -22,7 +22,7 @@ export const STATUS = {
   replaced: { badge: "↻ replaced", words: "stands for what a rule rewrote" },
   merged: { badge: "⇉ merged", words: "a duplicate was merged into it" },
   fused: { badge: "⊕ fused", words: "a fused kernel" },
-  placed: { badge: "⌖ placed", words: "this pass chose its device (its fill says which)" },
+  placed: { badge: "⊙ placed", words: "this pass chose its device (its fill says which)" },
   kept: { badge: "", words: "unchanged" },
 };
 
