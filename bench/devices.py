@@ -18,7 +18,9 @@ and rotated as ``bench/timing.py`` does (each round times both, in turn first), 
 printed is the median of the rounds' ratios; on a machine with two free cores the goal is 1.6x
 or more. Other work on the machine takes cores away from the pieces and lowers it: the cores
 each program used (its CPU time over its wall time: about 1 for one device, 2 for two at once)
-say how many it was given.
+say how many it was given, and the same two branches in plain NumPy, one thread against two
+(one a worker, as a device's), say what two threads can gain on the machine at that moment: the
+ceiling for the two devices.
 
 The transfer: ``t.to("cpu:1")`` of a float32 tensor (a copy: the logical devices share the
 memory, but a moved tensor is a tensor of its own), per megabyte, against NumPy's own copy of
@@ -37,6 +39,7 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):  # 
 import argparse  # noqa: E402
 import time  # noqa: E402
 import timeit  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 from contextlib import nullcontext  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -69,9 +72,10 @@ def branches(products: int, pinned: bool):
     return program
 
 
-def speedup(size: int, products: int, rounds: int) -> tuple[dict, float]:
+def speedup(size: int, products: int, rounds: int) -> tuple[dict, dict]:
     """Per program: seconds per call (the best) and cores used (the process's CPU time over the
-    wall time of a run of calls); and the paired speed-up of two devices over one."""
+    wall time of a run of calls); and the paired speed-ups of two devices over one, and of the
+    same two branches on two threads of plain NumPy over one."""
     rng = np.random.default_rng(0)
     x, y = (tfl.tensor(rng.standard_normal((size, size)).astype(np.float32) / size ** 0.5)
             for _ in range(2))
@@ -79,10 +83,32 @@ def speedup(size: int, products: int, rounds: int) -> tuple[dict, float]:
     two = tfl.function(branches(products, pinned=True))
     np.testing.assert_allclose(one(x, y).numpy(), two(x, y).numpy(), rtol=1e-4, atol=1e-5)
     number = max(1, int(0.2 / max(timeit.timeit(lambda: one(x, y), number=1), 1e-6)))
-    calls = {"one": lambda: one(x, y), "two": lambda: two(x, y)}
+    a, b = x.numpy(), y.numpy()
+    calls = {"one": lambda: one(x, y), "two": lambda: two(x, y),
+             "numpy one": lambda: numpy_chain(a, products) + numpy_chain(b, products),
+             "numpy two": lambda: numpy_side_by_side(a, b, products)}
     times = interleaved_rounds(calls, number=number, repeat=3, rounds=rounds)
     figures = {name: (min(times[name]), cores_used(call, number)) for name, call in calls.items()}
-    return figures, paired_ratio(times, "one", "two")
+    return figures, {"teachflow": paired_ratio(times, "one", "two"),
+                     "numpy": paired_ratio(times, "numpy one", "numpy two")}
+
+
+def numpy_chain(x: np.ndarray, products: int) -> np.ndarray:
+    y = x
+    for _ in range(products):
+        y = (y @ x) * 0.5
+    return y
+
+
+_NUMPY_WORKER = ThreadPoolExecutor(1)
+
+
+def numpy_side_by_side(a: np.ndarray, b: np.ndarray, products: int) -> np.ndarray:
+    """The two chains in plain NumPy, one on a thread of its own: how much two threads can
+    gain on this machine now (the ceiling for the two devices)."""
+    other = _NUMPY_WORKER.submit(numpy_chain, a, products)
+    mine = numpy_chain(b, products)
+    return other.result() + mine
 
 
 def cores_used(call, number: int) -> float:
@@ -115,13 +141,17 @@ def main() -> None:
     print(f"BLAS: one thread per device ({how}); devices: {', '.join(tfl.devices())}; "
           f"{os.cpu_count()} cores")
     with threadpool_limits(1, "blas") if threadpool_limits is not None else nullcontext():
-        figures, gain = speedup(args.size, args.products, args.rounds)
+        figures, gains = speedup(args.size, args.products, args.rounds)
         to, copy = transfer(args.megabytes, args.rounds)
     print(f"two branches of {args.products} products of f32[{args.size},{args.size}]:")
-    for name, words in (("one", "both on cpu"), ("two", "on cpu and cpu:1")):
+    for name, words in (("one", "both on cpu"), ("two", "on cpu and cpu:1"),
+                        ("numpy one", "NumPy, one thread"), ("numpy two", "NumPy, two threads")):
         seconds, cores = figures[name]
         print(f"  {words:<22}  {seconds * 1e3:9.2f} ms per call, {cores:.2f} cores used")
-    print(f"  speed-up, two devices   {ratio_text(gain)}  (paired median; goal >= 1.6x)")
+    print(f"  speed-up, two devices   {ratio_text(gains['teachflow'])}  (paired median; goal "
+          ">= 1.6x)")
+    print(f"  NumPy's, two threads    {ratio_text(gains['numpy'])}  (what this machine gives "
+          "two threads now)")
     print(f"transfer of {args.megabytes} MB:")
     print(f"  t.to('cpu:1')           {to:9.1f} us per MB")
     print(f"  numpy copy              {copy:9.1f} us per MB")

@@ -370,3 +370,16 @@ def test_a_cond_whose_branches_move_its_operand_is_cut_inside_its_branches() -> 
     out = compiled(x)
     assert out.device == "cpu:1"
     np.testing.assert_allclose(out.numpy(), f(x).numpy(), rtol=1e-6)
+
+
+def test_a_piece_computes_what_it_can_before_it_waits_for_another() -> None:
+    def late(x, y):  # the transfer back is traced before the CPU's own branch
+        with tfl.device("cpu:1"):
+            a = x @ x
+        return a.to("cpu") + y @ y
+
+    compiled = tfl.compile(late, rand(4, 4), rand(4, 4))
+    piece = compiled.source.split("def late_on_cpu(")[1].split("\ndef ")[0]
+    assert piece.index("matmul(y, y)") < piece.index("mail.take(")
+    np.testing.assert_allclose(compiled(rand(4, 4), rand(4, 4)).numpy(),
+                               late(rand(4, 4), rand(4, 4)).numpy(), rtol=1e-5)

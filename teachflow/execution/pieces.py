@@ -9,10 +9,11 @@ each device's partition. NumPy lets go of Python's lock inside a big kernel, so 
 products on ``cpu`` and ``cpu:1`` really run side by side (``bench/devices.py`` measures it).
 
 The pieces talk through one `Mail` per call: a piece *puts* each value another piece reads
-(``mail.put(4, v4)``) as soon as it has it, and a ``copy`` *takes* it there
-(``v4 = mail.take(4)``), waiting until it has come. Each piece runs its nodes in the graph's
-order, so every value a piece waits for is made by nodes earlier in that order: the pieces
-never wait for each other in a circle. When a piece fails, every piece waiting for a value is
+(``mail.put(4, v4)``) as soon as it has it, and the piece that reads it *takes* it
+(``v4 = mail.take(4)``), waiting until it has come. Each piece runs its nodes in one order
+shared by all (`soonest_first`: a piece computes what it can before it waits), so every value a
+piece waits for is made by nodes earlier in that order: the pieces never wait for each other in
+a circle. When a piece fails, every piece waiting for a value is
 woken with the failure, and the call raises the first error.
 
     def f_on_cpu_1(mail, x, y):
@@ -23,6 +24,7 @@ woken with the failure, and the call raises the first error.
 
 from __future__ import annotations
 
+import heapq
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -148,6 +150,7 @@ def write_pieces(graph: Graph, home: Backend, nodes: list[Node], made: list[Valu
     """The functions that run `nodes`, one per device, each putting in the call's mail the
     values other pieces read or the call returns (`made`), and taking those it reads from
     other pieces: their sources, and what runs them."""
+    nodes = soonest_first(nodes)
     where = {v: node.spec.device for node in nodes for v in node.outputs}
     crossing = {o for node in nodes for o in node.inputs
                 if isinstance(o, Value) and o in where and where[o] != node.spec.device}
@@ -179,3 +182,32 @@ def write_pieces(graph: Graph, home: Backend, nodes: list[Node], made: list[Valu
         texts.append(text)
         pieces.append((source.backend, fn))
     return texts, Pieces(home, pieces, [v.id for v in made])
+
+
+def soonest_first(nodes: list[Node]) -> list[Node]:
+    """`nodes` in an order in which each piece computes what it can before it waits: a
+    topological order that takes a node reading a value from another device only when no other
+    is ready (the graph's order would have a piece wait for ``a.to("cpu")`` before it computes
+    its own branch). One order for all the pieces, each running its own nodes in it: no two
+    pieces ever wait for each other."""
+    made_by = {v: node for node in nodes for v in node.outputs}
+    needs = {node: {made_by[o] for o in node.inputs if isinstance(o, Value) and o in made_by}
+             for node in nodes}
+    users: dict[Node, list[Node]] = {node: [] for node in nodes}
+    for node, earlier in needs.items():
+        for e in earlier:
+            users[e].append(node)
+    waits = {node: any(e.spec.device != node.spec.device for e in needs[node]) for node in nodes}
+    position = {node: i for i, node in enumerate(nodes)}
+    left = {node: len(needs[node]) for node in nodes}
+    ready = [(waits[n], position[n]) for n in nodes if not left[n]]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        node = nodes[heapq.heappop(ready)[1]]
+        order.append(node)
+        for user in users[node]:
+            left[user] -= 1
+            if not left[user]:
+                heapq.heappush(ready, (waits[user], position[user]))
+    return order
