@@ -126,6 +126,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/fusion.py
 	$(PY) bench/compile_time.py
 	$(PY) bench/layout.py
+	$(PY) bench/devices.py
 	$(PY) bench/stepper.py
 	$(PY) bench/stepper_browser.py
 	$(PY) bench/check.py

@@ -45,7 +45,7 @@ import numpy as _np
 from teachflow import data, nn, optim, testing
 from teachflow.autodiff.tape import enable_grad, is_grad_enabled, no_grad
 from teachflow.compiler import Compilation, Snapshot
-from teachflow.core.backends import devices
+from teachflow.core.backends import device, devices, set_logical_devices
 from teachflow.core.errors import (
     ArgumentError,
     AutodiffError,
@@ -211,6 +211,7 @@ __all__ = [
     "concatenate",
     "cond",
     "data",
+    "device",
     "devices",
     "enable_grad",
     "exp",
@@ -253,6 +254,7 @@ __all__ = [
     "reshape",
     "save",
     "script",
+    "set_logical_devices",
     "sigmoid",
     "softmax",
     "softplus",

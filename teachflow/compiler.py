@@ -1,12 +1,13 @@
 """The compiler: a pipeline of passes, with a snapshot of the graph after every one.
 
 `run_pipeline` runs the passes on a traced graph in order (by default simplify, constant_fold, cse,
-dce, fuse); every `tfl.function` trace goes through it, and ``tfl.compile(f, *examples)`` (in
-`teachflow.staged.function`) is one such trace kept with its examples. Each stage leaves a
-`Snapshot`: its graph, the graph as networkx (every node marked with what happened to it), the
-changes the pass made, and figures (nodes, kernels launched, bytes moved, flops). The pass stepper
-replays these snapshots: ``compilation.show()`` opens it in a notebook (displaying a compilation
-does too), and ``compilation.to_html(path)`` writes it as one web page.
+dce, place, partition, fuse); every `tfl.function` trace goes through it, and ``tfl.compile(f,
+*examples)`` (in `teachflow.staged.function`) is one such trace kept with its examples. Each stage
+leaves a `Snapshot`: its graph, the graph as networkx (every node marked with what happened to it),
+the changes the pass made, and figures (nodes, kernels launched, bytes moved, flops, bytes
+transferred between devices). The pass stepper replays these snapshots: ``compilation.show()`` opens
+it in a notebook (displaying a compilation does too), and ``compilation.to_html(path)`` writes it as
+one web page.
 
 With verification on (``verify=True``, and always in teachflow's own tests), the compiler runs the
 traced graph on random inputs and then every stage's graph, and stops at the first pass that
@@ -34,6 +35,7 @@ from teachflow.execution.executor import interpret
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.ops.op import spec_of
 from teachflow.passes import PASSES, Change, resolve
+from teachflow.passes.partition import transfer_bytes
 from teachflow.tensor.tensor import Tensor
 
 #: Verify every compilation when no `verify=` is given (teachflow's tests turn this on).
@@ -53,7 +55,7 @@ class Snapshot:
     changes: list[Change] = field(default_factory=list)
     previous: Graph | None = field(default=None, repr=False)
     #: Figures per node, shared by the stages of one compilation (most nodes are in many).
-    figures: dict[tuple, tuple[bool, int, int]] = field(default_factory=dict, repr=False)
+    figures: dict[tuple, tuple[bool, int, int, int]] = field(default_factory=dict, repr=False)
     #: The stage this one repeats, when its pass changed nothing (`graph` is that stage's).
     same_as: Snapshot | None = field(default=None, repr=False)
 
@@ -66,7 +68,7 @@ class Snapshot:
     @cached_property
     def nx(self) -> Any:
         """The stage as an ``nx.DiGraph``; each node's ``status`` says what this pass did to it
-        (added, replaced, merged, fused or kept). Nodes the pass removed are listed in the
+        (added, replaced, merged, fused, placed or kept). Nodes the pass removed are listed in the
         graph attribute ``removed``."""
         g = self.graph.to_networkx()
         status = {}
@@ -176,7 +178,7 @@ def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None,
 
 def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
                   examples: list[Tensor] | None) -> list[Snapshot]:
-    figures: dict[tuple, tuple[bool, int, int]] = {}
+    figures: dict[tuple, tuple[bool, int, int, int]] = {}
     snapshots = [Snapshot("trace", graph, figures=figures)]
     on = VERIFY_BY_DEFAULT if verify is None else verify
     checker = _Verifier(graph, examples) if on else None
@@ -230,9 +232,10 @@ def node_flops(node: Node) -> int:
     return node.op.flops(node.spec, *(spec_of(o) for o in node.inputs))
 
 
-def graph_stats(graph: Graph, figures: dict[tuple, tuple[bool, int, int]] | None = None
+def graph_stats(graph: Graph, figures: dict[tuple, tuple[bool, int, int, int]] | None = None
                 ) -> dict[str, int]:
-    """nodes; kernels launched (views launch none); bytes read and written by kernels; flops.
+    """nodes; kernels launched (views launch none); bytes read and written by kernels; flops;
+    bytes sent from one device to another (`bytes_transferred`).
 
     The program as written: the graphs a control-flow node owns count too, each once (both
     branches of a ``cond``, one step of a loop's body), so that a pass working inside them
@@ -240,28 +243,30 @@ def graph_stats(graph: Graph, figures: dict[tuple, tuple[bool, int, int]] | None
     graphs' kernels. `figures` keeps each node's (kernel?, bytes, flops) for the next stage,
     where the pass's copy of the node has the same op and specs."""
     figures = {} if figures is None else figures
-    nodes = kernels = moved = flops = 0
+    nodes = kernels = moved = flops = transferred = 0
     for node in every_node(graph):
         key = (node.op, *(o.spec if isinstance(o, Value) else None for o in node.inputs),
                *(v.spec for v in node.outputs))
         known = figures.get(key)
         if known is None:
             known = figures[key] = _node_figures(node)
-        is_kernel, node_bytes, node_flops_ = known
+        is_kernel, node_bytes, node_flops_, node_sends = known
         nodes += 1
         kernels += is_kernel
         moved += node_bytes
         flops += node_flops_
-    return {"nodes": nodes, "kernels": kernels, "bytes_moved": moved, "flops": flops}
+        transferred += node_sends
+    return {"nodes": nodes, "kernels": kernels, "bytes_moved": moved, "flops": flops,
+            "bytes_transferred": transferred}
 
 
-def _node_figures(node: Node) -> tuple[bool, int, int]:
-    """(launches a kernel, bytes it reads and writes, its flops): none for a view or a
-    control-flow node (its graphs' kernels count)."""
+def _node_figures(node: Node) -> tuple[bool, int, int, int]:
+    """(launches a kernel, bytes it reads and writes, its flops, bytes it sends from one device
+    to another): none for a view or a control-flow node (its graphs' kernels count)."""
     if node.op.view or subgraphs(node):
-        return False, 0, 0
+        return False, 0, 0, 0
     moved = sum(_bytes(v) for v in node.outputs) + sum(_bytes(o) for o in node.inputs)
-    return True, moved, node_flops(node)
+    return True, moved, node_flops(node), transfer_bytes(node)
 
 
 # --- Verification -------------------------------------------------------------------------------

@@ -196,3 +196,28 @@ def test_a_backward_pass_steps_node_by_node_each_gradient_with_its_value(page,
     assert "tanh" in page.locator(".tf-narration").inner_text()
     page.screenshot(path=str(ARTIFACTS / "watch-trace.png"))
     assert not page.errors, page.errors
+
+
+def two_branches(x, y):
+    with tfl.device("cpu:1"):
+        a = (x @ x).tanh()
+    return a.to("cpu") + (y @ y).tanh()
+
+
+def test_nodes_are_filled_by_their_device_with_a_legend(page, tmp_path) -> None:
+    tfl.set_logical_devices("cpu", 2)
+    try:
+        compilation = tfl.compile(two_branches, tfl.randn(4, 4), tfl.randn(4, 4))
+        open_page(page, compilation, tmp_path / "devices.html")
+    finally:
+        tfl.set_logical_devices("cpu", 1)
+    legend = page.locator(".tf-legend-device")
+    assert legend.all_inner_texts() == ["cpu", "cpu:1"]
+    go_to(page, len(compilation.snapshots) - 1)
+    filled = page.locator('.tf-nodes .tf-node[data-device="cpu:1"] > rect.tf-box')
+    assert filled.count() >= 2  # the copy there, and the product with its tanh
+    assert "187, 204, 238" in filled.first.evaluate("r => getComputedStyle(r).fill")  # #bbccee
+    assert page.locator(".tf-nodes .tf-badge.tf-transfer").count() == 2  # each copy's ends
+    assert "bytes transferred" in page.locator(".tf-figures").inner_text()
+    page.screenshot(path=str(ARTIFACTS / "stepper_devices.png"))
+    assert page.errors == []

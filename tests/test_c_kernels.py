@@ -793,3 +793,19 @@ def test_builds_keep_the_cache_within_its_limit_and_a_load_counts_as_a_use(tmp_p
     left = set(tmp_path.glob("*.so"))
     assert paths[0] in left and paths[1] not in left and paths[2] not in left and len(left) == 2
     assert native.build(sources[1], COMPILER)[1] == "compiled"  # gone: built again
+
+
+@needs_cc
+def test_the_fuse_pass_says_the_same_whether_a_kernel_was_compiled_or_cached(tmp_path,
+                                                                            monkeypatch) -> None:
+    """Which kernel runs is the program's; whether its library was in the cache is the
+    machine's: compiling twice, on an empty cache and then a full one, says the same."""
+    monkeypatch.setenv("TEACHFLOW_CACHE", str(tmp_path))
+
+    def f(x):
+        return ((x * 3.0 - 1.0).tanh() * x + 2.0).exp().sum()
+
+    x = np.linspace(-1.0, 1.0, 1 << 16)
+    first, second = (tfl.compile(f, x, verify=False).snapshots[-1].changes for _ in range(2))
+    assert [c.sentence for c in first] == [c.sentence for c in second]
+    assert "Built for cpu as C, compiled by" in first[0].sentence

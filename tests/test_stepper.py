@@ -775,10 +775,11 @@ def test_a_stage_that_changed_nothing_sends_the_stage_before_again() -> None:
     compilation = tfl.compile(chain, tfl.randn(4, 4), verify=False)
     data = compilation_data(compilation, compilation.example_inputs)
     stages = data["stages"]
-    assert [s["changed"] for s in stages] == [False, False, False, False, False, False, True]
-    assert all(s["nodes"] == stages[0]["nodes"] for s in stages[1:6])
-    assert stages[6]["nodes"] != stages[0]["nodes"]
-    assert all(s["stats"] == stages[0]["stats"] for s in stages[1:6])
+    fused = len(stages) - 1  # (the last pass, fuse, is the only one with work here)
+    assert [s["changed"] for s in stages] == [False] * fused + [True]
+    assert all(s["nodes"] == stages[0]["nodes"] for s in stages[1:fused])
+    assert stages[fused]["nodes"] != stages[0]["nodes"]
+    assert all(s["stats"] == stages[0]["stats"] for s in stages[1:fused])
     assert len(data["nodes"]) <= len(compilation.snapshots[0].graph) + 10
 
 

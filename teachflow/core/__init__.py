@@ -3,7 +3,8 @@
 The chapters, in reading order:
 
 - `errors`: errors a learner can act on, naming the op, the operands and the learner's line;
-- `backends`: devices, and the array module (NumPy or CuPy) a kernel is written against;
+- `backends`: devices (the CPU's logical ones too, and ``with tfl.device(...)``), and the array
+  module (NumPy or CuPy) a kernel is written against;
 - `spec`: a tensor's shape, dtype and device, known without its values (`TensorSpec`);
 - `random`: random numbers you can reproduce (``tfl.manual_seed``);
 - `tree`: nested containers of tensors, flattened to a list and rebuilt;

@@ -1,24 +1,38 @@
-"""Devices and backends: one kernel, two array modules.
+"""Devices and backends: one kernel, two array modules, any number of devices.
 
 A teachflow kernel is written once against an *array module* `xp`: NumPy on the CPU, CuPy on an
 NVIDIA GPU. The two modules expose the same functions (`xp.exp`, `xp.matmul`, ...), so the same
-line of kernel code runs on either device. A `Backend` pairs a device name with its array module and
-caches each op's kernel for it.
+line of kernel code runs on either device. A `Backend` is one device: its name, its array module,
+each op's kernel for it, and its own worker thread, which runs its piece of a graph cut across
+devices (`teachflow.execution.pieces`).
+
+Devices are named ``"cpu"`` (also ``"cpu:0"``) and ``"gpu"`` (also ``"cuda"``, ``"cuda:0"``).
+``tfl.set_logical_devices("cpu", n)`` splits the CPU into `n` *logical* devices, ``"cpu"``,
+``"cpu:1"``, ..., as TensorFlow's logical devices: they share the memory and the kernels, each
+has its own worker, so a graph's pieces on two of them run at the same time (NumPy lets go of
+Python's lock inside big kernels). ``with tfl.device(name):`` pins what is made inside to a
+device (see `device`). `tfl.devices()` lists what is usable; asking for anything else raises
+`DeviceError` saying why.
 
 CuPy is imported only when a GPU is first asked for, so `import teachflow` stays fast and works on
-machines without CUDA. Asking for a GPU that cannot be used raises `DeviceError` saying why.
+machines without CUDA.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import warnings
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from functools import cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from teachflow.core.errors import DeviceError, warn_at_user_line
+from teachflow.core.errors import ArgumentError, DeviceError, warn_at_user_line
 
 if TYPE_CHECKING:
     from teachflow.ops.op import Op
@@ -27,24 +41,44 @@ _ALIASES = {"cpu": "cpu", "numpy": "cpu", "gpu": "gpu", "cuda": "gpu"}
 
 
 class Backend:
-    """A device and the array module that computes on it."""
+    """A device (`name`: ``"cpu"``, ``"cpu:1"``, ``"gpu"``; `kind`: ``"cpu"`` or ``"gpu"``)
+    and the array module that computes on it."""
 
-    def __init__(self, name: str, xp: ModuleType) -> None:
+    def __init__(self, name: str, xp: ModuleType, kernels: dict | None = None) -> None:
         self.name = name
+        self.kind = name.split(":")[0]
         self.xp = xp
         self.array_type = xp.ndarray
-        # op -> the op's kernel bound to this array module, built on first use.
-        self.kernels: dict[Op, Any] = _KernelCache(self)
+        # op -> the op's kernel bound to this array module, built on first use (shared by the
+        # logical devices of one CPU: one array module, one kernel).
+        self.kernels: dict[Op, Any] = _KernelCache(self) if kernels is None else kernels
+        self._worker: ThreadPoolExecutor | None = None
 
     def asarray(self, data: Any, dtype: Any = None) -> Any:
         """An array of this backend holding `data` (copied across devices when needed)."""
-        if self.name == "cpu" and _is_cupy_array(data):
+        if self.kind == "cpu" and _is_cupy_array(data):
             data = data.get()
         return self.xp.asarray(data, dtype=dtype)
 
+    def copy(self, array: Any) -> Any:
+        """A new array of this backend with `array`'s values: a transfer from another device
+        (on the CPU's logical devices, which share memory, a plain copy)."""
+        if self.kind == "cpu" and _is_cupy_array(array):
+            return array.get()
+        return self.xp.array(array, copy=True)
+
     def to_numpy(self, array: Any) -> np.ndarray:
         """A NumPy array with the same values (a device-to-host copy on the GPU)."""
-        return array.get() if self.name == "gpu" else np.asarray(array)
+        return array.get() if self.kind == "gpu" else np.asarray(array)
+
+    @property
+    def worker(self) -> ThreadPoolExecutor:
+        """This device's own thread, made on first use: it runs the device's piece of a graph
+        while the other devices run theirs."""
+        with _WORKERS_MADE:
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"teachflow {self.name}")
+        return self._worker
 
     def __repr__(self) -> str:
         return f"Backend({self.name!r}, {self.xp.__name__})"
@@ -113,6 +147,7 @@ def _is_cupy_array(data: Any) -> bool:
 
 
 CPU = Backend("cpu", np)
+_WORKERS_MADE = threading.Lock()
 
 
 @cache
@@ -132,37 +167,141 @@ def _gpu_backend() -> Backend | str:
 
 
 def is_device_name(name: str) -> bool:
-    """Does `name` spell a device (``"cpu"``, ``"gpu"``, ``"cuda:0"``), usable here or not?"""
-    return name.lower().split(":")[0] in _ALIASES
+    """Does `name` spell a device (``"cpu"``, ``"cpu:1"``, ``"gpu"``, ``"cuda:0"``), usable
+    here or not?"""
+    kind, _, index = name.lower().partition(":")
+    return kind in _ALIASES and (index == "" or index.isdigit())
 
 
 def device_name(device: str) -> str:
-    """teachflow's name for a device: ``"cpu"`` or ``"gpu"`` (``"cuda"``, ``"cuda:0"``: gpu)."""
-    name = _ALIASES.get(device.lower().split(":")[0]) if isinstance(device, str) else None
-    if name is None:
+    """teachflow's name for a device: ``"cpu"`` for the CPU (``"cpu:0"``), ``"cpu:1"``, ...
+    for its logical devices, ``"gpu"`` for the GPU (``"cuda"``, ``"cuda:0"``)."""
+    if not isinstance(device, str) or not is_device_name(device):
         raise DeviceError(
             f"unknown device {device!r}",
-            hint='use "cpu" or "gpu" (alias "cuda"); tfl.devices() lists the usable ones',
+            hint='use "cpu", "cpu:1", ... or "gpu" (alias "cuda"); tfl.devices() lists the '
+                 "usable ones",
         )
-    return name
+    kind, _, index = device.lower().partition(":")
+    return _ALIASES[kind] if int(index or 0) == 0 else f"{_ALIASES[kind]}:{int(index)}"
+
+
+#: The CPU's logical devices (`set_logical_devices`), by name; the first `_cpu_count` usable.
+_LOGICAL: dict[str, Backend] = {"cpu": CPU}
+_cpu_count = 1
+#: Every spelling of a CPU device asked for so far, and its backend (cleared when the devices
+#: change).
+_FOUND: dict[str, Backend] = {"cpu": CPU}
 
 
 def get_backend(device: str | Backend) -> Backend:
-    """The backend for a device name: ``"cpu"``, or ``"gpu"`` (alias ``"cuda"``)."""
+    """The backend for a device name (``"cpu"``, ``"cpu:1"``, ``"gpu"``, or a spelling of
+    one); `DeviceError` saying why for a device that is not usable here."""
     _keep_warning_filter()
     if isinstance(device, Backend):
         return device
-    if device_name(device) == "cpu":
-        return CPU
+    backend = _FOUND.get(device)
+    if backend is None:
+        backend = _find(device_name(device))
+        if backend.kind == "cpu":  # (the GPU's own lookup is kept by `_gpu_backend`)
+            _FOUND[device] = backend
+    return backend
+
+
+def _find(name: str) -> Backend:
+    kind, _, index = name.partition(":")
+    if kind == "cpu":
+        if int(index or 0) >= _cpu_count:
+            raise DeviceError(
+                f"there is no device {name!r} here: the CPU is split into {_cpu_count} logical "
+                f"device{'s' if _cpu_count > 1 else ''} ({', '.join(devices())})",
+                hint=f"tfl.set_logical_devices('cpu', {int(index) + 1}) makes cpu:0 to {name}")
+        return _LOGICAL[name]
     gpu = _gpu_backend()
     if isinstance(gpu, str):
         raise DeviceError(f"the GPU is not usable here: {gpu}", hint='use device="cpu"')
+    if index:
+        raise DeviceError(f"there is no device {name!r} here: teachflow uses one GPU, cuda:0",
+                          hint='use device="gpu" (alias "cuda:0")')
     return gpu
 
 
+def set_logical_devices(kind: str, count: int) -> list[str]:
+    """Split the CPU into `count` logical devices, ``"cpu"`` (``"cpu:0"``), ``"cpu:1"``, ...
+    ``"cpu:{count-1}"``, as TensorFlow's logical devices: one memory, one worker thread each.
+    Callable at any time: tensors already made stay where they are. Returns `devices()`."""
+    global _cpu_count
+    if device_name(kind) != "cpu":
+        raise DeviceError(f"only the CPU can be split into logical devices, not {kind!r}",
+                          hint='tfl.set_logical_devices("cpu", 2)')
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ArgumentError(f"set_logical_devices: count must be a whole number >= 1, not "
+                            f"{count!r}", op="set_logical_devices",
+                            hint='tfl.set_logical_devices("cpu", 2) makes cpu:0 and cpu:1')
+    for i in range(1, count):  # a device made before keeps its backend (and its tensors)
+        _LOGICAL.setdefault(f"cpu:{i}", Backend(f"cpu:{i}", np, CPU.kernels))
+    _cpu_count = count
+    _FOUND.clear()
+    _FOUND["cpu"] = CPU
+    return devices()
+
+
+def _forget_workers() -> None:
+    """In a child process made by ``fork``: none of the parent's threads came along, so each
+    device makes its worker anew when it needs one."""
+    global _WORKERS_MADE
+    _WORKERS_MADE = threading.Lock()
+    for backend in _LOGICAL.values():
+        backend._worker = None
+
+
+os.register_at_fork(after_in_child=_forget_workers)
+
+
 def devices() -> list[str]:
-    """The devices usable on this machine, e.g. ``["cpu"]`` or ``["cpu", "gpu"]``."""
-    return ["cpu"] if isinstance(_gpu_backend(), str) else ["cpu", "gpu"]
+    """The devices usable here, e.g. ``["cpu"]``, ``["cpu", "gpu"]`` or, after
+    ``tfl.set_logical_devices("cpu", 2)``, ``["cpu", "cpu:1"]``."""
+    cpus = ["cpu", *(f"cpu:{i}" for i in range(1, _cpu_count))]
+    return cpus if isinstance(_gpu_backend(), str) else [*cpus, "gpu"]
+
+
+class _Pin(threading.local):
+    """The device ``with tfl.device(...)`` pins this thread's work to (None: no pin)."""
+
+    backend: Backend | None = None
+
+
+PIN = _Pin()
+#: How many pins are open, in any thread: eager dispatch, on every op, reads this one number
+#: before it looks for its thread's pin (which costs more).
+PINS_OPEN = [0]
+_PINS_COUNTED = threading.Lock()
+
+
+@contextmanager
+def device(name: str) -> Iterator[str]:
+    """``with tfl.device("cpu:1"):`` pins what is made inside to that device: eagerly, the
+    tensors made and the ops run inside live there (an operand elsewhere is copied there first,
+    as TensorFlow does); while tracing, the nodes built inside are placed there (see the pass
+    `place`). An explicit ``device=`` still wins. Pins nest; the innermost holds."""
+    backend = get_backend(name)
+    previous, PIN.backend = PIN.backend, backend
+    with _PINS_COUNTED:
+        PINS_OPEN[0] += 1
+    try:
+        yield backend.name
+    finally:
+        PIN.backend = previous
+        with _PINS_COUNTED:
+            PINS_OPEN[0] -= 1
+
+
+def default_device(device: str | None) -> str:
+    """The device a tensor made with ``device=device`` lives on: that one, else the pinned
+    one, else the CPU."""
+    if device is not None:
+        return get_backend(device).name
+    return PIN.backend.name if PIN.backend is not None else "cpu"
 
 
 def gpu_unavailable_reason() -> str | None:

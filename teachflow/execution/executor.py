@@ -72,7 +72,8 @@ class Executor:
     """
 
     def __init__(self, source: str, fn: Callable, captures: list[Value], code: Source,
-                 params: list[str], body: list[Line], returned: list[str]) -> None:
+                 params: list[str], body: list[Line], returned: list[str],
+                 pieces: Any = None) -> None:
         self.source = source
         self.fn = fn
         self.captures = captures
@@ -80,6 +81,7 @@ class Executor:
         self.params = params
         self.body = body
         self.returned = returned
+        self.pieces = pieces  # on several devices: what runs the pieces (`execution.pieces`)
 
     def __call__(self, *arrays: Any) -> Any:
         return self.fn(*arrays)
@@ -87,7 +89,8 @@ class Executor:
 
 def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = None,
              inputs: Sequence[Value] | None = None) -> Executor:
-    """Generate, compile and return the executor of `graph` on `backend`."""
+    """Generate, compile and return the executor of `graph` on `backend` (one device: a graph
+    on several runs as pieces, `teachflow.execution.pieces`)."""
     outputs = list(graph.outputs if outputs is None else outputs)
     inputs = list(graph.inputs if inputs is None else inputs)
     used = graph.live(outputs)[1]
@@ -97,16 +100,12 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     # graphs that nodes own too), then the arguments, which may not hide any of them, then the
     # state read from outside, which may not hide an argument either.
     source.name_values(graph, outputs)
-    for v in inputs:
-        source.name_of[v] = source.names.claim(v.name or f"v{v.id}")
-    for v in captures:  # by the name the user's code reads it by
-        source.name_of[v] = source.names.claim(v.name or f"state{v.id}")
+    source.name_arguments(inputs, captures)
     body, returned = source.body(graph, outputs)
     returned_text = ", ".join(returned) + ("," if len(outputs) == 1 else "")
     params = [source.name_of[v] for v in [*inputs, *captures]]
-    fn_name = source.names.claim(graph.name if not graph.name.startswith("__")
-                                 else f"graph{graph.name}")
-    text, fn = source.define(fn_name, params, [*body, (0, f"return ({returned_text})", None)])
+    text, fn = source.define(source.function_name(graph.name), params,
+                             [*body, (0, f"return ({returned_text})", None)])
     return Executor(text, fn, captures, source, params, body, returned)
 
 
@@ -142,7 +141,11 @@ class Source:
         """Claim the names of the kernels and values that computing `outputs` uses, in `graph`
         and in the graphs its nodes own (whose values are numbered apart: ``v12`` is ``%12``
         wherever it is)."""
-        nodes = graph.live(outputs)[0]
+        self.name_nodes(graph.live(outputs)[0], graph.constants)
+
+    def name_nodes(self, nodes: list[Node], constants: list[Value]) -> None:
+        """Claim the names of the kernels and values of `nodes`, and of the `constants` the
+        graph holds."""
         for node in nodes:
             owned = subgraphs(node)
             for sub in owned.values():
@@ -153,9 +156,22 @@ class Source:
             for v in node.outputs:
                 if v not in self.name_of:
                     self.name_of[v] = self.names.claim(f"v{v.id}")
-        for v in graph.constants:
+        for v in constants:
             if v not in self.name_of:
                 self.name_of[v] = self.bind(f"const{v.id}", self.backend.asarray(v.data))
+
+    def name_arguments(self, inputs: Sequence[Value], captures: Sequence[Value]) -> None:
+        """Name the function's arguments by their own names, then the state it reads from
+        outside by the names the user's code reads it by (once the source's own are taken)."""
+        for v in inputs:
+            self.name_of[v] = self.names.claim(v.name or f"v{v.id}")
+        for v in captures:
+            self.name_of[v] = self.names.claim(v.name or f"state{v.id}")
+
+    def function_name(self, name: str, device: str = "") -> str:
+        """A name for the function of graph `name` (of its piece on `device`)."""
+        name = name if not name.startswith("__") else f"graph{name}"
+        return self.names.claim(f"{name}_on_{device}" if device else name)
 
     def define(self, name: str, params: Sequence[str], body: list[Line]
                ) -> tuple[str, Callable]:
@@ -206,14 +222,21 @@ class Source:
         named as `bound` says, and the names of the results."""
         outputs = list(graph.outputs if outputs is None else outputs)
         self.name_of.update(bound or {})
-        nodes = graph.live(outputs)[0]
+        return self.lines(graph.live(outputs)[0], set(outputs)), [self.operand(v)
+                                                                  for v in outputs]
+
+    def lines(self, nodes: list[Node], kept: set[Value], before: Callable | None = None,
+              after: Callable | None = None) -> list[Line]:
+        """The lines that run `nodes`, letting go of each intermediate but those `kept` after
+        its last use; ``before(node)`` and ``after(node)`` give lines to put around a node's
+        (what the pieces of a graph on several devices send each other: `write_pieces`)."""
         # An intermediate is let go of (`del`) right after its last use, as eager mode's
         # temporaries are: the memory of a big tensor is reused at once instead of held to the
         # end.
         last_use = {o: node for node in nodes for o in node.inputs if isinstance(o, Value)}
-        kept = set(outputs)
         lines: list[Line] = []
         for node in nodes:
+            lines += before(node) if before else []
             operands = [self.operand(o) for o in node.inputs]
             results = [self.name_of[v] for v in node.outputs]
             if subgraphs(node):
@@ -224,11 +247,12 @@ class Source:
                 # (a fused kernel with several results returns a tuple of them)
                 lines.append((0, f"{', '.join(results)} = {self.kernel_of[node.op]}"
                                  f"({', '.join(args)})", node))
+            lines += after(node) if after else []
             done = [self.name_of[o] for o in dict.fromkeys(node.inputs) if isinstance(o, Value)
                     and last_use[o] is node and o.kind == "node" and o not in kept]
             if done:
                 lines.append((0, f"del {', '.join(done)}", None))
-        return lines, [self.operand(v) for v in outputs]
+        return lines
 
 
 # Builtins that parameter values print as (``slice(0, 2, None)``, ``Ellipsis``).

@@ -15,7 +15,8 @@ import numpy as np
 from teachflow.core.backends import get_backend
 from teachflow.core.errors import DTypeError, ShapeError, TeachflowError
 from teachflow.core.tree import tree_flatten, tree_unflatten
-from teachflow.execution.executor import Executor, explain_failure, generate
+from teachflow.execution.executor import Executor, explain_failure
+from teachflow.execution.pieces import executor_for
 from teachflow.graph import Graph, Value
 from teachflow.tensor.tensor import Tensor
 
@@ -42,7 +43,7 @@ class Session:
         executor = self._executors.get(key)
         if executor is None:
             device = needed[0].spec.device if needed else "cpu"
-            executor = generate(self.graph, get_backend(device), outputs, needed)
+            executor = executor_for(self.graph, get_backend(device), outputs, needed)
             self._executors[key] = executor
         fed = [Tensor._make(values[v], get_backend(v.spec.device), None) for v in needed]
         try:

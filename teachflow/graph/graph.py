@@ -171,7 +171,8 @@ class Graph:
         for node in self.nodes:
             inputs = tuple(new[o] if isinstance(o, Value) else o for o in node.inputs)
             clone = Node(node.id, node.op, inputs, node.params, node.specs, node.source,
-                         node.lineage, node.no_grad, tuple(v.id for v in node.outputs[1:]))
+                         node.lineage, node.no_grad, tuple(v.id for v in node.outputs[1:]),
+                         node.pin)
             g._owned.update(clone.outputs)
             new.update(zip(node.outputs, clone.outputs, strict=True))
             g.nodes.append(clone)

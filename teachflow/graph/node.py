@@ -8,7 +8,8 @@ kernel.
 
 A node prints the way a learner writes maths, one line each (`format_node`):
 ``%3 = mul %1, %2 : f32[64,128]``, with the parameters that differ from the op's defaults in
-braces (``%1 = sum %x {axis=(1,)} : f32[64]``, but ``%2 = mean %x : f32[]``). A call of a graph
+braces (``%1 = sum %x {axis=(1,)} : f32[64]``, but ``%2 = mean %x : f32[]``), and where it runs
+when that is not the CPU (``%4 = matmul %2, %2 : f32[64,64] on cpu:1``). A call of a graph
 function names its callee as a call does: ``%5 = call @inner(%x, %w) : f32[3]``.
 
 Most ops have one result. A control-flow op (`teachflow.execution.control`) has one per value it
@@ -108,12 +109,12 @@ class Node:
     after the first, which has the node's own id)."""
 
     __slots__ = ("_text", "id", "inputs", "lineage", "no_grad", "op", "output", "outputs",
-                 "params", "source")
+                 "params", "pin", "source")
 
     def __init__(self, id: int, op: Op, inputs: tuple, params: dict,
                  spec: TensorSpec | tuple[TensorSpec, ...], source: SourceLocation | None,
                  lineage: tuple[int, ...] = (), no_grad: bool = False,
-                 more_ids: tuple[int, ...] = ()) -> None:
+                 more_ids: tuple[int, ...] = (), pin: str | None = None) -> None:
         self.id = id
         self.op = op
         self.inputs = inputs  # Values and Python-scalar literals
@@ -130,6 +131,9 @@ class Node:
         # Traced without recording for autodiff (under no_grad, or a backward pass that is not
         # itself differentiated): running the graph on a tape must not record it either.
         self.no_grad = no_grad
+        # The device ``with tfl.device(...)`` pinned the node to while it was built (None: not
+        # pinned); the pass `place` says so.
+        self.pin = pin
         self._text: tuple | None = None  # (inputs, params, text): see format_node
 
     @property
@@ -165,10 +169,11 @@ def _format_node(node: Node) -> str:
     params = f" {{{format_params(shown)}}}" if shown else ""
     results = ", ".join(str(v) for v in node.outputs)
     specs = ", ".join(str(v.spec) for v in node.outputs)
+    where = f" on {node.spec.device}" if node.spec.device != "cpu" else ""  # (the default)
     callee = node.params.get("callee")
     if _is_graph(callee):  # a call of a graph function, as a call is written
-        return f"{results} = {node.op.name} @{callee.name}({operands}) : {specs}"
-    return f"{results} = {node.op.name} {operands}{params} : {specs}".replace("  ", " ")
+        return f"{results} = {node.op.name} @{callee.name}({operands}) : {specs}{where}"
+    return f"{results} = {node.op.name} {operands}{params} : {specs}{where}".replace("  ", " ")
 
 
 def _is_graph(value: Any) -> bool:

@@ -54,6 +54,14 @@ def cpu_kernel(group: FusedGroup) -> tuple[Callable[..., Any], str]:
     return (kernel if kernel is not None else numpy_kernel(group, np)), ran
 
 
+def without_history(ran: str) -> str:
+    """`ran` without how the C library came (compiled now, or from the cache): that is this
+    machine's history, not the program's, and a pass must say the same of a program twice."""
+    for how in (" (compiled)", " (from the cache)"):
+        ran = ran.removesuffix(how)
+    return ran
+
+
 def small_group(group: FusedGroup) -> str | None:
     """Why `group` is too small to run in C (see `C_MIN_OPS`), or None."""
     shape = group.elementwise_spec.shape

@@ -1,5 +1,5 @@
-"""Making tensors in ONNX's words: ``full``, ``arange`` and ``eye``; moving one to a device; and
-the random ones, which cannot be exported (`REFUSED` says why).
+"""Making tensors in ONNX's words: ``full``, ``arange`` and ``eye``; moving one to a device
+(``to_device``, ``copy``); and the random ones, which cannot be exported (`REFUSED` says why).
 
 A tensor made from constants is made when the model runs, as teachflow's graph makes it:
 ``ConstantOfShape``, ``Range``, ``EyeLike``, in a dtype onnxruntime takes, cast to the one asked
@@ -62,4 +62,4 @@ def _to_device(e: Emitter, node: Node) -> str:
 
 #: Converters by op name (`teachflow.onnx_export.emitter.CONVERTERS` has every module's).
 CONVERTERS: dict[str, Convert] = {"full": _full, "arange": _arange, "eye": _eye,
-                                  "to_device": _to_device}
+                                  "to_device": _to_device, "copy": _to_device}

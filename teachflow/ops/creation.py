@@ -1,9 +1,12 @@
 """Ops that make values: constants, ranges, identity matrices, random numbers, and copies to
 another device.
 
-These ops have no tensor inputs (or, for `to_device`, one whose device they change), so each takes
-a `device` parameter and runs there. Random ops are marked `random=True`: they draw new numbers on
-every call, so a compiler pass may neither merge two of them nor fold one into a constant.
+These ops have no tensor inputs (or, for `to_device` and `copy`, one whose device they change), so
+each takes a parameter naming its device (`device`; `copy`'s `dst`) and runs there. A learner's
+``x.to("cpu:1")`` is a `to_device`; the pass `partition` joins the pieces of a graph cut across
+devices by `copy` nodes, which say where the value comes from too (`src`). Random ops are marked
+`random=True`: they draw new numbers on every call, so a compiler pass may neither merge two of them
+nor fold one into a constant.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ def _creation_rule(*, shape: tuple, dtype, device: str, **_) -> TensorSpec:
 
 full = Op("full", lambda xp: lambda *, shape, fill_value, dtype, device:
           xp.full(shape, fill_value, dtype=dtype),
-          _creation_rule, device_param=True, flops=no_flops, arg_names=())
+          _creation_rule, device_param="device", flops=no_flops, arg_names=())
 
 
 def arange_length(start: float, stop: float, step: float) -> int:
@@ -37,17 +40,21 @@ arange = Op("arange", lambda xp: lambda *, start, stop, step, dtype, device:
             xp.arange(start, stop, step, dtype=dtype),
             lambda *, start, stop, step, dtype, device:
             TensorSpec((arange_length(start, stop, step),), dtype, device),
-            device_param=True, arg_names=())
+            device_param="device", arg_names=())
 eye = Op("eye", lambda xp: lambda *, n, m, dtype, device: xp.eye(n, m, dtype=dtype),
          lambda *, n, m, dtype, device: TensorSpec((n, m), dtype, device),
-         device_param=True, arg_names=())
+         device_param="device", arg_names=())
 normal = Op("normal", lambda xp: lambda *, shape, dtype, device:
             generator(xp).standard_normal(shape, dtype=dtype),
-            _creation_rule, device_param=True, random=True, arg_names=())
+            _creation_rule, device_param="device", random=True, arg_names=())
 uniform = Op("uniform", lambda xp: lambda *, shape, dtype, device:
              generator(xp).random(shape, dtype=dtype),
-             _creation_rule, device_param=True, random=True, arg_names=())
-to_device = Op("to_device", lambda xp: lambda x, *, device: get_backend(device).asarray(x),
+             _creation_rule, device_param="device", random=True, arg_names=())
+to_device = Op("to_device", lambda xp: lambda x, *, device: get_backend(device).copy(x),
                lambda x, *, device: TensorSpec(x.shape, x.dtype, device),
                grads=(lambda g, x_spec: bind(to_device, g, device=x_spec.device),),
-               device_param=True, flops=no_flops)
+               device_param="device", flops=no_flops)
+copy = Op("copy", lambda xp: lambda x, *, src, dst: get_backend(dst).copy(x),
+          lambda x, *, src, dst: TensorSpec(x.shape, x.dtype, dst),
+          grads=(lambda g, x_spec: bind(copy, g, src=g.device, dst=x_spec.device),),
+          device_param="dst", flops=no_flops)

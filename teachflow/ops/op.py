@@ -97,8 +97,9 @@ class Op:
     partials: Partials | None = None
     flops: Callable[..., int] = field(default=per_element, repr=False)
     arg_names: tuple[str, ...] = ("x", "y", "z")
-    #: Ops with a `device` parameter (creation, transfer) run on that device, not their inputs'.
-    device_param: bool = False
+    #: The parameter that names the device an op runs on, for ops that run there and not on
+    #: their inputs' device: ``"device"`` (creation, `to_device`), ``"dst"`` (`copy`).
+    device_param: str | None = None
     #: Random ops draw anew every time; passes must never merge or fold them.
     random: bool = False
     #: ``op(x, y) == op(y, x)`` exactly: CSE may match the operands in either order. A function
@@ -171,7 +172,8 @@ class Op:
         """The spec of the result for operands described by specs (or Python scalars); a
         tuple of specs for an op with several results (a loop carrying several tensors)."""
         specs = [spec_of(a) for a in args]
-        device = params.get("device") if self.device_param else _common_device(self, specs)
+        device = params.get(self.device_param) if self.device_param else \
+            _common_device(self, specs)
         try:
             result = self.shape_rule(*specs, **params)
         except RuleError as err:
@@ -284,7 +286,8 @@ def _common_device(op: Op, specs: list) -> str:
         raise DeviceError(
             f"operands are on different devices ({', '.join(sorted(devices))})",
             op=op.name, operands=op.describe(tuple(specs)),
-            hint="move them to one device first, e.g. x.to('gpu') or x.to('cpu')",
+            hint=f"move them to one device first, e.g. x.to('{min(devices)}'), or run the op "
+                 f"inside `with tfl.device('{min(devices)}'):`, which moves its operands there",
         )
     return devices.pop() if devices else "cpu"
 

@@ -3,8 +3,11 @@ the one rewrite helper (`base`: what a pass is, and the record of what it change
 
 Default pipeline, in order: `inline` (each call of a graph function replaced by the callee's
 body, so that every later pass sees one graph), `simplify` (algebraic rules, written as data
-and applied by the engine in `rules`), `constant_fold`, `cse`, `dce`, `fuse` (which nodes it
-puts in one kernel is the rule in `grouping`).
+and applied by the engine in `rules`), `constant_fold`, `cse`, `dce`, `place` (which device runs
+each node, and why), `partition` (one piece per device, joined by ``copy`` nodes), `fuse` (which
+nodes it puts in one kernel is the rule in `grouping`). Placement comes after the passes that
+remove nodes, so that no transfer is made for a node that goes, and before fusion, so that a
+kernel never spans two devices.
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from teachflow.passes.cse import cse
 from teachflow.passes.dce import dce
 from teachflow.passes.fuse import fuse
 from teachflow.passes.inline import inline
+from teachflow.passes.partition import partition
+from teachflow.passes.place import place
 from teachflow.passes.simplify import simplify
 
 #: The built-in passes by name.
@@ -36,10 +41,13 @@ PASSES: dict[str, Pass] = {
     "constant_fold": constant_fold,
     "cse": cse,
     "dce": dce,
+    "place": place,
+    "partition": partition,
     "fuse": fuse,
 }
 
-DEFAULT_PIPELINE = ("inline", "simplify", "constant_fold", "cse", "dce", "fuse")
+DEFAULT_PIPELINE = ("inline", "simplify", "constant_fold", "cse", "dce", "place", "partition",
+                    "fuse")
 
 
 def resolve(passes: Any) -> list[Pass]:

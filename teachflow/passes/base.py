@@ -32,7 +32,7 @@ from teachflow.core.spec import TensorSpec
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.ops.op import Op
 
-KINDS = ("added", "removed", "replaced", "merged", "fused")
+KINDS = ("added", "removed", "replaced", "merged", "fused", "placed")
 
 
 @dataclass(frozen=True)
@@ -97,6 +97,7 @@ class Rewriter:
                                     **params)
         node = self.graph.new_node(op, tuple(inputs), params, spec, source or self.node.source,
                                    self.node.lineage if lineage is None else lineage)
+        node.pin = self.node.pin  # (it stands where the current node stands)
         self.added.append(node)
         return node.output
 

@@ -96,10 +96,10 @@ class BuiltKernels:
 
             self.made[xp] = cuda_kernel(self.group, xp)
             return "CUDA C, compiled by CuPy on its first launch"
-        from teachflow.kernels.c_runtime import cpu_kernel
+        from teachflow.kernels.c_runtime import cpu_kernel, without_history
 
         self.made[xp], self.cpu = cpu_kernel(self.group)
-        return self.cpu
+        return without_history(self.cpu)
 
 
 def fused_op(group: FusedGroup) -> FusedOp:

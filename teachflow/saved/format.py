@@ -51,7 +51,9 @@ INT64 = (-(1 << 63), (1 << 63) - 1)
 
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "float32", "float64", "complex64", "complex128")
-DEVICES = ("cpu", "gpu")
+#: The CPU, the GPU, and the CPU's logical devices (``tfl.set_logical_devices``): a graph loaded
+#: where a device it names is not there says so when it is loaded.
+DEVICES = ("cpu", "gpu", *(f"cpu:{i}" for i in range(1, 64)))
 
 
 class SavedGraphError(TeachflowError, ValueError):

@@ -25,7 +25,8 @@ from teachflow.autodiff import tape
 from teachflow.compiler import Compilation, run_pipeline
 from teachflow.core.backends import get_backend
 from teachflow.core.errors import DeviceError, DTypeError, ShapeError
-from teachflow.execution.executor import explain_failure, generate, interpret
+from teachflow.execution.executor import explain_failure, interpret
+from teachflow.execution.pieces import executor_for
 from teachflow.graph import Graph, Value
 from teachflow.tensor.tensor import Tensor
 
@@ -39,7 +40,7 @@ class SavedFunction:
         self.path = path
         self.compilation = Compilation(run_pipeline(graph, "default", verify=False), self)
         self._backend = get_backend(graph.inputs[0].spec.device if graph.inputs else "cpu")
-        self._executor = generate(self.compilation.graph, self._backend)
+        self._executor = executor_for(self.compilation.graph, self._backend)
         self._out_backends = [get_backend(v.spec.device) for v in graph.outputs]
 
     @property

@@ -257,8 +257,9 @@ CALLEE = Kind(_write_callee, lambda data, into, where: into.callee(data, where))
 #: Every parameter of teachflow's ops, by name. A test checks that each op's are here.
 KINDS: dict[str, Kind] = {
     "axis": AXIS, "axes": AXES, "shape": SHAPE, "keepdims": BOOL, "history": BOOL,
-    "dtype": DTYPE, "device": DEVICE, "fill_value": SCALAR, "start": SCALAR, "stop": SCALAR,
-    "step": STEP, "initial": OPTIONAL_SCALAR, "n": SIZE, "m": SIZE, "index": INDEX,
+    "dtype": DTYPE, "device": DEVICE, "src": DEVICE, "dst": DEVICE, "fill_value": SCALAR,
+    "start": SCALAR, "stop": SCALAR, "step": STEP, "initial": OPTIONAL_SCALAR, "n": SIZE,
+    "m": SIZE, "index": INDEX,
     "true_fn": GRAPH, "false_fn": GRAPH, "cond_fn": GRAPH, "body_fn": GRAPH, "callee": CALLEE,
 }
 

@@ -32,7 +32,8 @@ from teachflow.core.backends import get_backend
 from teachflow.core.errors import AutodiffError, DeviceError, SignatureMismatch, TeachflowError
 from teachflow.core.spec import TensorSpec
 from teachflow.core.tree import tree_flatten, tree_unflatten
-from teachflow.execution.executor import explain_failure, generate, interpret
+from teachflow.execution.executor import explain_failure, interpret
+from teachflow.execution.pieces import executor_for
 from teachflow.graph import Graph, Value
 from teachflow.ops.op import Op
 from teachflow.staged.calls import call_node, calls_as_node
@@ -73,7 +74,8 @@ class ConcreteFunction:
         self.graph = self.compilation.graph  # the optimized graph
         inputs = traced.graph.inputs
         self.backend = get_backend(backend or (inputs[0].spec.device if inputs else "cpu"))
-        self.executor = generate(self.graph, self.backend)
+        self.input_backends = [get_backend(v.spec.device) for v in inputs]
+        self.executor = executor_for(self.graph, self.backend)
         self.output_backends = [get_backend(v.spec.device) for v in self.graph.outputs]
         #: How many of the graph's outputs are the function's results (the rest: new state).
         self.result_count = len(traced.graph.results)
@@ -191,8 +193,8 @@ class ConcreteFunction:
     def _arrays(self, tensors: list[Tensor] | tuple) -> tuple[list, list]:
         """The arrays the executor takes: the arguments', then the state's, read now (by
         reference: current values); and the tape nodes of those on the tape."""
-        backend, arrays, tracked = self.backend, [], []
-        for t in tensors:
+        arrays, tracked = [], []
+        for t, backend in zip(tensors, self.input_backends, strict=True):
             if t._backend is not backend:
                 raise DeviceError(f"this function was compiled for {backend.name} but got a "
                                   f"tensor on {t.device}", op="function")

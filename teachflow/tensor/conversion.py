@@ -188,7 +188,8 @@ class Conversion:
         return self if dtype == self.dtype else bind(ew.astype, self, dtype=dtype)
 
     def to(self, *where: Any, device: str | None = None, dtype: Any = None) -> Tensor:
-        """This tensor on `device` ("cpu" or "gpu"), as `dtype`; itself if it is that already.
+        """A copy of this tensor on `device` ("cpu", a logical "cpu:1", ... or "gpu"), as
+        `dtype`; itself if it is that already.
         As PyTorch's, either may be given by position (``x.to("gpu")``, ``x.to(tfl.float64)``,
         ``x.to("gpu", tfl.float16)``), or another tensor, whose device and dtype it takes."""
         for arg in where:
@@ -203,7 +204,8 @@ class Conversion:
                     # A word that is no dtype was most likely meant as a device (PyTorch's too).
                     error = DeviceError if isinstance(arg, str) else DTypeError
                     raise error(f"x.to({arg!r}): {arg!r} is neither a device nor a dtype",
-                                op="to", hint="devices are 'cpu' and 'gpu' (or 'cuda'): "
+                                op="to", hint="devices are 'cpu' (its logical devices "
+                                              "'cpu:1', ...) and 'gpu' (or 'cuda'): "
                                               "x.to('gpu'), x.to('float64'), or both: "
                                               "x.to('gpu', 'float16')") from None
         result = self if dtype is None else self.astype(dtype)

@@ -7,7 +7,9 @@ interpreter records a graph instead.
 
 This function is on the hot path of every eager op, so it is written for speed: a single pass over
 the arguments, no validation before the kernel runs, and no shape rule. When a kernel fails, the
-cold path (`_explain`) runs the op's shape rule to say *why* in teachflow's terms.
+cold path (`_explain`) runs the op's shape rule to say *why* in teachflow's terms. Inside
+``with tfl.device(name):`` an op runs on that device, its operands copied there first
+(`moved_to_pin`); outside, operands on two devices are an error that names both.
 """
 
 from __future__ import annotations
@@ -18,8 +20,14 @@ from typing import Any
 import numpy as np
 
 from teachflow.autodiff import tape
-from teachflow.core.backends import CPU, get_backend, rerun_warning_at_user_line
-from teachflow.core.dispatch import set_default_interpreter
+from teachflow.core.backends import (
+    CPU,
+    PIN,
+    PINS_OPEN,
+    get_backend,
+    rerun_warning_at_user_line,
+)
+from teachflow.core.dispatch import bind, set_default_interpreter
 from teachflow.core.errors import (
     DeviceError,
     DTypeError,
@@ -28,6 +36,7 @@ from teachflow.core.errors import (
     TraceError,
 )
 from teachflow.graph import Value
+from teachflow.ops.creation import to_device
 from teachflow.tensor.conversion import as_constant
 from teachflow.tensor.tensor import Tensor
 
@@ -38,6 +47,8 @@ class EagerInterpreter:
     """Evaluate now; record on the tape when an input is tracked."""
 
     def apply(self, op: Any, args: tuple, params: dict) -> Tensor:
+        if PINS_OPEN[0] and PIN.backend is not None and not op.device_param:
+            args = moved_to_pin(args)
         backend = None
         tracked = converted = False
         arrays = []
@@ -55,9 +66,9 @@ class EagerInterpreter:
                 converted = True
             arrays.append(x)
         if op.device_param:  # creation and transfer ops run on the device they are asked for
-            backend = get_backend(params["device"])
-        elif backend is None:  # only Python scalars or arrays: compute on the CPU
-            backend = CPU
+            backend = get_backend(params[op.device_param])
+        elif backend is None:  # only Python scalars or arrays: on the pinned device, or the CPU
+            backend = PIN.backend or CPU
         kernel = backend.kernels[op]
         try:  # (a call without keywords, as most ops' are, is a little quicker)
             out = kernel(*arrays, **params) if params else kernel(*arrays)
@@ -117,12 +128,24 @@ def _as_taken(args: tuple, arrays: list) -> tuple:
     return tuple([x if isinstance(x, Tensor) else a for x, a in zip(args, arrays, strict=True)])
 
 
+def moved_to_pin(args: tuple) -> tuple:
+    """The operands of an op run inside ``with tfl.device(...)``, each on the pinned device: an
+    operand elsewhere is copied there (a `to_device` of its own, on the tape and in a trace,
+    so that its gradient flows back and `partition` sees the transfer)."""
+    pin, moved = PIN.backend, {}
+    for x in args:  # (each tensor once: x @ x copies x once)
+        if isinstance(x, Tensor) and x._backend is not pin and id(x) not in moved:
+            moved[id(x)] = bind(to_device, x, device=pin.name)
+    return tuple(moved.get(id(x), x) for x in args) if moved else args
+
+
 def _mixed_devices(op: Any, args: tuple) -> DeviceError:
     devices = sorted({x.device for x in args if isinstance(x, Tensor)})
     return DeviceError(
         f"operands are on different devices ({' and '.join(devices)})",
         op=op.name, operands=op.describe(args),
-        hint="move them to one device first, e.g. x.to('gpu') or x.to('cpu')",
+        hint=f"move them to one device first, e.g. x.to('{devices[0]}'), or run the op inside "
+             f"`with tfl.device('{devices[0]}'):`, which moves its operands there",
     )
 
 

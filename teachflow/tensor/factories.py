@@ -3,6 +3,8 @@
 Python floats become float32, the default of deep-learning frameworks (NumPy would pick float64);
 a NumPy array keeps its dtype. `zeros`, `ones`, `full`, `arange`, `eye`, `randn` and `rand` are
 ops (see `teachflow.ops.creation`), so inside a staged function they become nodes of the graph.
+A tensor is made on the device asked for, else the one ``with tfl.device(...)`` pins, else the
+CPU.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from teachflow.core import dispatch
-from teachflow.core.backends import get_backend
+from teachflow.core.backends import default_device
 from teachflow.core.dispatch import bind
 from teachflow.core.errors import DTypeError, ShapeError
 from teachflow.core.random import manual_seed
@@ -26,7 +28,7 @@ __all__ = ["arange", "eye", "full", "full_like", "manual_seed", "ones", "ones_li
            "randn", "tensor", "zeros", "zeros_like"]
 
 
-def tensor(data: Any, dtype: Any = None, device: str = "cpu",
+def tensor(data: Any, dtype: Any = None, device: str | None = None,
            requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of `data` (nested lists, a scalar or a NumPy array).
 
@@ -34,36 +36,38 @@ def tensor(data: Any, dtype: Any = None, device: str = "cpu",
     From a tensor, it is a copy of that tensor's values (detached), taken when the op runs.
     """
     if isinstance(data, Tensor):
-        t = data.detach().clone().to(device)
+        t = data.detach().clone().to(default_device(device))
         t = t if dtype is None else t.astype(dtype)
     else:
-        t = dispatch.current_interpreter().lift(Tensor(data, dtype=dtype, device=device))
+        t = dispatch.current_interpreter().lift(Tensor(data, dtype=dtype,
+                                                         device=default_device(device)))
     if requires_grad:
         t.requires_grad = True
     return t
 
 
-def _filled(shape: tuple, value: Any, dtype: Any, device: str, requires_grad: bool) -> Tensor:
+def _filled(shape: tuple, value: Any, dtype: Any, device: str | None,
+            requires_grad: bool) -> Tensor:
     shape = shape_arg(shape, "full")
     t = bind(creation.full, shape=shape, fill_value=value, dtype=as_dtype(dtype, "full"),
-             device=get_backend(device).name)
+             device=default_device(device))
     if requires_grad:
         t.requires_grad = True
     return t
 
 
-def zeros(*shape: int | Sequence[int], dtype: Any = "float32", device: str = "cpu",
+def zeros(*shape: int | Sequence[int], dtype: Any = "float32", device: str | None = None,
           requires_grad: bool = False) -> Tensor:
     """A tensor of zeros: ``tfl.zeros(2, 3)`` or ``tfl.zeros((2, 3))``."""
     return _filled(shape, 0, dtype, device, requires_grad)
 
 
-def ones(*shape: int | Sequence[int], dtype: Any = "float32", device: str = "cpu",
+def ones(*shape: int | Sequence[int], dtype: Any = "float32", device: str | None = None,
          requires_grad: bool = False) -> Tensor:
     return _filled(shape, 1, dtype, device, requires_grad)
 
 
-def full(shape: int | Sequence[int], value: Any, dtype: Any = None, device: str = "cpu",
+def full(shape: int | Sequence[int], value: Any, dtype: Any = None, device: str | None = None,
          requires_grad: bool = False) -> Tensor:
     """A tensor filled with `value`; the dtype follows the value (float -> float32)."""
     if dtype is None:
@@ -97,7 +101,7 @@ def full_like(x: Tensor, value: Any, dtype: Any = None) -> Tensor:
 
 
 def arange(start: float, stop: float | None = None, step: float = 1, dtype: Any = None,
-           device: str = "cpu") -> Tensor:
+           device: str | None = None) -> Tensor:
     """``start, start + step, ...`` up to `stop` (excluded); ``tfl.arange(n)`` is ``0 .. n-1``.
 
     As in PyTorch, the dtype is int64 when every argument is an int, else float32.
@@ -114,37 +118,38 @@ def arange(start: float, stop: float | None = None, step: float = 1, dtype: Any 
     if dtype is None:
         dtype = np.float32 if any(isinstance(v, float) for v in (start, stop, step)) else np.int64
     return bind(creation.arange, start=start, stop=stop, step=step,
-                dtype=as_dtype(dtype, "arange"), device=get_backend(device).name)
+                dtype=as_dtype(dtype, "arange"), device=default_device(device))
 
 
-def eye(n: int, m: int | None = None, dtype: Any = "float32", device: str = "cpu") -> Tensor:
+def eye(n: int, m: int | None = None, dtype: Any = "float32",
+        device: str | None = None) -> Tensor:
     """The identity matrix: ones on the diagonal of an n x m (default n x n) matrix."""
     shape = shape_arg(((n, n if m is None else m),), "eye")
     return bind(creation.eye, n=shape[0], m=shape[1], dtype=as_dtype(dtype, "eye"),
-                device=get_backend(device).name)
+                device=default_device(device))
 
 
-def _random(op: Any, shape: tuple, dtype: Any, device: str, requires_grad: bool) -> Tensor:
+def _random(op: Any, shape: tuple, dtype: Any, device: str | None, requires_grad: bool) -> Tensor:
     dtype = as_dtype(dtype, op.name)
     if dtype.kind != "f":
         raise DTypeError(f"random samples are floating point; {dtype.name} was asked for",
                          op=op.name, hint="use dtype='float32' (the default) or 'float64'")
     # The generators draw float32/float64; other float dtypes are cast from float32.
     draw = dtype if dtype in (np.float32, np.float64) else np.dtype(np.float32)
-    t = bind(op, shape=shape_arg(shape, op.name), dtype=draw, device=get_backend(device).name)
+    t = bind(op, shape=shape_arg(shape, op.name), dtype=draw, device=default_device(device))
     t = t.astype(dtype)
     if requires_grad:
         t.requires_grad = True
     return t
 
 
-def randn(*shape: int | Sequence[int], dtype: Any = "float32", device: str = "cpu",
+def randn(*shape: int | Sequence[int], dtype: Any = "float32", device: str | None = None,
           requires_grad: bool = False) -> Tensor:
     """Samples from the standard normal distribution (seed with `tfl.manual_seed`)."""
     return _random(creation.normal, shape, dtype, device, requires_grad)
 
 
-def rand(*shape: int | Sequence[int], dtype: Any = "float32", device: str = "cpu",
+def rand(*shape: int | Sequence[int], dtype: Any = "float32", device: str | None = None,
          requires_grad: bool = False) -> Tensor:
     """Samples from the uniform distribution on [0, 1)."""
     return _random(creation.uniform, shape, dtype, device, requires_grad)

@@ -37,11 +37,12 @@ import numpy as np
 
 from teachflow.autodiff import tape
 from teachflow.core import dispatch
-from teachflow.core.backends import get_backend
+from teachflow.core.backends import PIN, get_backend
 from teachflow.core.errors import TraceError, user_location
 from teachflow.core.spec import TensorSpec, checked_shape
 from teachflow.graph import Graph, Slot, Value
 from teachflow.tensor.conversion import as_constant, as_dtype
+from teachflow.tensor.eager import moved_to_pin
 from teachflow.tensor.tensor import Tensor
 from teachflow.tracing.guards import Guard
 from teachflow.tracing.python_state.naming import CaptureNames
@@ -116,6 +117,9 @@ class GraphBuilder:
         return self.graph.constant(np.array(x))
 
     def apply(self, op: Any, args: tuple, params: dict) -> Tensor:
+        pin = PIN.backend
+        if pin is not None and not op.device_param:  # (as eagerly: see `moved_to_pin`)
+            args = moved_to_pin(args)
         args = tuple(self.operand(x) for x in args)
         operands = tuple(self.value_of(x) for x in args)
         source = user_location()
@@ -123,6 +127,7 @@ class GraphBuilder:
                                 **params)
         node = self.graph.add_node(op, operands, params, spec, source,
                                    no_grad=not tape.is_grad_enabled())
+        node.pin = pin and pin.name
         tracked = any(isinstance(x, Tensor) and x._node is not None for x in args)
         taken = tuple(  # the operands as the op takes them (as eagerly)
             [x if isinstance(x, Tensor) or type(x) in _PYTHON_SCALARS else as_constant(x)
@@ -170,6 +175,8 @@ class GraphBuilder:
                              "value; or pass the value as a static Python argument")
 
     def call(self, function: Any, args: tuple, kwargs: dict) -> Any:
+        if PIN.backend is not None:  # (its graphs are traced on what the pin moved)
+            args = moved_to_pin(args)
         return function.inline(args, kwargs)
 
     # --- State outside the graph ----------------------------------------------------------

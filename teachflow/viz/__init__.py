@@ -3,6 +3,7 @@
 The chapters, in reading order:
 
 - `layout`: where each node is drawn, the same place in every stage;
+- `devices`: which device runs each node, told by the fill of its box;
 - `values`: every value on the example inputs, as a summary of a few numbers;
 - `expand`: the stepper's data as full stages, as the browser puts them together;
 - `entries`: what the stepper's data reads off one node or one graph (text lines, a kernel's

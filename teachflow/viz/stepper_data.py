@@ -39,8 +39,10 @@ The format (``"format": 2``)
      "sources": base64 text,        the kernels' generated sources: gzip of JSON, a list with
                                     {"numpy", "c", "cuda"} per kernel (null: not generated)
      "lines": {"file.py:12": code}, the user's source lines the nodes came from
-     "routes": {"3>7": [[x, y], ...]}}  the bends of edge 3 -> 7, in layout units (an edge
+     "routes": {"3>7": [[x, y], ...]},  the bends of edge 3 -> 7, in layout units (an edge
                                     keeps its route from stage to stage; "-2>7": from box -2)
+     "devices": ["cpu", "cpu:1"]}   the devices the nodes run on, for the legend (`viz.devices`;
+                                    [] when all run on one)
 
 and ``"words"``: null, or for a stepper that watches a trace or a backward pass
 (`teachflow.viz.watch`), ``{"title", "first", "card", "unknown"}``: what its card and its
@@ -63,7 +65,8 @@ An **entry** is ``{"id", "text", "x", "y"}`` (``text``: ``%7 = mul %5, 2.0 : f32
 constant, its kind and ``%x (input)``), ``kind`` ("node"; or "input", "capture", "const"),
 ``device`` ("cpu"), ``source`` (""), ``lineage`` ([id]), ``inputs`` (the value id each operand
 reads, null for a Python number: the edges come from these; []), ``is_output`` (false),
-``updates`` (the state it is written back into; []), ``line`` (its line of the text form:
+``updates`` (the state it is written back into; []), ``transfer`` (a ``copy``'s
+``[src, dst]``), ``line`` (its line of the text form:
 ``text``), ``body`` (lines printed under it, as a fused kernel's ops; a number n stands for two
 spaces and entry n's ``text``), ``owned`` (lines of the graphs it owns, printed under it),
 ``kernel`` (its index in ``kernels``), ``results`` (one ``{"id", "name", "type"}`` per result,
@@ -92,6 +95,7 @@ from typing import TYPE_CHECKING, Any
 
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.graph.node import format_fused_body  # (lines as str(graph) has)
+from teachflow.viz.devices import device_fields, devices_shown
 from teachflow.viz.entries import (
     head,
     ids_inside,
@@ -182,6 +186,7 @@ class _Table:
             "sources": base64.b64encode(gzip.compress(sources, 3, mtime=0)).decode("ascii"),
             "lines": self.lines,
             "routes": self.routes,
+            "devices": devices_shown(self.entries),
         }
 
     # --- A stage ----------------------------------------------------------------------------
@@ -311,8 +316,7 @@ class _Table:
         if v.id in self.scopes:  # (the module that made it: its box, `viz.groups`)
             entry["scope"] = self.scopes[v.id]
         entry.update({"x": context["x"], "y": context["y"]})
-        if v.spec.device != "cpu":
-            entry["device"] = v.spec.device
+        entry.update(device_fields(v, node))
         if context["is_output"]:
             entry["is_output"] = True
         if context["updates"]:

@@ -2,19 +2,21 @@
 
 The pass stepper needs a browser that runs its JavaScript. Where there is none (a notebook on
 GitHub, nbconvert without widget state, a terminal), the compilation's rich output falls back to
-this picture of the final graph. It draws what the stepper draws, from the same data (a stage
-of `teachflow.viz.stepper_data`, put together by `teachflow.viz.expand`): each node a box at its
-place in the layout with its label, each edge a polyline along its route, and each node's change
-status told by an Okabe–Ito colour, an outline style and a word badge, as in the widget
-(``widgets/stepper.css``). A control-flow node is drawn as the widget draws its box closed: the
-names of the graphs it owns under its label, and how many changes the pass made inside them; so is a
-module's box (`teachflow.viz.groups`), with how many nodes it holds under its name.
+this picture of the final graph. It draws what the stepper draws, from the same data (a stage of
+`teachflow.viz.stepper_data`, put together by `teachflow.viz.expand`): each node a box at its place
+in the layout with its label, each edge a polyline along its route, and each node's change status
+told by an Okabe–Ito colour, an outline style and a word badge, as in the widget
+(``widgets/stepper.css``); its device by its fill (`teachflow.viz.devices`). A control-flow node is
+drawn as the widget draws its box closed: the names of the graphs it owns under its label, and how
+many changes the pass made inside them; so is a module's box (`teachflow.viz.groups`), with how many
+nodes it holds under its name.
 """
 
 from __future__ import annotations
 
 from html import escape
 
+from teachflow.viz.devices import device_fill
 from teachflow.viz.groups import collapsed
 
 #: Box size and spacing in pixels (the layout's unit is one grid step), as in the stepper's
@@ -32,6 +34,7 @@ STYLE = {
     "replaced": ("#e69f00", 2.5, "10 3 2 3", "↻ replaced"),
     "merged": ("#56b4e9", 3.0, "2 3", "⇉ merged"),
     "fused": ("#cc79a7", 3.5, "", "⊕ fused"),
+    "placed": ("#000000", 2.0, "", "⊙ placed"),
     "kept": ("#8c8c8c", 1.2, "", ""),
 }
 
@@ -64,6 +67,9 @@ def graph_svg(stage: dict) -> str:
         'fill="white"/>',
         '<g fill="none" stroke="#8c8c8c" stroke-width="1.3">',
     ]
+    devices = sorted({n.get("device", "cpu") for n in nodes})
+    if len(devices) > 1:  # the key to the fills, in the margin above the graph
+        parts.insert(3, _legend(devices, left + 6, top + 6))
     for edge in stage["edges"]:
         points = _edge_points(edge, where, row)
         parts.append(f'<polyline points="{points}"/>')
@@ -98,8 +104,9 @@ def _node(node: dict, x: float, y: float) -> str:
     dashes = f' stroke-dasharray="{dash}"' if dash else ""
     rounded = NODE_H / 2 if node["status"] == "fused" else 4
     weight = ' font-weight="bold"' if node["is_output"] else ""
+    fill = device_fill(node.get("device", "cpu"))
     box = (f'x="{left:.1f}" y="{top:.1f}" width="{NODE_W}" height="{NODE_H}" rx="{rounded}" '
-           f'fill="white" stroke="{colour}" stroke-width="{stroke}"{dashes}')
+           f'fill="{fill}" stroke="{colour}" stroke-width="{stroke}"{dashes}')
     out = [
         f'<g data-node-id="{node["id"]}" data-status="{node["status"]}">',
         f"<title>{escape(node['text'])}</title>",
@@ -119,6 +126,9 @@ def _node(node: dict, x: float, y: float) -> str:
     above = top - (12 if owned else 9)  # (clear of a box's two lines of text)
     if badge:
         out.append(_badge(badge, left + NODE_W - (len(badge) * 6 + 8) + 6, above, colour))
+    if node.get("transfer"):  # a copy between devices: from where to where, under its box
+        out.append(_badge("⇢ {} → {}".format(*node["transfer"]), left + 6, top + NODE_H - 5,
+                          "#e0e0e0"))
     results = len(node.get("results") or ())
     if results > 1 and not owned:  # a kernel with several results: as many edges leave it
         out.append(_badge(f"{results} results", left - 6, top + NODE_H - 5, "#e0e0e0"))
@@ -137,3 +147,15 @@ def _badge(text: str, left: float, top: float, colour: str) -> str:
             f'fill="{colour}"/><text x="{left + w / 2:.1f}" y="{top + 10.5:.1f}" '
             f'text-anchor="middle" font-size="9.5" font-family="sans-serif">'
             f"{escape(text)}</text>")
+
+
+def _legend(devices: list[str], left: float, top: float) -> str:
+    """The key to the fills: a swatch and a name per device, in a row."""
+    out, x = ['<g font-size="10" font-family="sans-serif">'], left
+    for device in devices:
+        out.append(f'<rect x="{x:.1f}" y="{top:.1f}" width="14" height="10" rx="2" '
+                   f'fill="{device_fill(device)}" stroke="#8c8c8c"/><text x="{x + 18:.1f}" '
+                   f'y="{top + 9:.1f}">{escape(device)}</text>')
+        x += 26 + 7 * len(device)
+    out.append("</g>")
+    return "".join(out)

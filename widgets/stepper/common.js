@@ -22,8 +22,21 @@ export const STATUS = {
   replaced: { badge: "↻ replaced", words: "stands for what a rule rewrote" },
   merged: { badge: "⇉ merged", words: "a duplicate was merged into it" },
   fused: { badge: "⊕ fused", words: "a fused kernel" },
+  placed: { badge: "⊙ placed", words: "this pass chose its device (its fill says which)" },
   kept: { badge: "", words: "unchanged" },
 };
+
+/** The fill of a box by the device its node runs on, as `teachflow/viz/devices.py` has it (Paul
+ * Tol's pale colours; the CPU's own device plain): cpu:1, cpu:2, ... in turn, the GPU's the
+ * fourth. */
+const DEVICE_FILLS = ["#bbccee", "#eeeebb", "#ccddaa", "#ffcccc", "#cceeff", "#dddddd"];
+
+export function deviceFill(device) {
+  if (!device || device === "cpu") return "";
+  const [kind, index] = device.split(":");
+  const at = (kind === "gpu" ? 3 : -1) + Number(index || 0);
+  return DEVICE_FILLS[((at % DEVICE_FILLS.length) + DEVICE_FILLS.length) % DEVICE_FILLS.length];
+}
 
 /** What the stepper counts as a node, in every count it shows: an op, that is one line of the
  * text IR (what the compiler's `stats.nodes` counts). The inputs, captured tensors and

@@ -15,6 +15,7 @@ const FIGURES = [
   ["kernels", "kernels", "kernels launched (views launch none)"],
   ["bytes_moved", "bytes moved", "bytes read and written by the kernels"],
   ["flops", "flops", "floating-point operations"],
+  ["bytes_transferred", "bytes transferred", "bytes copied from one device to another"],
 ];
 /** Changes listed at once in the rule card (the arrows reach the rest). */
 const LIST_LIMIT = 200;

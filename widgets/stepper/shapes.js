@@ -4,7 +4,7 @@
  * where things are; `draw.js` and `boxes.js` put them together.
  */
 
-import { clip, esc, fitLabel, NODE_H, NODE_W, r1, STATUS } from "./common.js";
+import { clip, deviceFill, esc, fitLabel, NODE_H, NODE_W, r1, STATUS } from "./common.js";
 
 /** The most characters of a pill under a box ("→ opt.state[0]['momentum_buffer']"): as wide as
  * the box (the box's tooltip and the node's details say it in full). */
@@ -20,12 +20,16 @@ export function nodeSvg(n, status, [x, y], folded) {
   let out =
     `<g class="tf-node" data-node-id="${n.id}" data-status="${status}"` +
     `${n.is_output ? ' data-output="true"' : ""}${folded ? ` data-collapsed="${folded}"` : ""} ` +
+    `data-device="${esc(n.device)}" ` +
     `transform="translate(${r1(x - NODE_W / 2)},${r1(y - NODE_H / 2)})">` +
     `<title>${esc(n.text)}${n.source ? `  (${esc(n.source)})` : ""}</title>` +
-    `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="${status === "fused" ? NODE_H / 2 : 4}"/>` +
+    `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="${status === "fused" ? NODE_H / 2 : 4}"` +
+    `${deviceFill(n.device) ? ` style="fill: ${deviceFill(n.device)}"` : ""}/>` +
     `<text class="tf-label" x="${NODE_W / 2}" y="${NODE_H / 2 + 4}">${esc(label)}</text>`;
   if (text) out += badgeSvg(text, 6, -9);
   if (status !== "removed") out += writesPill(n);
+  // A transfer between devices: a box of its own, saying from where to where.
+  if (n.transfer) out += badgeSvg(`⇢ ${n.transfer[0]} → ${n.transfer[1]}`, 6, NODE_H - 5, "tf-transfer");
   // A kernel that writes several results: so many edges leave it, one per result read.
   if (n.results?.length > 1 && status !== "removed") {
     out += badgeSvg(`${n.results.length} results`, -6, NODE_H - 5, "tf-results-pill", true);

@@ -6,6 +6,7 @@
  * `showStage` redraws every part of the page for it.
  */
 
+import { deviceFill, esc } from "./common.js";
 import { namesOf } from "./data.js";
 import {
   drawGraph, markMatches, markSelected, openBlock, scrollToNodes, toggleBox,
@@ -73,6 +74,7 @@ export function setData(st, data) {
   st.openBoxes = new Set();
   st.root.dataset.hasBoxes = String(st.data.nodes.some((e) => e.subgraphs) ||
     st.data.stages.some((s) => s.groups?.length));
+  st.root.querySelector(".tf-legend-devices").innerHTML = devicesLegend(st.data.devices ?? []);
   ui.title.textContent = st.data.name ? `${st.data.name}` : "";
   st.root.setAttribute("aria-label", `Pass stepper for ${st.data.name || "a compilation"}: ` +
     "use the arrow keys or j and k to step through the passes");
@@ -315,4 +317,12 @@ export function onHide(st) {
   if (!visible.includes(st.stage)) go(st, [...visible].reverse().find((i) => i < st.stage) ?? 0);
   updateToolbar(st);
   updateStageList(st);
+}
+
+/** The key to the fills of the devices the nodes run on (none when all run on one). */
+export function devicesLegend(devices) {
+  return devices.map((d) =>
+    `<span class="tf-legend-item tf-legend-device" data-device="${esc(d)}" title="runs on ${esc(d)}">` +
+    `<svg width="30" height="16" aria-hidden="true"><rect class="tf-box" x="2" y="2" width="26" ` +
+    `height="12" rx="2" style="fill: ${deviceFill(d) || "var(--tf-node-fill)"}"/></svg>${esc(d)}</span>`).join("");
 }

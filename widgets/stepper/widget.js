@@ -90,7 +90,7 @@ function skeleton(uid) {
         </span>
       </div>
       <div class="tf-graph-wrap"><div class="tf-graph" data-uid="${uid}"></div></div>
-      <div class="tf-legend">${legend()}<span class="tf-legend-note">node counts are ops only:
+      <div class="tf-legend">${legend()}<span class="tf-legend-devices"></span><span class="tf-legend-note">node counts are ops only:
         inputs and constants are drawn but not counted</span></div>
     </div>
     <aside class="tf-side">
