@@ -320,6 +320,19 @@ CONVERTERS["max"] = _extreme("ReduceMax", "Max")
 CONVERTERS["min"] = _extreme("ReduceMin", "Min")
 
 
+@converts("log_softmax")
+def _log_softmax(e: Emitter, node: Node) -> str:
+    """ONNX's LogSoftmax normalises along one axis; along several (or all), as the kernel
+    computes it."""
+    (x,), axis, dtype = node.inputs, node.params["axis"], node.spec.dtype
+    x = e.input(x, dtype)
+    if axis is not None and len(axis) == 1:
+        return e.add("LogSoftmax", [x], axis=axis[0])
+    shifted = e.add("Sub", [x, reduce(e, "ReduceMax", x, axis, True)])
+    total = reduce(e, "ReduceSum", e.add("Exp", [shifted]), axis, True)
+    return e.add("Sub", [shifted, e.add("Log", [total])])
+
+
 def _position(op_type: str) -> Convert:
     """argmax/argmin; over all axes (axis None) as NumPy does: of the flattened tensor."""
     def convert(e: Emitter, node: Node) -> str:

@@ -110,11 +110,7 @@ class FamiliarMethods:
         """
         if other:
             (axis,) = named("log_softmax", other, axis=axis)
-        axes = self._softmax_axes(axis, "log_softmax")
-        if self._empty_along(axes):  # no values at all: no log(0) of the empty sums either
-            return self.softmax(axis).log()
-        shifted = self._shifted(axes)
-        return shifted - shifted.exp().sum(axis=axes, keepdims=True).log()
+        return bind(reduction.log_softmax, self, axis=self._softmax_axes(axis, "log_softmax"))
 
     def _softmax_axes(self, axis: int, op: str) -> tuple[int, ...] | None:
         """The axes to normalise over. A 0-d tensor's one value is its own axis (-1 or 0)."""

@@ -369,6 +369,7 @@ class WeakTensor(Tensor):
     """
 
     __slots__ = ()
+    _tape_keeps_array = False  # (its rules must see it weak, as the op did)
 
     @classmethod
     def of(cls, t: Tensor) -> WeakTensor:
