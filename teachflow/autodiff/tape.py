@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from teachflow.core.spec import TensorSpec
-from teachflow.ops.op import Op, TapePlan
+from teachflow.ops.op import Op
 
 _new = object.__new__
 
@@ -106,7 +106,7 @@ class TapeNode:
         self.op = op
         self.params = params
         self.parents = parents  # per input: its TapeNode or Leaf, or None if it needs no gradient
-        self.inputs = inputs  # per input: what its rules read of it, or None (see _saved)
+        self.inputs = inputs  # per input: what its rules read of it, or None (see _kept)
         self.tensors = tensors  # per input: whether it was a tensor whose array `inputs` keeps
         self.out = out  # the output array, for ops whose rule uses the output
         self.backend = backend
@@ -172,7 +172,8 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
     and it fills in the node's fields itself (calling ``TapeNode(...)`` would add a tenth to
     the cost of recording an op).
     """
-    if not _enabled or op.grads is None or out.dtype.kind not in "fc":
+    dtype = out.dtype
+    if not _enabled or dtype.kind not in "fc":
         return None  # (integer and boolean results carry no gradient)
     parents, needs = [], []
     for x in args:
@@ -186,16 +187,24 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
     needs = tuple(needs)
     plan = op.tape_plans.get(needs) or op.tape_plan(needs)
     if not plan:
-        return None
-    shape = out.shape
+        return None  # (no rule of the inputs needing a gradient: an op without gradient too)
     node = _new(TapeNode)
     node.op, node.params, node.parents, node.backend = op, params, tuple(parents), backend
-    node.inputs = _saved(args, plan) if plan.kept else plan.keep
+    if plan.kept:
+        kept = list(plan.keep)
+        for j in plan.arrays:  # (the usual case, inline: a tensor whose values a rule reads)
+            x = args[j]
+            kept[j] = x._data if x._tape_keeps_array else _kept(x, "value")
+        for j in plan.others:
+            kept[j] = _kept(args[j], kept[j])
+        node.inputs = tuple(kept)
+    else:
+        node.inputs = plan.keep
     node.tensors = plan.tensors
+    shape = node.shape = out.shape
     # (A value whose size is known only when its graph runs is kept too: see `_fit`.)
     node.out = out if plan.out or None in shape else None
-    node.shape, node.dtype = shape, out.dtype
-    node.source, node.released = None, False
+    node.dtype, node.source, node.released = dtype, None, False
     return node
 
 
@@ -213,18 +222,18 @@ def record_results(op: Op, args: tuple, params: dict, outs: tuple, backend: Any)
     parents = tuple(x._node if isinstance(x, Tracked) else None for x in args)
     if all(p is None for p in parents):
         return None
-    every = TapePlan(("value",) * len(args), False, tuple(range(len(args))),
-                     tuple(isinstance(x, Tracked) for x in args))
-    node = TapeNode(op, params, parents, _saved(args, every), tuple(outs), backend,
-                    tuple(o.shape for o in outs), None, every.tensors)
+    tensors = tuple(isinstance(x, Tracked) for x in args)
+    kept = tuple(_kept(x, "value") for x in args)
+    node = TapeNode(op, params, parents, kept, tuple(outs), backend,
+                    tuple(o.shape for o in outs), None, tensors)
     return tuple(TapeNode(RESULT, {"index": k}, (node,), (None,), None, backend, o.shape, o.dtype)
                  if o.dtype.kind in "fc" else None for k, o in enumerate(outs))
 
 
-def _saved(args: tuple, plan: TapePlan) -> tuple:
-    """What the tape keeps of each input for the gradient rules (`plan.keep` says what:
-    "value", "spec" or None): of a tensor, its array (`TapeNode.operand` makes it a tensor
-    again), never a live reference.
+def _kept(x: Any, what: str) -> Any:
+    """What the tape keeps of operand `x` for the gradient rules (`what` they read: "value" or
+    "spec"): of a tensor, its array (`TapeNode.operand` makes it a tensor again), never a live
+    reference.
 
     A tensor's array is kept as it is now: a later in-place update (`p -= ...`) gives the tensor
     another array and must not change what the rule sees. A NumPy array operand is copied, as
@@ -233,21 +242,14 @@ def _saved(args: tuple, plan: TapePlan) -> tuple:
     until the graph runs: then the symbolic array, which costs nothing to keep, gives the size
     at run time).
     """
-    kept = list(plan.keep)
-    for j in plan.kept:
-        x = args[j]
-        if isinstance(x, Tracked):
-            data = x._data
-            if kept[j] == "spec" and None not in data.shape:
-                x = _spec(data.shape, data.dtype, x._backend.name)
-            elif x._tape_keeps_array:
-                x = data
-            else:
-                x = type(x)._make(data, x._backend, x._node)
-        elif isinstance(x, np.ndarray):
-            x = x.copy()
-        kept[j] = x
-    return tuple(kept)
+    if isinstance(x, Tracked):
+        data = x._data
+        if what == "spec" and None not in data.shape:
+            return _spec(data.shape, data.dtype, x._backend.name)
+        return data if x._tape_keeps_array else type(x)._make(data, x._backend, x._node)
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    return x
 
 
 #: Specs are immutable, and the same few recur at every training step: each is made once.

@@ -139,6 +139,8 @@ class Op:
 
     def rule(self, i: int) -> tuple[Callable[..., Any], Reads] | None:
         """The gradient rule of input `i`, and what it reads (None if `i` has no gradient)."""
+        if self.grads is None:
+            return None
         if callable(self.grads):
             return self.grads, self._reads[0]
         rule = self.grads[i] if i < len(self.grads) else None
@@ -163,11 +165,7 @@ class Op:
                 wanted = [(j, every) for j in range(len(needs))] if every else []
                 for j, what in [*wanted, *((j, what) for _, j, what in reads.inputs)]:
                     keep[j] = "value" if "value" in (keep[j], what) else what
-            kept = tuple(j for j, what in enumerate(keep) if what is not None)
-            plan = self.tape_plans[needs] = TapePlan(
-                tuple(keep), out, kept,
-                tuple(j in kept and needs[j] is not None for j in range(len(needs)))
-            ) if any_rule else False
+            plan = self.tape_plans[needs] = TapePlan.of(keep, out, needs) if any_rule else False
         return plan or None
 
     @property
@@ -233,6 +231,16 @@ class TapePlan:
     #: Per input: it is a tensor and something of it is kept. The tape keeps a tensor's array,
     #: and gives a rule a tensor again.
     tensors: tuple[bool, ...]
+    arrays: tuple[int, ...]  # the tensors whose values are kept (the usual case)
+    others: tuple[int, ...]  # the rest of `kept`: specs, operands that are not tensors
+
+    @staticmethod
+    def of(keep: list[str | None], out: bool, needs: tuple[bool | None, ...]) -> TapePlan:
+        kept = tuple(j for j, what in enumerate(keep) if what is not None)
+        tensors = tuple(j in kept and needs[j] is not None for j in range(len(needs)))
+        arrays = tuple(j for j in kept if tensors[j] and keep[j] == "value")
+        return TapePlan(tuple(keep), out, kept, tensors, arrays,
+                        tuple(j for j in kept if j not in arrays))
 
 
 @dataclass(frozen=True)
