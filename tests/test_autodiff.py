@@ -675,7 +675,8 @@ def test_only_the_operand_a_needed_rule_reads_is_kept(no_gc) -> None:
     data_array = weakref.ref(data._data)
     h = data @ w  # dW = dataᵀ G reads the data; d(data) is never needed, so w's values are not
     node = h._node
-    assert isinstance(node.inputs[0], tfl.Tensor) and not isinstance(node.inputs[1], tfl.Tensor)
+    assert node.inputs[0] is data._data  # the data's array is kept; of w, only its spec
+    assert node.inputs[1] == tfl.TensorSpec((3, 2), np.float64)
     other = tfl.tensor([5.0, 6.0], dtype="float64")
     other_array = weakref.ref(other._data)
     h2 = w[0] * other  # the rule for w[0] reads `other`: kept
@@ -724,6 +725,63 @@ def test_a_numpy_operand_is_a_snapshot_eagerly_as_when_staged() -> None:
     mask[:] = False
     y.backward()
     close(x.grad, [6.0, 0.0])
+
+
+# --- log_softmax: one op, one gradient rule -----------------------------------------------------
+
+
+def test_log_softmax_is_one_op_with_the_values_worked_out_by_hand() -> None:
+    x = leaf([[0.0, np.log(3.0)], [5.0, 5.0]])
+    y = tfl.log_softmax(x, axis=1)
+    assert y.grad_fn == "log_softmax"  # (not the sub of x - max - log(sum(exp)))
+    close(y, [[np.log(1 / 4), np.log(3 / 4)], [np.log(1 / 2), np.log(1 / 2)]])
+    close(tfl.log_softmax(tfl.tensor([[1000.0, 0.0]]), axis=1), [[0.0, -1000.0]])  # no overflow
+    close(tfl.log_softmax(x, axis=0), [[np.log(1 / (1 + np.exp(5))), np.log(3 / (3 + np.exp(5)))],
+                                       [np.log(np.exp(5) / (1 + np.exp(5))),
+                                        np.log(np.exp(5) / (3 + np.exp(5)))]])
+    # Integers are normalised as the floats they become, unsigned ones too (x - max would wrap).
+    for dtype, result, rtol in (("int32", np.float64, 1e-6), ("uint8", np.float16, 5e-3)):
+        y = tfl.tensor(np.array([0, 2], dtype)).log_softmax()
+        assert y.dtype == result  # (as exp's)
+        close(y, [np.log(1 / (1 + np.e ** 2)), np.log(np.e ** 2 / (1 + np.e ** 2))], rtol)
+
+
+def test_the_gradient_of_log_softmax_is_its_rule_four_kernels() -> None:
+    """``g - exp(out) * sum(g)``: exp, sum, mul and sub, where the chain rule through x - max -
+    log(sum(exp(x - max))) ran six kernels and a broadcast."""
+    seen: list[str] = []
+
+    class Recorder:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def apply(self, op, args, params):
+            seen.append(op.name)
+            return self.inner.apply(op, args, params)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    x = leaf([[0.5, -1.0, 2.0], [0.0, 0.0, 3.0]])
+    c = tfl.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], dtype="float64")
+    picked = tfl.log_softmax(x, axis=1) * c
+    seed = tfl.ones_like(picked)
+    with dispatch.interpreting(Recorder(dispatch.current_interpreter())):
+        picked.backward(seed)
+    assert seen == ["mul", "exp", "sum", "mul", "sub"]  # (the first mul: * c's rule)
+    p = np.exp(x.numpy()) / np.exp(x.numpy()).sum(axis=1, keepdims=True)
+    close(x.grad, c.numpy() - p * c.numpy().sum(axis=1, keepdims=True))
+
+
+def test_a_weak_operand_reaches_its_gradient_rule_weak() -> None:
+    """The tape keeps a tensor's array and gives the rule a tensor again, but a weak tensor (a
+    loop's number) stays weak: its rule computes with it as the op did."""
+    from teachflow.ops import elementwise
+    from teachflow.tensor.weak import WeakTensor
+
+    x = leaf([0.05, 0.5], dtype="float32")
+    y = dispatch.bind(elementwise.mul, x, WeakTensor.of(tfl.tensor(0.1, dtype="float64")))
+    assert type(y._node.operand(1, tfl.Tensor)) is WeakTensor
 
 
 # --- Numerics at the edges, as PyTorch computes them ---------------------------------------------

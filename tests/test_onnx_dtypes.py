@@ -95,6 +95,7 @@ MAKE: dict[str, Callable[[str], tuple]] = {
     "mean": unary(lambda x: (x.mean(), x.mean(axis=0))),
     "max": unary(lambda x: (x.max(), x.max(axis=1))),
     "min": unary(lambda x: (x.min(), x.min(axis=0))),
+    "log_softmax": unary(lambda x: (x.log_softmax(), x.log_softmax(axis=0))),
     "argmax": unary(lambda x: (x.argmax(), x.argmax(axis=1))),
     "argmin": unary(lambda x: (x.argmin(), x.argmin(axis=0))),
     "count_of": unary(lambda x: bind(OPS["count_of"], x, axis=(1,), dtype=x.dtype)),

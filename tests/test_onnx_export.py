@@ -187,6 +187,13 @@ CASES: list[tuple[str, Callable, tuple]] = [
                                               initial=-1.0), (arr((2, 0)),)),
     *((f"min-{d}", lambda x: (x.min(), x.min(axis=0)), (arr((3, 4), d),)) for d in
       (F32, F64, I32, I64, B)),
+    *((f"log_softmax-{d}", lambda x: (x.log_softmax(), x.log_softmax(axis=0)),
+       (arr((3, 4), d),)) for d in (F16, F32, F64, I32)),
+    ("log_softmax-several-axes", lambda x: bind(reduction.log_softmax, x, axis=(0, 2)),
+     (arr((2, 3, 4)),)),
+    ("log_softmax-all-axes", lambda x: bind(reduction.log_softmax, x, axis=None),
+     (arr((2, 3)),)),
+    ("log_softmax-0d", lambda x: x.log_softmax(), (arr(()),)),
     *((f"{name}-{d}", finding(f), (arr((3, 5), d),))
       for name, f in (("argmax", tfl.argmax), ("argmin", tfl.argmin))
       for d in (F32, F64, I32, I64, B)),

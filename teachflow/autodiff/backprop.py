@@ -181,15 +181,15 @@ def _send_back(node: TapeNode, g: Any, grads: dict, relevant: set | None,
         rule, reads = found
         kwargs = {}
         for name, j, _ in reads.inputs:
-            kwargs[name] = node.inputs[j]
+            kwargs[name] = node.operand(j, type(g))
         if reads.out:
             kwargs["out"] = out
         if reads.index:
             kwargs["i"] = i
         if reads.all_inputs:
-            kwargs["xs"] = node.inputs
+            kwargs["xs"] = _operands(node, type(g))
         if reads.all_values:
-            kwargs["inputs"] = node.inputs
+            kwargs["inputs"] = _operands(node, type(g))
         for name in reads.params:
             kwargs[name] = node.params[name]
         ct = rule(g, **kwargs)
@@ -215,13 +215,18 @@ def _send_back_results(node: TapeNode, g: Any, grads: dict, relevant: set | None
     cts = [c if c is not None else filled_like(type(like)._make(o, node.backend, None), 0)
            for c, o in zip(g, node.out, strict=True)]
     needs = tuple(p is not None and (relevant is None or p in relevant) for p in node.parents)
-    cotangents = node.op.vjp(cts, node.inputs, node.params, needs)
+    cotangents = node.op.vjp(cts, _operands(node, type(like)), node.params, needs)
     for parent, need, ct in zip(node.parents, needs, cotangents, strict=True):
         if ct is None or not need:
             continue
         ct = _fit(ct, parent, False)
         previous = grads.get(parent)
         grads[parent] = ct if previous is None else previous + ct
+
+
+def _operands(node: TapeNode, tensor_type: type) -> tuple:
+    """What the gradient rules get of every input of `node` (see `TapeNode.operand`)."""
+    return tuple([node.operand(j, tensor_type) for j in range(len(node.inputs))])
 
 
 def backward(tensor: Tracked, grad: Tracked | None = None, retain_graph: bool = False) -> None:

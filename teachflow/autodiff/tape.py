@@ -33,6 +33,8 @@ import numpy as np
 from teachflow.core.spec import TensorSpec
 from teachflow.ops.op import Op
 
+_new = object.__new__
+
 # --- Gradient mode ------------------------------------------------------------------------------
 
 _enabled = True
@@ -86,25 +88,42 @@ class Tracked:
     """
 
     __slots__ = ("_backend", "_data", "_node")
+    #: The tape keeps only the array of a tensor of this class where a rule reads its values,
+    #: and gives the rule a tensor of the class it was given again. A class whose tensors
+    #: compute differently (`teachflow.tensor.tensor.WeakTensor`) says False: such a tensor is
+    #: kept as itself, so that the rule sees what the op saw.
+    _tape_keeps_array = True
 
 
 class TapeNode:
     """One recorded op application: what backward needs to send cotangents to the inputs."""
 
     __slots__ = ("backend", "dtype", "inputs", "op", "out", "params", "parents", "released",
-                 "shape", "source")
+                 "shape", "source", "tensors")
 
-    def __init__(self, op, params, parents, inputs, out, backend, shape, dtype) -> None:
+    def __init__(self, op, params, parents, inputs, out, backend, shape, dtype,
+                 tensors=None) -> None:
         self.op = op
         self.params = params
         self.parents = parents  # per input: its TapeNode or Leaf, or None if it needs no gradient
-        self.inputs = inputs  # per input: a snapshot, its spec, or None (see _saved)
+        self.inputs = inputs  # per input: what its rules read of it, or None (see _kept)
+        self.tensors = tensors  # per input: whether it was a tensor whose array `inputs` keeps
         self.out = out  # the output array, for ops whose rule uses the output
         self.backend = backend
         self.shape = shape
         self.dtype = dtype
         self.source = None  # the user's line, when known (staging records it)
         self.released = False  # backward() has run through it and let go of what it kept
+
+    def operand(self, j: int, tensor_type: type) -> Any:
+        """What a gradient rule gets of input `j`: a tensor again (of `tensor_type`, on the tape
+        where the input was, for a gradient of the gradient) where the tape kept a tensor's
+        array, else what was kept (its spec, a number, a copy of an array)."""
+        kept = self.inputs[j]
+        if self.tensors is not None and self.tensors[j] and type(kept) is not TensorSpec \
+                and not isinstance(kept, Tracked):
+            return tensor_type._make(kept, self.backend, self.parents[j])
+        return kept
 
     def release(self) -> None:
         """Drop what the gradient rules would read: backward has run, the tape is spent. Only
@@ -114,7 +133,7 @@ class TapeNode:
         freed = self.out is not None
         specs = []
         for x in self.inputs:
-            if x is not None and not isinstance(x, TensorSpec):
+            if x is not None and type(x) is not TensorSpec:
                 freed, x = True, None
             specs.append(x)
         self.inputs = tuple(specs)
@@ -148,25 +167,45 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
 
     Only what the gradient rules of the inputs that need a gradient will read is kept (see
     `Op.tape_plan`): everything else can be freed as soon as the forward pass is done with it.
-    This runs for every recorded op, so it is written with plain loops: in CPython 3.11 a
-    comprehension (a frame of its own) or a zip costs more than the work it would do here.
+    This runs for every recorded op, so it is written with plain loops (in CPython 3.11 a
+    comprehension, a frame of its own, or a zip costs more than the work it would do here),
+    and it fills in the node's fields itself (calling ``TapeNode(...)`` would add a tenth to
+    the cost of recording an op).
     """
-    if not _enabled or op.grads is None or out.dtype.kind not in "fc":
+    dtype = out.dtype
+    if not _enabled or dtype.kind not in "fc":
         return None  # (integer and boolean results carry no gradient)
     parents, needs = [], []
     for x in args:
-        node = x._node if isinstance(x, Tracked) else None
-        parents.append(node)
-        needs.append(node is not None)
-    plan = op.tape_plan(tuple(needs))
-    if plan is None:
-        return None
-    keep, keep_out = plan
-    inputs = _saved(args, keep) if any(keep) else keep
-    shape = out.shape
+        if isinstance(x, Tracked):
+            node = x._node
+            parents.append(node)
+            needs.append(node is not None)
+        else:
+            parents.append(None)
+            needs.append(None)
+    needs = tuple(needs)
+    plan = op.tape_plans.get(needs) or op.tape_plan(needs)
+    if not plan:
+        return None  # (no rule of the inputs needing a gradient: an op without gradient too)
+    node = _new(TapeNode)
+    node.op, node.params, node.parents, node.backend = op, params, tuple(parents), backend
+    if plan.kept:
+        kept = list(plan.keep)
+        for j in plan.arrays:  # (the usual case, inline: a tensor whose values a rule reads)
+            x = args[j]
+            kept[j] = x._data if x._tape_keeps_array else _kept(x, "value")
+        for j in plan.others:
+            kept[j] = _kept(args[j], kept[j])
+        node.inputs = tuple(kept)
+    else:
+        node.inputs = plan.keep
+    node.tensors = plan.tensors
+    shape = node.shape = out.shape
     # (A value whose size is known only when its graph runs is kept too: see `_fit`.)
-    return TapeNode(op, params, tuple(parents), inputs,
-                    out if keep_out or None in shape else None, backend, shape, out.dtype)
+    node.out = out if plan.out or None in shape else None
+    node.dtype, node.source, node.released = dtype, None, False
+    return node
 
 
 #: The k-th result of an op with several (``params["index"]``): its node on the tape hands the
@@ -183,37 +222,34 @@ def record_results(op: Op, args: tuple, params: dict, outs: tuple, backend: Any)
     parents = tuple(x._node if isinstance(x, Tracked) else None for x in args)
     if all(p is None for p in parents):
         return None
-    node = TapeNode(op, params, parents, _saved(args, ("value",) * len(args)), tuple(outs),
-                    backend, tuple(o.shape for o in outs), None)
+    tensors = tuple(isinstance(x, Tracked) for x in args)
+    kept = tuple(_kept(x, "value") for x in args)
+    node = TapeNode(op, params, parents, kept, tuple(outs), backend,
+                    tuple(o.shape for o in outs), None, tensors)
     return tuple(TapeNode(RESULT, {"index": k}, (node,), (None,), None, backend, o.shape, o.dtype)
                  if o.dtype.kind in "fc" else None for k, o in enumerate(outs))
 
 
-def _saved(args: tuple, keep: tuple) -> tuple:
-    """What the tape keeps of each input for the gradient rules (`keep` says what: "value",
-    "spec" or None): a snapshot, never a live reference.
+def _kept(x: Any, what: str) -> Any:
+    """What the tape keeps of operand `x` for the gradient rules (`what` they read: "value" or
+    "spec"): of a tensor, its array (`TapeNode.operand` makes it a tensor again), never a live
+    reference.
 
-    A tensor is kept as it is now: a later in-place update (`p -= ...`) rebinds the tensor's
-    values and must not change what the rule sees. A NumPy array operand is copied, as tracing
-    copies it into the graph, so refilling the caller's buffer cannot change the gradient. Where
-    the rule reads only the spec, the spec is kept (unless a size is unknown until the graph
-    runs: then the symbolic tensor, which costs nothing to keep, gives the size at run time).
+    A tensor's array is kept as it is now: a later in-place update (`p -= ...`) gives the tensor
+    another array and must not change what the rule sees. A NumPy array operand is copied, as
+    tracing copies it into the graph, so refilling the caller's buffer cannot change the
+    gradient. Where the rule reads only the spec, the spec is kept (unless a size is unknown
+    until the graph runs: then the symbolic array, which costs nothing to keep, gives the size
+    at run time).
     """
-    kept = []
-    for i, what in enumerate(keep):
-        x = args[i]
-        if what is None:
-            x = None
-        elif isinstance(x, Tracked):
-            data = x._data
-            if what == "spec" and None not in data.shape:
-                x = _spec(data.shape, data.dtype, x._backend.name)
-            else:
-                x = type(x)._make(data, x._backend, x._node)
-        elif isinstance(x, np.ndarray):
-            x = x.copy()
-        kept.append(x)
-    return tuple(kept)
+    if isinstance(x, Tracked):
+        data = x._data
+        if what == "spec" and None not in data.shape:
+            return _spec(data.shape, data.dtype, x._backend.name)
+        return data if x._tape_keeps_array else type(x)._make(data, x._backend, x._node)
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    return x
 
 
 #: Specs are immutable, and the same few recur at every training step: each is made once.

@@ -17,11 +17,13 @@ import numpy as np
 from teachflow.core.backends import device_name
 from teachflow.core.errors import DTypeError, ShapeError
 
+_INTEGERS = (int, np.integer)  # (a tuple: ``int | np.integer`` would be made at every call)
+
 
 def is_int(x: Any) -> bool:
     """A size, an axis or a position: a Python or NumPy integer, never a bool (NumPy and
     PyTorch refuse ``x.sum(axis=True)``, though ``True == 1``)."""
-    return isinstance(x, int | np.integer) and not isinstance(x, bool)
+    return type(x) is int or (isinstance(x, _INTEGERS) and not isinstance(x, bool))
 
 
 _SHORT_DTYPE = {

@@ -73,6 +73,18 @@ def _extreme(op_type: str, combine: str) -> Convert:
     return convert
 
 
+def _log_softmax(e: Emitter, node: Node) -> str:
+    """ONNX's LogSoftmax normalises along one axis; along several (or all), as the kernel
+    computes it."""
+    (x,), axis, dtype = node.inputs, node.params["axis"], node.spec.dtype
+    x = e.input(x, dtype)
+    if axis is not None and len(axis) == 1:
+        return e.add("LogSoftmax", [x], axis=axis[0])
+    shifted = e.add("Sub", [x, reduce(e, "ReduceMax", x, axis, True)])
+    total = reduce(e, "ReduceSum", e.add("Exp", [shifted]), axis, True)
+    return e.add("Sub", [shifted, e.add("Log", [total])])
+
+
 def _position(op_type: str) -> Convert:
     """argmax/argmin; over all axes (axis None) as NumPy does: of the flattened tensor."""
     def convert(e: Emitter, node: Node) -> str:
@@ -101,5 +113,5 @@ def _count_of(e: Emitter, node: Node) -> str:
 CONVERTERS: dict[str, Convert] = {
     "sum": _sum, "mean": _mean, "count_of": _count_of,
     "max": _extreme("ReduceMax", "Max"), "min": _extreme("ReduceMin", "Min"),
-    "argmax": _position("ArgMax"), "argmin": _position("ArgMin"),
+    "argmax": _position("ArgMax"), "argmin": _position("ArgMin"), "log_softmax": _log_softmax,
 }

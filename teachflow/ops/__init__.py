@@ -2,12 +2,12 @@
 
 - `elementwise`: arithmetic, transcendental functions, activations, comparisons, clip, casts,
   copies
-- `reduction`: sum, mean, max, min; argmax, argmin
+- `reduction`: sum, mean, max, min; argmax, argmin; log_softmax (one op for its gradient)
 - `shape`: reshape, transpose, broadcast_to, indexing, concatenate, stack
 - `linalg`: matmul
 - `creation`: constants, ranges, identity matrices, random numbers, device transfer
 
-Everything else (softmax, log_softmax, var, squeeze, ...) is composed from these, as Tensor
+Everything else (softmax, var, squeeze, ...) is composed from these, as Tensor
 methods (`teachflow.tensor.tensor`) and functions (`teachflow.tensor.functions`).
 """
 

@@ -117,13 +117,15 @@ class Op:
     #: Parameters at these values say nothing new (``sum``'s ``axis=None, keepdims=False``):
     #: the text form of the graph leaves them out, as the maths would.
     defaults: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: What the tape keeps of an application, by which inputs need a gradient (`tape_plan`).
+    tape_plans: dict[tuple, TapePlan | bool] = field(default_factory=dict, init=False,
+                                                     repr=False)
 
     def __post_init__(self) -> None:
         if self.grads is not None:
             rules = (self.grads,) if callable(self.grads) else self.grads
             object.__setattr__(self, "_reads", tuple(
                 None if rule is None else _reads(self, rule) for rule in rules))
-            object.__setattr__(self, "_plans", {})
         if self.primitive:
             OPS[self.name] = self
 
@@ -138,16 +140,19 @@ class Op:
 
     def rule(self, i: int) -> tuple[Callable[..., Any], Reads] | None:
         """The gradient rule of input `i`, and what it reads (None if `i` has no gradient)."""
+        if self.grads is None:
+            return None
         if callable(self.grads):
             return self.grads, self._reads[0]
         rule = self.grads[i] if i < len(self.grads) else None
         return None if rule is None else (rule, self._reads[i])
 
-    def tape_plan(self, needs: tuple[bool, ...]) -> tuple[tuple[str | None, ...], bool] | None:
-        """For inputs that need a gradient (`needs`): what the forward pass must keep of each
-        input ("value", "spec" or None) and whether it must keep the output. None when no rule
-        applies (nothing to record)."""
-        plan = self._plans.get(needs)
+    def tape_plan(self, needs: tuple[bool | None, ...]) -> TapePlan | None:
+        """For inputs that need a gradient (`needs`: True for those; False for the other
+        tensors, None for operands that are not tensors): what the forward pass must keep.
+        None when no rule applies (nothing to record). Found once for each `needs` and kept in
+        `tape_plans` (where the tape looks first)."""
+        plan = self.tape_plans.get(needs)
         if plan is None:
             keep: list[str | None] = [None] * len(needs)
             out, any_rule = False, False
@@ -161,7 +166,7 @@ class Op:
                 wanted = [(j, every) for j in range(len(needs))] if every else []
                 for j, what in [*wanted, *((j, what) for _, j, what in reads.inputs)]:
                     keep[j] = "value" if "value" in (keep[j], what) else what
-            plan = self._plans[needs] = (tuple(keep), out) if any_rule else ()
+            plan = self.tape_plans[needs] = TapePlan.of(keep, out, needs) if any_rule else False
         return plan or None
 
     @property
@@ -215,6 +220,29 @@ class Partials:
     #: The dtype partial results add up in, given the result's (NumPy's mean adds float16 up in
     #: float32); None: the result's own.
     accumulate: Callable[[np.dtype], np.dtype] | None = None
+
+
+@dataclass(frozen=True)
+class TapePlan:
+    """What the forward pass keeps of one op application for the gradient rules that will run
+    (`Op.tape_plan`), the same for every application with the same inputs needing a gradient."""
+
+    keep: tuple[str | None, ...]  # per input: "value", "spec" or None (nothing)
+    out: bool  # keep the output too
+    kept: tuple[int, ...]  # the inputs something of which is kept
+    #: Per input: it is a tensor and something of it is kept. The tape keeps a tensor's array,
+    #: and gives a rule a tensor again.
+    tensors: tuple[bool, ...]
+    arrays: tuple[int, ...]  # the tensors whose values are kept (the usual case)
+    others: tuple[int, ...]  # the rest of `kept`: specs, operands that are not tensors
+
+    @staticmethod
+    def of(keep: list[str | None], out: bool, needs: tuple[bool | None, ...]) -> TapePlan:
+        kept = tuple(j for j, what in enumerate(keep) if what is not None)
+        tensors = tuple(j in kept and needs[j] is not None for j in range(len(needs)))
+        arrays = tuple(j for j in kept if tensors[j] and keep[j] == "value")
+        return TapePlan(tuple(keep), out, kept, tensors, arrays,
+                        tuple(j for j in kept if j not in arrays))
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,15 @@
-"""Reductions: sum, mean, max and min over some axes; argmax and argmin over one.
+"""Reductions: sum, mean, max and min over some axes; argmax and argmin over one; and
+log_softmax, a tensor minus its log-sum-exp over some axes.
 
 A reduction's gradient *undoes the reduction's shape change*: the output cotangent is given back
 the reduced axes (as size 1) and broadcast over them. `sum` spreads it evenly, `mean` spreads it
 divided by the count, `max` and `min` send it to the positions that held the extreme value.
 `argmax` and `argmin` answer with a position, an integer: nothing to differentiate.
+
+`log_softmax` is ``x - log(sum(exp(x)))`` (computed as ``x - max - log(sum(exp(x - max)))``, so
+that no exp overflows). It is one op, as in PyTorch, rather than those five, for its gradient:
+``g - softmax · sum(g)``, with the softmax ``exp(out)`` of its own output, is four kernels where
+the chain rule through the five ops runs six (cross-entropy runs it at every training step).
 
 `sum`, `mean` and `max` also say how a fused kernel computes them in pieces, block by block or
 thread by thread (`Partials`): partial sums are added up from 0, partial maxima compared from
@@ -24,25 +30,39 @@ import numpy as np
 from teachflow.core.dispatch import bind
 from teachflow.core.errors import DTypeError, ShapeError
 from teachflow.core.spec import is_int
-from teachflow.ops.elementwise import add, astype, maximum
+from teachflow.ops.elementwise import add, astype, exp, maximum
 from teachflow.ops.op import Op, Partials, RuleError, TensorSpec, normalize_axis, per_element
 from teachflow.ops.shape import broadcast_as, getitem, reshape
 
 
 def normalize_axes(op: str, axis: Any, shape: tuple) -> tuple[int, ...] | None:
-    """``axis`` as given by a user (None, an int, or a sequence) -> None or a sorted tuple."""
+    """``axis`` as given by a user (None, an int, or a sequence) -> None or a sorted tuple.
+
+    Every reduction asks, so this is written with a plain loop, and one axis in range (the
+    usual answer) is found first: written with comprehensions and set checks, it cost as much
+    as a reduction of a small tensor."""
     if axis is None:
         return None
-    axes = [axis] if is_int(axis) else axis
-    if not isinstance(axes, list | tuple) or not all(is_int(a) for a in axes):
+    ndim = len(shape)
+    if type(axis) is int and -ndim <= axis < ndim:
+        return (axis % ndim,)
+    axes = (axis,) if is_int(axis) else axis
+    if not isinstance(axes, (list, tuple)):  # (a tuple: `list | tuple` is made at each call)
         raise DTypeError(f"axis must be an int, a tuple of ints or None, not {axis!r}", op=op)
-    try:
-        normalized = tuple(sorted(normalize_axis(int(a), len(shape)) for a in axes))
-    except RuleError as err:
-        raise ShapeError(f"{err.message} of shape {shape}", op=op, hint=err.hint) from None
-    if len(set(normalized)) != len(normalized):
-        raise ShapeError(f"axis {axis} names the same axis twice", op=op)
-    return normalized
+    normalized = []
+    for a in axes:
+        if not is_int(a):
+            raise DTypeError(f"axis must be an int, a tuple of ints or None, not {axis!r}",
+                             op=op)
+        try:
+            a = normalize_axis(int(a), ndim)
+        except RuleError as err:
+            raise ShapeError(f"{err.message} of shape {shape}", op=op, hint=err.hint) from None
+        if a in normalized:
+            raise ShapeError(f"axis {axis} names the same axis twice", op=op)
+        normalized.append(a)
+    normalized.sort()
+    return tuple(normalized)
 
 
 def reduced_shape(shape: tuple, axis: tuple | None, keepdims: bool) -> tuple:
@@ -197,6 +217,38 @@ argmax = Op("argmax",
 argmin = Op("argmin",
             lambda xp: lambda x, *, axis, keepdims: x.argmin(axis=axis, keepdims=keepdims),
             _position_rule("argmin"), flops=_reduced_elements, defaults=ALL_ELEMENTS)
+
+
+def _log_softmax_kernel(xp: Any):
+    def log_softmax(x: Any, *, axis: tuple | None) -> Any:
+        if x.dtype.kind in "iu":  # in the float dtype of the result first: the shift of an
+            x = x.astype(_reduction_dtype("exp", x.dtype))  # unsigned int would wrap around
+        if x.size == 0:  # nothing to normalise (and no maximum of nothing)
+            return x.copy()
+        shifted = x - x.max(axis=axis, keepdims=True)
+        return shifted - xp.log(xp.exp(shifted).sum(axis=axis, keepdims=True))
+
+    return log_softmax
+
+
+def _log_softmax_rule(x: TensorSpec, *, axis: tuple | None) -> TensorSpec:
+    if x.dtype.kind == "b":
+        raise RuleError("log_softmax of bools: they have no logarithm of a probability",
+                        hint="cast first, e.g. x.astype('float32').log_softmax()",
+                        kind=DTypeError)
+    for a in axis or ():
+        if a >= x.ndim:
+            raise RuleError(f"axis {a} is out of range for a tensor of {x.ndim} dimensions")
+    return TensorSpec(x.shape, _reduction_dtype("exp", x.dtype))  # (ints: float64, as exp's)
+
+
+def _log_softmax_grad(g: Any, out: Any, *, axis: tuple | None) -> Any:
+    """``g - softmax · sum(g)``, the softmax being ``exp(out)`` (see the module docstring)."""
+    return g - bind(exp, out) * bind(sum, g, axis=axis, keepdims=True)
+
+
+log_softmax = Op("log_softmax", _log_softmax_kernel, _log_softmax_rule,
+                 grads=(_log_softmax_grad,), flops=lambda out, x: 5 * per_element(out))
 # How many elements a reduction over `axis` combines: the mean's gradient divides by it. Only a
 # graph with a size unknown until it runs (a placeholder's None) needs it as an op.
 count_of = Op("count_of", lambda xp: lambda x, *, axis, dtype: xp.asarray(

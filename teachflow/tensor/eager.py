@@ -76,10 +76,10 @@ class EagerInterpreter:
             out = rerun_warning_at_user_line(kernel, arrays, params, warning)
         except Exception as exc:
             raise _explain(op, args, params, exc) from exc
-        if type(out) is tuple:  # a fused kernel with several results: no gradient, no tape
-            return tuple(Tensor._make(backend.xp.asarray(o), backend, None) for o in out)
-        if type(out) is not backend.array_type:  # NumPy returns scalars for 0-d results
-            out = backend.xp.asarray(out)
+        if type(out) is not backend.array_type:
+            if type(out) is tuple:  # a fused kernel with several results: no gradient, no tape
+                return tuple(Tensor._make(backend.xp.asarray(o), backend, None) for o in out)
+            out = backend.xp.asarray(out)  # (NumPy returns scalars for 0-d results)
         result = _new(Tensor)
         result._data = out
         result._backend = backend

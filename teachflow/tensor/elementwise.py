@@ -4,7 +4,7 @@
 Each is one call of `bind` with an op of `teachflow.ops.elementwise`: a method says *which* op to
 apply, and the current execution mode decides *how* (see `teachflow.core.dispatch`). `Tensor`
 inherits them from `Elementwise`; their functions (``tfl.exp``, ``tfl.maximum``, ``tfl.where``)
-are in `teachflow.tensor.library.elementwise`.
+are in `teachflow.tensor.functions`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A function applies the op of a tensor's method (``tfl.exp(x)`` is ``x.exp()``, f
 `tfl.tensor` takes), or one of its kind that no method has (``tfl.where``, ``tfl.concatenate``).
 The sections are the kinds of op, in the order of the method files named for them:
 elementwise (`teachflow.tensor.elementwise`), reductions (`teachflow.tensor.reductions`, where
-the composed ones, `var`, `softmax` and `log_softmax`, are written once), movement
+the composed ones, `var` and `softmax`, are written once), movement
 (`teachflow.tensor.movement`) and linear algebra (`teachflow.tensor.linalg`). Each section also
 tells NumPy which of its functions answer NumPy's (``np.where`` on tensors is ``tfl.where``; see
 `teachflow.tensor.interop`).

@@ -4,7 +4,7 @@ gives the values (``__array__``).
 
 A ufunc is the NumPy kernel of at most one op (``__array_ufunc__``); another NumPy function is
 answered by teachflow's twin where one means the same (``__array_function__``, `NUMPY_TWINS`,
-which each file of `teachflow.tensor.library` fills in beside its functions).
+which each section of `teachflow.tensor.functions` fills in beside its functions).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class NumpyProtocol:
 
 
 #: NumPy functions and teachflow's functions that mean the same, filled in by the files of
-#: `teachflow.tensor.library` (``np.where`` -> ``tfl.where``): what `Tensor.__array_function__`
+#: `teachflow.tensor.functions` (``np.where`` -> ``tfl.where``): what `Tensor.__array_function__`
 #: calls.
 NUMPY_TWINS: dict[Any, Any] = {}
 

@@ -2,7 +2,7 @@
 
 One call of `bind` with `teachflow.ops.linalg.matmul`, whose gradient is two more matrix products.
 `Tensor` inherits it from `Linalg`; its function, ``tfl.matmul``, is in
-`teachflow.tensor.library.linalg`.
+`teachflow.tensor.functions`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 No value is computed: each method says where every value of the result comes from, one call of
 `bind` with an op of `teachflow.ops.shape` (indices are read by `teachflow.tensor.indexing`).
 `Tensor` inherits them from `Movement`; their functions (``tfl.reshape``, ``tfl.broadcast_to``,
-``tfl.concatenate``) are in `teachflow.tensor.library.movement`.
+``tfl.concatenate``) are in `teachflow.tensor.functions`.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Each reduces along some axes (all of them by default, ``axis=None``), through `b
 `teachflow.ops.reduction`, or is composed from such ops and elementwise ones (`var`, `softmax`).
 PyTorch's ``dim=`` and ``keepdim=`` name the axes too (see `teachflow.tensor.habits`). `Tensor`
 inherits them from `Reductions`; their functions (``tfl.sum``, ``tfl.softmax``) are in
-`teachflow.tensor.library.reductions`.
+`teachflow.tensor.functions`.
 """
 
 from __future__ import annotations
@@ -113,11 +113,7 @@ class Reductions:
         """
         if other:
             (axis,) = named("log_softmax", other, axis=axis)
-        axes = self._softmax_axes(axis, "log_softmax")
-        if self._empty_along(axes):  # no values at all: no log(0) of the empty sums either
-            return self.softmax(axis).log()
-        shifted = self._shifted(axes)
-        return shifted - shifted.exp().sum(axis=axes, keepdims=True).log()
+        return bind(reduction.log_softmax, self, axis=self._softmax_axes(axis, "log_softmax"))
 
     def _softmax_axes(self, axis: int, op: str) -> tuple[int, ...] | None:
         """The axes to normalise over. A 0-d tensor's one value is its own axis (-1 or 0)."""

@@ -3,7 +3,7 @@
 A loop's step index and a number a loop carries are tensors inside the loop (its graph needs them
 as values), yet ``c + i`` must keep ``c`` float32 as ``c + 3`` would. A `WeakTensor` is such a
 tensor: beside an ordinary tensor it takes that tensor's dtype, as a Python number does. The loops
-of `teachflow.execution.control` make them; the functions of `teachflow.tensor.library` respect
+of `teachflow.execution.control` make them; the functions of `teachflow.tensor.functions` respect
 them.
 """
 
@@ -27,6 +27,7 @@ class WeakTensor(Tensor):
     """
 
     __slots__ = ()
+    _tape_keeps_array = False  # (its rules must see it weak, as the op did)
 
     @classmethod
     def of(cls, t: Tensor) -> WeakTensor:
