@@ -327,7 +327,7 @@ def test_lesson_7_runs_a_saved_step_elsewhere_and_refuses_hostile_files() -> Non
     assert "code inside the file" in printed(pickled)  # (where NumPy was told to unpickle)
     # The stepper over the loaded graph, and what the text says each pass does in it.
     (shown,) = [c for c in code if c.source.strip().endswith("loaded.show()")]
-    assert "<PassStepper step: stage 1 of 6 (trace)>" in printed(shown)
+    assert f"<PassStepper step: stage 1 of {len(DEFAULT_PIPELINE) + 1} (trace)>" in printed(shown)
     assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
                for o in shown.outputs)
     changes = probe["changes"]
