@@ -1234,7 +1234,7 @@ def predict_placement() -> list:
         """),
         given("placement_of", """
         def placement_of(fn, *arrays):
-            \"\"\"(device, reason) for each node of `fn`'s trace, as the pass place gives them.\"\"\"
+            \"\"\"(device, reason) per node of `fn`'s trace, as the pass place gives them.\"\"\"
             compiled = tfl.compile(fn, *(tfl.tensor(a) for a in arrays), passes=["place"])
             graph = compiled.snapshots[0].graph
             default = graph.inputs[0].spec.device
