@@ -383,3 +383,53 @@ def test_a_piece_computes_what_it_can_before_it_waits_for_another() -> None:
     assert piece.index("matmul(y, y)") < piece.index("mail.take(")
     np.testing.assert_allclose(compiled(rand(4, 4), rand(4, 4)).numpy(),
                                late(rand(4, 4), rand(4, 4)).numpy(), rtol=1e-5)
+
+
+def _pinned_callers() -> dict:
+    """Functions that, under a pin, call a graph function or a ``cond`` whose graphs read a
+    tensor from another device (W, captured on cpu)."""
+    w = rand(3)
+
+    @tfl.function
+    def layer(x):
+        return (x * w).tanh() * x
+
+    def calls(x):
+        with tfl.device("cpu:1"):
+            a = layer(x)
+        return (a.to("cpu") * x).sum()
+
+    def branches(x):
+        with tfl.device("cpu:1"):
+            a = tfl.cond(x.sum() > -100.0, lambda a: (a * w).tanh(), lambda a: a - w, x)
+        return (a.to("cpu") * x).sum()
+
+    return {"calls": calls, "branches": branches}
+
+
+@pytest.mark.parametrize("name", ["calls", "branches"])
+@pytest.mark.parametrize("passes", ["default", [p for p in DEFAULT_PIPELINE if p != "inline"]],
+                         ids=["inlined", "kept"])
+def test_a_node_owning_graphs_under_a_pin_reads_a_tensor_from_another_device(name, passes):
+    """The node's operands stay where they live (the graph it owns was traced on them so) and
+    the graph moves what it reads inside: values and gradients as eagerly."""
+    f = _pinned_callers()[name]
+    x = rand(3)
+    staged = tfl.function(f, passes=passes)
+    np.testing.assert_allclose(staged(x).numpy(), f(x).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(tfl.function(tfl.grad(f), passes=passes)(x).numpy(),
+                               tfl.grad(f)(x).numpy(), rtol=1e-5)
+    traced = tfl.trace(f, x)
+    (node,) = [n for n in traced.nodes if n.op.name in ("call", "cond")]
+    assert node.spec.device == "cpu:1"
+    assert [v.spec.device for v in node.inputs if getattr(v, "kind", None) == "capture"] \
+        == ["cpu"]  # w, read where it lives
+
+
+def test_a_graph_given_an_operand_on_another_device_says_which() -> None:
+    from teachflow.execution.control.control_op import check_inputs
+    from teachflow.ops.op import RuleError
+
+    graph = tfl.trace(lambda x: x * 2, rand(3))
+    with pytest.raises(RuleError, match=r"is f32\[3\] on cpu, the node gives f32\[3\] on cpu:1"):
+        check_inputs(graph, [tfl.TensorSpec((3,), "float32", "cpu:1")], "@f")

@@ -60,10 +60,11 @@ def declared_tests(master: Path) -> tuple[list[str], list[str]]:
     return every, visible
 
 
-def test_six_exercises_ship_and_build_py_builds_them_as_committed() -> None:
+def test_seven_exercises_ship_and_build_py_builds_them_as_committed() -> None:
     assert [m.name for m in MASTERS] == ["01_gradient_rule.ipynb", "02_simplification_rule.ipynb",
                                          "03_cse_pass.ipynb", "04_fusion_grouping.ipynb",
                                          "05_predict_retraces.ipynb",
+                                         "06_predict_placement.ipynb",
                                          "07_run_a_saved_graph.ipynb"]
     spec = importlib.util.spec_from_file_location("exercises_build", EXERCISES / "build.py")
     build = importlib.util.module_from_spec(spec)
@@ -130,6 +131,10 @@ WRONG = {
     "04_fusion_grouping": ("test_my_groups", {"my_groups": "my_groups = [[5, 6, 7]]"}),
     "05_predict_retraces": ("test_second_prediction", {
         "second_prediction": "predicted_results = [2.0, 101.0, 11.0, 100.0]"}),
+    "06_predict_placement": ("test_places", {"places": """
+        predicted_places = [("cpu:1", "pinned")] * 5 + [  # w.sum read the copy of w on cpu:1
+            ("cpu", "asked for"), ("cpu", "operands"), ("cpu:1", "pinned"), ("cpu", "operands")]
+        """}),
     "07_run_a_saved_graph": ("test_run_saved_refuses", {"run_saved": """
         def run_saved(manifest, arrays, inputs):  # runs what it is given: trusts the file
             graph = json.loads(manifest)["graph"]

@@ -80,6 +80,38 @@ print(_json.dumps({
                 for u in compiled.graph.updates},
 }))
 """,
+    # Lesson 6 calls a graph function, inlines it, and cuts a graph across cpu and cpu:1.
+    "06_one_graph_many_devices": """
+import json as _json
+from teachflow.viz.stepper_data import compilation_data as _data
+def _ops(graph):
+    return [n.op.name for n in graph.nodes]
+_x = tfl.tensor([0.3, -0.7, 0.9])
+_traced = tfl.trace(model, _x)
+_calls = [n for n in _traced.nodes if n.op.name == "call"]
+_stepper = _data(placed, placed.example_inputs)
+print(_json.dumps({
+    "calls": len(_calls), "one_callee": len({id(n.params["callee"]) for n in _calls}),
+    "inline": [ch.rule for s in inlined.snapshots if s.pass_name == "inline" for ch in s.changes],
+    "inlined_final": _ops(inlined.graph), "kept_final": _ops(kept.graph),
+    "kept_calls_layer": "layer(" in kept.source,
+    "grad_calls": sorted(n.params["callee"].name for n in grad_graph.nodes if n.op.name == "call"),
+    "differences": [abs(v.item() - eager_value.item()) for v in
+                    (tfl.function(model, passes=p)(_x) for p in ("default", KEEP_CALLS))],
+    "mixed": d.device,
+    "place": [ch.rule for s in placed.snapshots if s.pass_name == "place" for ch in s.changes],
+    "copies": [[n.output.id, n.params["src"], n.params["dst"]] for n in placed.graph.nodes
+               if n.op.name == "copy"],
+    "bytes": [s.stats["bytes_transferred"] for s in placed.snapshots],
+    "pieces": placed.source.count("def two_branches_on_"),
+    "stepper_devices": _stepper["devices"],
+    "transfers": sorted(e["transfer"] for e in _stepper["nodes"] if e.get("transfer")),
+    "programs_differ": float(np.abs(results[0] - results[1]).max()),
+    "devices_in_programs": [sorted({n.spec.device for n in p.graph.nodes})
+                            for p in programs.values()],
+    "gpu": "gpu" in tfl.devices(),
+}))
+""",
     # Lesson 7 saves a training step, trains on it in another process, exports it as ONNX and
     # feeds the loader hostile files.
     "07_saved_graphs_and_language_independence": """
@@ -200,7 +232,7 @@ def test_a_timing_cell_says_which_way_its_own_numbers_went() -> None:
                 said = "faster" if float(ratio) < 1 else "slower" if float(ratio) > 1 else "as fast"
                 assert word == said, f"{path.name}: {ratio}x reported as {word}"
             timed += 1
-    assert timed >= 5  # lessons 2, 3, 4, 5 and 7 time something
+    assert timed >= 7  # lessons 2, 3, 4, 5, 6 (twice) and 7 time something
 
 
 def test_no_lesson_prose_says_which_way_a_measurement_goes() -> None:
@@ -306,6 +338,41 @@ def test_the_lessons_readme_tells_what_each_lesson_holds() -> None:
             assert to_come is None or "stepper" not in to_come.group(0), to_come.group(0)
 
 
+def test_lesson_6_calls_inlines_and_cuts_a_graph_across_two_devices() -> None:
+    path = FOLDER / "06_one_graph_many_devices.ipynb"
+    nb = executed(path)
+    probe = json.loads(printed(nb.cells[-1]))
+    # Two calls of one callee graph; inline replaces both, and fuse makes the program one
+    # kernel; without inline the calls stay, run by the callee's generated function.
+    assert probe["calls"] == 2 and probe["one_callee"] == 1
+    assert probe["inline"] == ["call f(x) -> body of f"] * 2
+    assert len(probe["inlined_final"]) == 1 and probe["inlined_final"][0].startswith("fused")
+    assert probe["kept_final"].count("call") == 2 and probe["kept_calls_layer"]
+    assert probe["grad_calls"] == ["grad_layer", "grad_layer", "layer", "layer"]
+    assert max(probe["differences"]) < 1e-5
+    # The eager pin copies b to cpu:1; mixing devices is an error naming them.
+    assert probe["mixed"] == "cpu:1"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    (mixing,) = [c for c in code if c.source.startswith("try:\n    a + b")]
+    assert "operands are on different devices" in printed(mixing)
+    # What the text says place and partition do: x copied to cpu:1 (%9), the result back
+    # (%10), two 256x256 float32 matrices sent, one generated function per piece.
+    assert probe["place"] == ["pinned"] * 3 + ["operands", "operands", "asked for", "operands"]
+    assert probe["copies"] == [[9, "cpu", "cpu:1"], [10, "cpu:1", "cpu"]]
+    assert probe["bytes"][-1] == 2 * 256 * 256 * 4 and probe["pieces"] == 2
+    assert probe["stepper_devices"] == ["cpu", "cpu:1"]
+    assert probe["transfers"] == [["cpu", "cpu:1"], ["cpu:1", "cpu"]]
+    (shown,) = [c for c in code if c.source.strip() == "placed.show()"]
+    assert "<PassStepper two_branches: stage 1 of 9 (trace)>" in printed(shown)
+    assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+               for o in shown.outputs)
+    # The timed programs compute the same, one on cpu alone, one on both devices.
+    assert probe["programs_differ"] < 1e-4
+    assert probe["devices_in_programs"] == [["cpu"], ["cpu", "cpu:1"]]
+    (gpu,) = [c for c in code if c.source.startswith('if "gpu" in tfl.devices()')]
+    assert probe["gpu"] or "no GPU here" in printed(gpu)
+
+
 def test_lesson_7_runs_a_saved_step_elsewhere_and_refuses_hostile_files() -> None:
     path = FOLDER / "07_saved_graphs_and_language_independence.ipynb"
     nb = executed(path)
@@ -327,7 +394,8 @@ def test_lesson_7_runs_a_saved_step_elsewhere_and_refuses_hostile_files() -> Non
     assert "code inside the file" in printed(pickled)  # (where NumPy was told to unpickle)
     # The stepper over the loaded graph, and what the text says each pass does in it.
     (shown,) = [c for c in code if c.source.strip().endswith("loaded.show()")]
-    assert f"<PassStepper step: stage 1 of {len(DEFAULT_PIPELINE) + 1} (trace)>" in printed(shown)
+    stages = len(DEFAULT_PIPELINE) + 1  # the trace, then each pass
+    assert f"<PassStepper step: stage 1 of {stages} (trace)>" in printed(shown)
     assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
                for o in shown.outputs)
     changes = probe["changes"]
@@ -335,5 +403,6 @@ def test_lesson_7_runs_a_saved_step_elsewhere_and_refuses_hostile_files() -> Non
         changes["simplify"][1].startswith("stop_gradient(x) -> x")
     assert changes["constant_fold"] == ["replaced"] * 5
     assert changes["cse"] == changes["dce"] == []
+    assert not any(changes[name] for name in ("inline", *ON_DEVICES))  # no calls; one device
     assert len(probe["fused"]) == 3 and {"tanh", "mean"} <= set(probe["fused"][0])
     assert probe["fused"][1:] == [["mul", "sub"], ["mul", "sub"]]

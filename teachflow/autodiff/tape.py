@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
+from teachflow.core.backends import get_backend
 from teachflow.core.spec import TensorSpec
+from teachflow.graph import Value
 from teachflow.ops.op import Op
 
 _new = object.__new__
@@ -122,7 +124,10 @@ class TapeNode:
         kept = self.inputs[j]
         if self.tensors is not None and self.tensors[j] and type(kept) is not TensorSpec \
                 and not isinstance(kept, Tracked):
-            return tensor_type._make(kept, self.backend, self.parents[j])
+            backend = self.backend
+            if type(kept) is Value and kept.spec.device != backend.name:  # (an operand of a
+                backend = get_backend(kept.spec.device)  # node owning graphs may live elsewhere)
+            return tensor_type._make(kept, backend, self.parents[j])
         return kept
 
     def release(self) -> None:

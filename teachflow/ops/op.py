@@ -173,12 +173,17 @@ class Op:
     def elementwise(self) -> bool:
         return self.fusion is not None
 
+    def common_device(self, specs: list) -> str | None:
+        """The device the op runs on: where all its operands live (a `DeviceError` naming them
+        where they do not)."""
+        return _common_device(self, specs)
+
     def abstract_eval(self, *args: Any, **params: Any) -> TensorSpec | tuple[TensorSpec, ...]:
         """The spec of the result for operands described by specs (or Python scalars); a
         tuple of specs for an op with several results (a loop carrying several tensors)."""
         specs = [spec_of(a) for a in args]
         device = params.get(self.device_param) if self.device_param else \
-            _common_device(self, specs)
+            self.common_device(specs)
         try:
             result = self.shape_rule(*specs, **params)
         except RuleError as err:

@@ -118,8 +118,8 @@ class GraphBuilder:
 
     def apply(self, op: Any, args: tuple, params: dict) -> Tensor:
         pin = PIN.backend
-        if pin is not None and not op.device_param:  # (as eagerly: see `moved_to_pin`)
-            args = moved_to_pin(args)
+        if pin is not None and not op.device_param and not _owns_graphs(params):
+            args = moved_to_pin(args)  # (as eagerly: see `moved_to_pin`)
         args = tuple(self.operand(x) for x in args)
         operands = tuple(self.value_of(x) for x in args)
         source = user_location()
@@ -376,3 +376,11 @@ def placeholder(shape: tuple, dtype: Any = "float32", name: str | None = None) -
     value = builder.graph.add_input(TensorSpec(shape, as_dtype(dtype, "placeholder")),
                                     name=name or f"placeholder{len(builder.graph.inputs)}")
     return Tensor._make(value, get_backend("cpu"), None)
+
+
+def _owns_graphs(params: dict) -> bool:
+    """Does a node with these parameters own graphs (a ``cond``'s branches, a loop's body, a
+    function called)? Under a pin, such a node's operands stay where they are: its graphs were
+    traced on them so, the arguments moved to the pin first (`GraphBuilder.call`), and a tensor
+    a graph reads from outside is moved inside it, by the ops of the graph that read it."""
+    return any(isinstance(v, Graph) for v in params.values())

@@ -41,6 +41,12 @@ def no_kernel(xp: Any) -> Callable[..., Any]:
 class ControlOp(Op):
     """An op whose node owns graphs (see the module docstring)."""
 
+    def common_device(self, specs: list) -> None:
+        """None: the operands need not share a device. Each graph reads each operand where it
+        lives and moves what it needs elsewhere itself (an op inside that mixes devices is the
+        error, as eagerly); the results live where the graphs make them."""
+        return None
+
     def rerun(self, args: Sequence[Any], params: dict) -> tuple:
         raise NotImplementedError
 
@@ -65,7 +71,10 @@ def check_inputs(graph: Graph, specs: Sequence[Any], what: str) -> None:
                         f"{len(specs)}")
     for k, (spec, v) in enumerate(zip(specs, graph.inputs, strict=True)):
         if spec != v.spec:
-            raise RuleError(f"operand {k} of {what} is {v.spec}, the node gives {spec}")
+            where = (f" on {v.spec.device}", f" on {spec.device}") \
+                if isinstance(spec, TensorSpec) and spec.device != v.spec.device else ("", "")
+            raise RuleError(f"operand {k} of {what} is {v.spec}{where[0]}, the node gives "
+                            f"{spec}{where[1]}")
 
 
 def check_scalar_bool(spec: Any, what: str) -> None:
