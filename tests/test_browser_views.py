@@ -221,3 +221,32 @@ def test_nodes_are_filled_by_their_device_with_a_legend(page, tmp_path) -> None:
     assert "bytes transferred" in page.locator(".tf-figures").inner_text()
     page.screenshot(path=str(ARTIFACTS / "stepper_devices.png"))
     assert page.errors == []
+
+
+@tfl.function
+def _layer(x):
+    return (x @ x).tanh()
+
+
+def calls_on_two_devices(x):
+    with tfl.device("cpu:1"):
+        a = _layer(x)
+    return a.to("cpu") + _layer(x * 2.0)
+
+
+def test_a_closed_call_is_filled_by_its_device_too(page, tmp_path) -> None:
+    """A node that owns a graph (here a call, drawn closed) wears its device's fill, as a plain
+    node does: the call on cpu:1 is filled, the one on the CPU is not."""
+    tfl.set_logical_devices("cpu", 2)
+    try:
+        compilation = tfl.compile(calls_on_two_devices, tfl.randn(4, 4),
+                                  passes=["place", "partition"])
+        open_page(page, compilation, tmp_path / "calls.html")
+    finally:
+        tfl.set_logical_devices("cpu", 1)
+    go_to(page, len(compilation.snapshots) - 1)
+    box = '.tf-nodes .tf-cf-toggle[data-device="{}"] > rect.tf-box:not(.tf-cf-back)'
+    fills = {d: page.locator(box.format(d)).evaluate("r => getComputedStyle(r).fill")
+             for d in ("cpu", "cpu:1")}
+    assert "187, 204, 238" in fills["cpu:1"] and "187, 204, 238" not in fills["cpu"], fills
+    assert page.errors == []

@@ -15,7 +15,7 @@
  */
 
 import {
-  esc, fitLabel, NODE_H, NODE_W, plural, r1, STATUS, X_SCALE, Y_SCALE,
+  deviceFill, esc, fitLabel, NODE_H, NODE_W, plural, r1, STATUS, X_SCALE, Y_SCALE,
 } from "./common.js";
 import { ghostPlaces } from "./ghosts.js";
 import { badgeSvg, edgePath, nodeSvg, stubPath, writesPill } from "./shapes.js";
@@ -148,6 +148,7 @@ function boxWords(n, open) {
 function toggle(n, status, open, left, top) {
   return `<g class="tf-node tf-cf tf-cf-toggle" data-node-id="${n.id}" data-box="${n.id}" ` +
     `data-status="${status}" data-open="${open}"${n.is_output ? ' data-output="true"' : ""} ` +
+    `data-device="${esc(n.device)}" ` +
     (n.kind === "module" ? `data-group="${esc(n.scope)}" ` : "") +
     `data-changes-inside="${n.changes_inside ?? 0}" role="button" tabindex="0" ` +
     `aria-expanded="${open}" aria-label="${esc(boxWords(n, open))}" ` +
@@ -170,7 +171,8 @@ export function closedBoxSvg(n, status, [x, y]) {
   const badge = STATUS[status]?.badge ?? "";
   return toggle(n, status, false, x - NODE_W / 2, y - NODE_H / 2) +
     `<rect class="tf-box tf-cf-back" x="-3" y="-3" width="${NODE_W + 6}" height="${NODE_H + 6}" rx="6"/>` +
-    `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="4"/>` +
+    `<rect class="tf-box" width="${NODE_W}" height="${NODE_H}" rx="4"` +
+    `${deviceFill(n.device) ? ` style="fill: ${deviceFill(n.device)}"` : ""}/>` +  // (its device)
     `<text class="tf-label" x="${NODE_W / 2}" y="12.5">${esc(fitLabel(label))}</text>` +
     `<text class="tf-label tf-cf-graphs" x="${NODE_W / 2}" y="25">${esc(names)}</text>` +
     (badge ? badgeSvg(badge, 6, -12) : "") + `${insideBadge(n, Boolean(badge))}` +
