@@ -178,7 +178,9 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
     the cost of recording an op).
     """
     dtype = out.dtype
-    if not _enabled or dtype.kind not in "fc":
+    # (Looking the dtype's class up in a set is quicker than reading its kind; `kind` still
+    # answers for a dtype the set does not know.)
+    if not _enabled or (type(dtype) not in _FLOAT_DTYPES and dtype.kind not in "fc"):
         return None  # (integer and boolean results carry no gradient)
     parents, needs = [], []
     for x in args:
@@ -207,10 +209,16 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
         node.inputs = plan.keep
     node.tensors = plan.tensors
     shape = node.shape = out.shape
-    # (A value whose size is known only when its graph runs is kept too: see `_fit`.)
-    node.out = out if plan.out or None in shape else None
+    # (A value whose size is known only when its graph runs is kept too: see `_fit`. Only a
+    # symbolic value can be one, so an array's shape is not searched for an unknown size.)
+    node.out = out if plan.out or (type(out) is not backend.array_type and None in shape) \
+        else None
     node.dtype, node.source, node.released = dtype, None, False
     return node
+
+
+#: The classes of NumPy's (and so CuPy's) floating and complex dtypes: those that carry gradients.
+_FLOAT_DTYPES = frozenset(type(np.dtype(code)) for code in "efdgFDG")
 
 
 #: The k-th result of an op with several (``params["index"]``): its node on the tape hands the

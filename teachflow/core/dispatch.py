@@ -73,39 +73,41 @@ class Interpreter(Protocol):
         node of the trace, owning the callee's graph (``function.inline``)."""
 
 
-_interpreter: Interpreter | None = None
+#: The current interpreter. Only `interpreting` and `set_default_interpreter` change it; the
+#: operators of a tensor read it themselves (see `teachflow.tensor.elementwise`).
+current: Interpreter | None = None
 _default: Interpreter | None = None  # the eager one, outside any `interpreting` block
 
 
 def bind(op: Any, *args: Any, **params: Any) -> Any:
     """Apply `op` to `args` in the current execution mode."""
-    return _interpreter.apply(op, args, params)
+    return current.apply(op, args, params)
 
 
 def call(function: Any, args: tuple, kwargs: dict) -> Any:
     """Call a staged function in the current execution mode."""
-    return _interpreter.call(function, args, kwargs)
+    return current.call(function, args, kwargs)
 
 
 def current_interpreter() -> Interpreter:
-    return _interpreter
+    return current
 
 
 @contextmanager
 def interpreting(interpreter: Interpreter) -> Iterator[Interpreter]:
     """Run the body with `interpreter` deciding what `bind` does (e.g. while tracing)."""
-    global _interpreter
-    previous, _interpreter = _interpreter, interpreter
+    global current
+    previous, current = current, interpreter
     try:
         yield interpreter
     finally:
-        _interpreter = previous
+        current = previous
 
 
 def set_default_interpreter(interpreter: Interpreter) -> None:
     """Install the interpreter used outside any `interpreting` block (done once, at import)."""
-    global _interpreter, _default
-    _interpreter = _default = interpreter
+    global current, _default
+    current = _default = interpreter
 
 
 def eagerly() -> AbstractContextManager[Interpreter]:

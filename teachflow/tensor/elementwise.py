@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from teachflow.autodiff.tape import Tracked
+from teachflow.core import dispatch
 from teachflow.core.dispatch import bind
 from teachflow.core.errors import DTypeError, TeachflowError
 from teachflow.ops import elementwise as ew
@@ -30,51 +31,55 @@ class Elementwise:
     __slots__ = ()
 
     # --- Arithmetic ---------------------------------------------------------------------------
+    # These operators do what `bind` does themselves: hand the op to the current interpreter.
+    # ``a * b`` is the commonest op of all, and going through `bind` (one more Python call, and
+    # a dict for its keywords) would add a tenth to its cost when it runs eagerly. The other
+    # methods go through `bind`, the plain route.
 
     def __add__(self, other: Any) -> Tensor:
-        return bind(ew.add, self, other)
+        return dispatch.current.apply(ew.add, (self, other), {})
 
     def __radd__(self, other: Any) -> Tensor:
-        return bind(ew.add, other, self)
+        return dispatch.current.apply(ew.add, (other, self), {})
 
     def __sub__(self, other: Any) -> Tensor:
-        return bind(ew.sub, self, other)
+        return dispatch.current.apply(ew.sub, (self, other), {})
 
     def __rsub__(self, other: Any) -> Tensor:
-        return bind(ew.sub, other, self)
+        return dispatch.current.apply(ew.sub, (other, self), {})
 
     def __mul__(self, other: Any) -> Tensor:
-        return bind(ew.mul, self, other)
+        return dispatch.current.apply(ew.mul, (self, other), {})
 
     def __rmul__(self, other: Any) -> Tensor:
-        return bind(ew.mul, other, self)
+        return dispatch.current.apply(ew.mul, (other, self), {})
 
     def __truediv__(self, other: Any) -> Tensor:
-        return bind(ew.div, self, other)
+        return dispatch.current.apply(ew.div, (self, other), {})
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return bind(ew.div, other, self)
+        return dispatch.current.apply(ew.div, (other, self), {})
 
     def __pow__(self, other: Any) -> Tensor:
-        return bind(ew.pow, self, other)
+        return dispatch.current.apply(ew.pow, (self, other), {})
 
     def __rpow__(self, other: Any) -> Tensor:
-        return bind(ew.pow, other, self)
+        return dispatch.current.apply(ew.pow, (other, self), {})
 
     def __floordiv__(self, other: Any) -> Tensor:
-        return bind(ew.floor_divide, self, other)
+        return dispatch.current.apply(ew.floor_divide, (self, other), {})
 
     def __rfloordiv__(self, other: Any) -> Tensor:
-        return bind(ew.floor_divide, other, self)
+        return dispatch.current.apply(ew.floor_divide, (other, self), {})
 
     def __mod__(self, other: Any) -> Tensor:
-        return bind(ew.remainder, self, other)
+        return dispatch.current.apply(ew.remainder, (self, other), {})
 
     def __rmod__(self, other: Any) -> Tensor:
-        return bind(ew.remainder, other, self)
+        return dispatch.current.apply(ew.remainder, (other, self), {})
 
     def __neg__(self) -> Tensor:
-        return bind(ew.neg, self)
+        return dispatch.current.apply(ew.neg, (self,), {})
 
     def __pos__(self) -> Tensor:
         return self
