@@ -8,6 +8,7 @@ the tape promises neither for what no gradient rule needs.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import sys
@@ -686,24 +687,33 @@ def test_only_the_operand_a_needed_rule_reads_is_kept(no_gc) -> None:
     close(w.grad, [[3.0 + 5.0, 3.0 + 6.0], [5.0, 5.0], [7.0, 7.0]])
 
 
-def test_backward_runs_only_the_rules_of_inputs_that_need_a_gradient() -> None:
+class _Recorder:
+    """An interpreter that notes the name of every op it applies, then hands it on."""
+
+    def __init__(self, inner, seen: list[str]) -> None:
+        self.inner, self.seen = inner, seen
+
+    def apply(self, op, args, params):
+        self.seen.append(op.name)
+        return self.inner.apply(op, args, params)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@contextlib.contextmanager
+def recording_ops() -> Iterator[list[str]]:
+    """The names of the ops run inside, in order (a backward pass's kernels, say)."""
     seen: list[str] = []
+    with dispatch.interpreting(_Recorder(dispatch.current_interpreter(), seen)):
+        yield seen
 
-    class Recorder:
-        def __init__(self, inner):
-            self.inner = inner
 
-        def apply(self, op, args, params):
-            seen.append(op.name)
-            return self.inner.apply(op, args, params)
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
+def test_backward_runs_only_the_rules_of_inputs_that_need_a_gradient() -> None:
     x = tfl.randn(4, 3)  # data: no gradient
     w = tfl.randn(3, 2, requires_grad=True)
     loss = (x @ w).sum()
-    with dispatch.interpreting(Recorder(dispatch.current_interpreter())):
+    with recording_ops() as seen:
         loss.backward()
     assert seen.count("matmul") == 1  # xᵀ G for w, and no G wᵀ for the data
 
@@ -749,24 +759,11 @@ def test_log_softmax_is_one_op_with_the_values_worked_out_by_hand() -> None:
 def test_the_gradient_of_log_softmax_is_its_rule_four_kernels() -> None:
     """``g - exp(out) * sum(g)``: exp, sum, mul and sub, where the chain rule through x - max -
     log(sum(exp(x - max))) ran six kernels and a broadcast."""
-    seen: list[str] = []
-
-    class Recorder:
-        def __init__(self, inner):
-            self.inner = inner
-
-        def apply(self, op, args, params):
-            seen.append(op.name)
-            return self.inner.apply(op, args, params)
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
     x = leaf([[0.5, -1.0, 2.0], [0.0, 0.0, 3.0]])
     c = tfl.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]], dtype="float64")
     picked = tfl.log_softmax(x, axis=1) * c
     seed = tfl.ones_like(picked)
-    with dispatch.interpreting(Recorder(dispatch.current_interpreter())):
+    with recording_ops() as seen:
         picked.backward(seed)
     assert seen == ["mul", "exp", "sum", "mul", "sub"]  # (the first mul: * c's rule)
     p = np.exp(x.numpy()) / np.exp(x.numpy()).sum(axis=1, keepdims=True)
