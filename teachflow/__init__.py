@@ -21,19 +21,20 @@ namespace of its own, a module), and imports only the chapters before it.
    against finite differences (`testing`).
 7. Tracing (`tracing`): reading a callable, the Python state around a trace, what a trace
    assumes, the graph builder behind `bind`, tracing a function.
-8. Running graphs (`execution`): the generated Python that runs a graph, control flow in the
+8. Memory (`memory`): how long each value of a running graph is held, and the peak.
+9. Running graphs (`execution`): the generated Python that runs a graph, control flow in the
    graph (``cond``, loops and calls, nodes that own graphs), TensorFlow 1's sessions.
-9. The compiler: fused kernels in NumPy, C and CUDA (`kernels`), the passes (`passes`), the
+10. The compiler: fused kernels in NumPy, C and CUDA (`kernels`), the passes (`passes`), the
    pass stepper and its pictures (`viz`), the pipeline (`compiler`).
-10. Polymorphic functions (`staged`): signatures, concrete functions, `tfl.function` and
+11. Polymorphic functions (`staged`): signatures, concrete functions, `tfl.function` and
     `tfl.compile`; scripting: capturing a function from its source, with its control flow on
     tensors as graph nodes (`script`).
-11. Modules and training: layers with parameters, as PyTorch's (`nn`), optimizers (`optim`),
+12. Modules and training: layers with parameters, as PyTorch's (`nn`), optimizers (`optim`),
     data sets and batches (`data`).
-12. Saved graphs: a language-neutral file and a loader that trusts nothing (`saved`), and the
+13. Saved graphs: a language-neutral file and a loader that trusts nothing (`saved`), and the
     same graph as an ONNX model for other runtimes (`onnx_export`).
-13. The notebook: the ``%%compile`` cell magic (`magic`).
-14. Exercises: authoring them, checking them, grading them (`grading`), and the ``teachflow``
+14. The notebook: the ``%%compile`` cell magic (`magic`).
+15. Exercises: authoring them, checking them, grading them (`grading`), and the ``teachflow``
     command that does it (`__main__`); ``tfl.grading`` is imported on first use.
 
 Each package's own docstring lists its modules in reading order.
