@@ -40,12 +40,36 @@ if TYPE_CHECKING:
 _ALIASES = {"cpu": "cpu", "numpy": "cpu", "gpu": "gpu", "cuda": "gpu"}
 
 
+class DeviceName(str):
+    """A device's name as the user reads it (``t.device``, `devices`): it equals every spelling of
+    the device, so ``t.device == "cpu:0"`` holds for a tensor on ``"cpu"``, as
+    ``torch.device("cuda") == torch.device("cuda:0")`` does not but users expect. It prints as
+    teachflow's own name. (Hashing is the name's own: a set or a dict keyed by one spelling does
+    not find another; compare with ``==``.)"""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, str):
+            return NotImplemented
+        if str.__eq__(self, other):  # (the common case, spelled as teachflow spells it)
+            return True
+        return is_device_name(other) and str.__eq__(self, device_name(other))
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    __hash__ = str.__hash__
+
+
 class Backend:
     """A device (`name`: ``"cpu"``, ``"cpu:1"``, ``"gpu"``; `kind`: ``"cpu"`` or ``"gpu"``)
     and the array module that computes on it."""
 
     def __init__(self, name: str, xp: ModuleType, kernels: dict | None = None) -> None:
         self.name = name
+        self.public_name = DeviceName(name)  # (what ``t.device`` answers)
         self.kind = name.split(":")[0]
         self.xp = xp
         self.array_type = xp.ndarray
@@ -260,9 +284,11 @@ os.register_at_fork(after_in_child=_forget_workers)
 
 def devices() -> list[str]:
     """The devices usable here, e.g. ``["cpu"]``, ``["cpu", "gpu"]`` or, after
-    ``tfl.set_logical_devices("cpu", 2)``, ``["cpu", "cpu:1"]``."""
+    ``tfl.set_logical_devices("cpu", 2)``, ``["cpu", "cpu:1"]``; each equals its other
+    spellings (``"cpu:0" in tfl.devices()``)."""
     cpus = ["cpu", *(f"cpu:{i}" for i in range(1, _cpu_count))]
-    return cpus if isinstance(_gpu_backend(), str) else [*cpus, "gpu"]
+    names = cpus if isinstance(_gpu_backend(), str) else [*cpus, "gpu"]
+    return [DeviceName(name) for name in names]
 
 
 class _Pin(threading.local):

@@ -64,7 +64,7 @@ def fit_input_signature(specs: list[TensorSpec], keys: tuple, tensors: list[Tens
                 f"{spec}", op="function", operands=(f"{name}: {t.dtype.name}{list(t.shape)}",),
                 hint="a None dimension accepts any size; the others, the dtype and the number "
                      "of dimensions must match")
-        new_keys.append(("tensor", spec.shape, spec.dtype, t.device))
+        new_keys.append(("tensor", spec.shape, spec.dtype, t._backend.name))
     return tuple(new_keys)
 
 
@@ -219,7 +219,7 @@ def leaf_keys(leaves: list) -> tuple[tuple, list[Tensor]]:
     keys, tensors = [], []
     for leaf in leaves:
         if isinstance(leaf, Tensor):
-            keys.append(("tensor", leaf.shape, leaf.dtype, leaf.device))
+            keys.append(("tensor", leaf.shape, leaf.dtype, leaf._backend.name))
             tensors.append(leaf)
         else:  # (any value: what compares by value is keyed by it, anything else by identity)
             keys.append(("static", type(leaf), _Exact(leaf)))

@@ -89,7 +89,9 @@ class Tensor(Elementwise, Reductions, Movement, Linalg, Conversion, NumpyProtoco
 
     @property
     def device(self) -> str:
-        return self._backend.name
+        """The device's name (``"cpu"``, ``"cpu:1"``, ``"gpu"``), equal to its other spellings
+        (``t.device == "cpu:0"``)."""
+        return self._backend.public_name
 
     @property
     def ndim(self) -> int:
