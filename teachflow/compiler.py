@@ -1,8 +1,9 @@
 """The compiler: a pipeline of passes, with a snapshot of the graph after every one.
 
-`run_pipeline` runs the passes on a traced graph in order (by default simplify, constant_fold, cse,
-dce, place, partition, fuse); every `tfl.function` trace goes through it, and ``tfl.compile(f,
-*examples)`` (in `teachflow.staged.function`) is one such trace kept with its examples. Each stage
+`run_pipeline` runs the passes on a traced graph in order (by default inline, simplify,
+constant_fold, cse, dce, place, partition, fuse, plan_memory); every `tfl.function` trace goes
+through it, and ``tfl.compile(f, *examples)`` (in `teachflow.staged.function`) is one such
+trace kept with its examples. Each stage
 leaves a `Snapshot`: its graph, the graph as networkx (every node marked with what happened to it),
 the changes the pass made, and figures (nodes, kernels launched, bytes moved, flops, bytes
 transferred between devices). The pass stepper replays these snapshots: ``compilation.show()`` opens
@@ -118,6 +119,18 @@ class Compilation:
         return {n.op.name: {"numpy": n.op.numpy_source, "c": n.op.c_source,
                             "cuda": n.op.cuda_source, "ran": n.op.ran}
                 for n in every_node(self.graph) if hasattr(n.op, "numpy_source")}
+
+    @property
+    def memory_plan(self) -> list[dict[str, Any]]:
+        """The final graph's planned buffers (the pass `plan_memory`), one dict each: ``value``
+        (its name in the text form, ``"%7"``), ``size`` (bytes), ``first_use`` and
+        ``last_use`` (steps of the schedule) and ``slot``; [] without a plan."""
+        plan = self.graph.memory_plan
+        if plan is None:
+            return []
+        names = {v.id: str(v) for v in self.graph.values()}
+        return [{"value": names[b.value], "size": b.size, "first_use": b.first_use,
+                 "last_use": b.last_use, "slot": b.slot} for b in plan.buffers]
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         try:

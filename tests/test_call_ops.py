@@ -378,7 +378,7 @@ def test_the_stepper_shows_a_call_as_a_closed_box_holding_its_callee() -> None:
     tanh = next(n for n in part["nodes"] if n["op"] == "tanh")
     np.testing.assert_allclose(tanh["value"]["min"], np.tanh(np.array(X) * W.numpy()).min(),
                                rtol=1e-6)
-    fuse = stages[-1]
+    fuse = next(s for s in stages if s["pass"] == "fuse")
     assert next(n for n in fuse["nodes"] if n["op"] == "call")["changes_inside"] == 1
     inlined = expand(compilation_data(tfl.compile(outer, x), [x]))
     assert [c["sentence"].split(" in place")[0] for c in inlined[1]["changes"]] == \

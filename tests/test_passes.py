@@ -33,8 +33,10 @@ X = np.array([[0.5, -1.0, 2.0], [1.5, -0.25, 3.0]])
 Y = np.array([[-0.5, 2.0, 1.0], [0.75, 1.25, -2.0]])
 XI = np.array([[1, -2, 3], [4, 0, -6]])
 SQUARE = np.arange(9.0).reshape(3, 3)
-STATUSES = {"added", "replaced", "merged", "fused", "placed", "kept"}
-EVERY_PASS = ["inline", "simplify", "constant_fold", "cse", "dce", "place", "partition", "fuse"]
+STATUSES = {"added", "replaced", "merged", "fused", "placed", "moved", "new_slot", "reused",
+            "in_place", "kept"}
+EVERY_PASS = ["inline", "simplify", "constant_fold", "cse", "dce", "place", "partition", "fuse",
+              "plan_memory"]
 
 
 def t(data: Any) -> tfl.Tensor:
@@ -621,15 +623,22 @@ def two_cpus() -> Any:
     tfl.set_logical_devices("cpu", 1)
 
 
+def _one_device(x, y):
+    """`_busy` on one device (`plan_memory` leaves a graph on several as it is)."""
+    a = (x * 1).tanh() + (x * 1).tanh()
+    return (a * y + (y * 0.5).exp() + _halved(y)).sum(axis=1)
+
+
 @pytest.mark.parametrize("name", list(PASSES))
 def test_a_pass_leaves_the_graph_it_is_given_unchanged(name: str) -> None:
-    graph = tfl.trace(_busy, t(X), t(Y))
+    program = _one_device if name == "plan_memory" else _busy
+    graph = tfl.trace(program, t(X), t(Y))
     before = fingerprint(graph)
     after, changes = PASSES[name](graph)
     assert changes, f"{name} found nothing to do: the test would prove nothing"
     assert after is not graph
     assert fingerprint(graph) == before
-    assert_same(run(after, t(X), t(Y)), eager(_busy, t(X), t(Y)))
+    assert_same(run(after, t(X), t(Y)), eager(program, t(X), t(Y)))
 
 
 def test_a_learner_pass_that_edits_in_place_still_leaves_the_input_unchanged() -> None:
@@ -718,7 +727,7 @@ def test_lineage_reaches_back_to_the_trace_through_the_whole_pipeline() -> None:
 def test_the_default_pipeline_is_the_documented_one() -> None:
     compiled = tfl.compile(_busy, t(X), t(Y))
     assert [s.pass_name for s in compiled.snapshots] == ["trace", *DEFAULT_PIPELINE]
-    assert DEFAULT_PIPELINE[-5:] == ("cse", "dce", "place", "partition", "fuse")
+    assert DEFAULT_PIPELINE[-6:] == ("cse", "dce", "place", "partition", "fuse", "plan_memory")
     assert any(hasattr(n.op, "group") for n in compiled.graph.nodes)
 
 
@@ -772,12 +781,13 @@ def test_a_snapshot_node_carries_its_op_shape_dtype_and_source() -> None:
 
 
 def test_changes_say_what_happened_in_words() -> None:
-    compiled = tfl.compile(_busy, t(X), t(Y), passes=EVERY_PASS)
-    for snapshot in compiled.snapshots[1:]:
+    compiled = tfl.compile(_busy, t(X), t(Y), passes=EVERY_PASS[:-1])
+    planned = tfl.compile(_one_device, t(X), t(Y), passes=["plan_memory"])  # (one device)
+    for snapshot in [*compiled.snapshots[1:], planned.snapshots[-1]]:
         assert snapshot.changes, snapshot.pass_name
         for change in snapshot.changes:
             assert isinstance(change, Change)
-            assert change.kind in {"added", "removed", "replaced", "merged", "fused", "placed"}
+            assert change.kind in STATUSES - {"kept"} | {"removed"}
             assert isinstance(change.rule, str) and change.rule
             assert isinstance(change.sentence, str) and len(change.sentence) > 20
             assert all(f"%{i}" in change.sentence for i in change.nodes)

@@ -15,14 +15,16 @@ The chapters, in reading order:
 
 - `node`: a `Value` and a `Node`, and how a node prints (``%3 = mul %1, %2 : f32[64,128]``;
   a small constant by its values, a fused kernel with the body it computes);
+- `owned`: the graphs a node owns (a ``cond``'s branches, a loop's body, a function called);
 - `state`: the state outside the graph that a capture reads (a `Slot`) and that a graph which
   updates state writes back after it runs (an `Update`);
 - `graph`: the `Graph` itself: building one, cloning it for a pass, reading it (its text form,
   the nodes and edges a drawing has, and networkx export), and checking it is well formed.
 """
 
-from teachflow.graph.graph import Graph, GraphError, callees, subgraphs
+from teachflow.graph.graph import Graph, GraphError
 from teachflow.graph.node import Node, Value, format_node
+from teachflow.graph.owned import callees, subgraphs
 from teachflow.graph.state import Slot, StateGone, Update
 
 __all__ = ["Graph", "GraphError", "Node", "Slot", "StateGone", "Update", "Value", "callees",

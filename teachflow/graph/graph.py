@@ -19,7 +19,7 @@ checks them, `to_networkx` hangs them on their node.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,8 +34,12 @@ from teachflow.graph.node import (
     format_node,
     format_params,
 )
+from teachflow.graph.owned import callees, subgraphs
 from teachflow.graph.state import Slot, Update
 from teachflow.ops.op import Op
+
+if TYPE_CHECKING:
+    from teachflow.memory.plan import MemoryPlan
 
 
 class GraphError(TeachflowError):
@@ -62,6 +66,9 @@ class Graph:
         self.leaf_values: dict[Value, Slot] = {}
         self.captures: list[Value] = []
         self.constants: list[Value] = []
+        # Which reused slot of memory each intermediate is written into, for this order of the
+        # nodes: made by the pass `plan_memory` (lesson 8), read by the executor.
+        self.memory_plan: MemoryPlan | None = None
         self._captured: dict[tuple[int, str], Value] = {}  # (id(owner), attr) -> its capture
         self._owned: set[Value] = set()  # every value made here
         # The next id, shared with the graph this one is a sub-graph of (`within`).
@@ -179,6 +186,7 @@ class Graph:
         g.outputs = [new[v] for v in self.outputs]
         g.updates = list(self.updates)
         g.leaf_values = {new[v]: slot for v, slot in self.leaf_values.items() if v in new}
+        g.memory_plan = self.memory_plan  # (it names values by id, which the clone keeps)
         return g
 
     def new_node(self, op: Op, inputs: tuple, params: dict,
@@ -381,20 +389,3 @@ class Graph:
 def _specs(spec: TensorSpec | tuple[TensorSpec, ...]) -> str:
     return ", ".join(map(str, spec)) if isinstance(spec, tuple) else str(spec)
 
-
-def callees(graph: Graph) -> dict[str, Graph]:
-    """The graph functions `graph` calls (a ``call`` node's ``callee``), directly or inside the
-    graphs its nodes own, by name, each once."""
-    found: dict[str, Graph] = {}
-    for node in graph.nodes:
-        for key, sub in subgraphs(node).items():
-            for name, g in [*([(sub.name, sub)] * (key == "callee")), *callees(sub).items()]:
-                found.setdefault(name, g)
-    return found
-
-
-def subgraphs(node: Node, calls: bool = True) -> dict[str, Graph]:
-    """The graphs `node` owns, by parameter name (the branches of a ``cond``, the body of a
-    loop, a function called, unless not `calls`); empty for an ordinary op."""
-    return {k: v for k, v in node.params.items() if isinstance(v, Graph)
-            and (calls or k != "callee")}

@@ -165,19 +165,20 @@ def _format_node(node: Node) -> str:
     operands = ", ".join(str(o) if isinstance(o, Value) else _format_scalar(o, node.spec.dtype)
                          for o in node.inputs)
     shown = {k: v for k, v in node.params.items()
-             if not _is_default(node.op, k, v) and not _is_graph(v)}  # (graphs: below it)
+             if not _is_default(node.op, k, v) and not is_graph(v)}  # (graphs: below it)
     params = f" {{{format_params(shown)}}}" if shown else ""
     results = ", ".join(str(v) for v in node.outputs)
     specs = ", ".join(str(v.spec) for v in node.outputs)
     where = f" on {node.spec.device}" if node.spec.device != "cpu" else ""  # (the default)
     callee = node.params.get("callee")
-    if _is_graph(callee):  # a call of a graph function, as a call is written
+    if is_graph(callee):  # a call of a graph function, as a call is written
         return f"{results} = {node.op.name} @{callee.name}({operands}) : {specs}{where}"
     return f"{results} = {node.op.name} {operands}{params} : {specs}{where}".replace("  ", " ")
 
 
-def _is_graph(value: Any) -> bool:
-    """A graph a node owns (printed under the node, not among its parameters)."""
+def is_graph(value: Any) -> bool:
+    """Is `value` a graph (one a node owns, as a parameter)? (A graph, as
+    `teachflow.graph.graph` defines it later: it has nodes and outputs.)"""
     return hasattr(value, "nodes") and hasattr(value, "outputs")
 
 

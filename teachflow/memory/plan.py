@@ -39,3 +39,13 @@ class MemoryPlan:
     @property
     def arena_bytes(self) -> int:
         return sum(self.slot_sizes)
+
+    def offsets(self, alignment: int = 64) -> tuple[int, ...]:
+        """Where each slot starts in one arena of all of them, each start rounded up to
+        `alignment` bytes (a cache line; more than any dtype needs)."""
+        starts, end = [], 0
+        for size in self.slot_sizes:
+            end = -(-end // alignment) * alignment
+            starts.append(end)
+            end += size
+        return tuple(starts)

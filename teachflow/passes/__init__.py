@@ -5,9 +5,12 @@ Default pipeline, in order: `inline` (each call of a graph function replaced by 
 body, so that every later pass sees one graph), `simplify` (algebraic rules, written as data
 and applied by the engine in `rules`), `constant_fold`, `cse`, `dce`, `place` (which device runs
 each node, and why), `partition` (one piece per device, joined by ``copy`` nodes), `fuse` (which
-nodes it puts in one kernel is the rule in `grouping`). Placement comes after the passes that
-remove nodes, so that no transfer is made for a node that goes, and before fusion, so that a
-kernel never spans two devices.
+nodes it puts in one kernel is the rule in `grouping`), `plan_memory` (an order of the nodes
+that frees memory early, and a reused slot of memory for each intermediate). Placement comes
+after the passes that remove nodes, so that no transfer is made for a node that goes, and
+before fusion, so that a kernel never spans two devices. Memory planning comes last: a plan
+holds only for the nodes, and the order, it was made for, and every pass before it may change
+them (a fused kernel's members need no memory of their own at all).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from teachflow.passes.fuse import fuse
 from teachflow.passes.inline import inline
 from teachflow.passes.partition import partition
 from teachflow.passes.place import place
+from teachflow.passes.plan_memory import plan_memory
 from teachflow.passes.simplify import simplify
 
 #: The built-in passes by name.
@@ -44,10 +48,11 @@ PASSES: dict[str, Pass] = {
     "place": place,
     "partition": partition,
     "fuse": fuse,
+    "plan_memory": plan_memory,
 }
 
 DEFAULT_PIPELINE = ("inline", "simplify", "constant_fold", "cse", "dce", "place", "partition",
-                    "fuse")
+                    "fuse", "plan_memory")
 
 
 def resolve(passes: Any) -> list[Pass]:

@@ -32,7 +32,8 @@ from teachflow.core.spec import TensorSpec
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.ops.op import Op
 
-KINDS = ("added", "removed", "replaced", "merged", "fused", "placed")
+KINDS = ("added", "removed", "replaced", "merged", "fused", "placed",
+         "moved", "new_slot", "reused", "in_place")  # (the last four: plan_memory's)
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,7 @@ def rewrite(graph: Graph, decide_for: Callable[[Graph], Decide],
     original)."""
     done = {} if done is None else done
     g = graph.clone(within)
+    g.memory_plan = None  # (made for the nodes and order before: `plan_memory` makes it again)
     decide = decide_for(g)
     replaced: dict[Value, Any] = {}
     kept: list[Node] = []
@@ -167,7 +169,9 @@ class LearnersPass:
         self.__name__ = name or getattr(fn, "name", None) or getattr(fn, "__name__", "pass")
 
     def __call__(self, graph: Graph) -> tuple[Graph, list[Change]]:
-        result = self.fn(graph.clone())  # a clone: the learner's code may edit what it gets
+        given = graph.clone()  # a clone: the learner's code may edit what it gets
+        given.memory_plan = None  # (which would not fit the nodes the learner's pass leaves)
+        result = self.fn(given)
         changes = None
         if isinstance(result, tuple) and len(result) == 2:
             result, changes = result

@@ -23,6 +23,10 @@ export const STATUS = {
   merged: { badge: "⇉ merged", words: "a duplicate was merged into it" },
   fused: { badge: "⊕ fused", words: "a fused kernel" },
   placed: { badge: "⊙ placed", words: "this pass chose its device (its fill says which)" },
+  moved: { badge: "⇅ moved", words: "run earlier, to free memory sooner" },
+  new_slot: { badge: "▭ slot", words: "its value has a slot of memory of its own" },
+  reused: { badge: "♻ reused", words: "its value reuses the slot of a value now dead" },
+  in_place: { badge: "⟲ in place", words: "its value is written over an operand that dies here" },
   kept: { badge: "", words: "unchanged" },
 };
 
