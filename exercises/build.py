@@ -953,7 +953,8 @@ def fusion_grouping() -> list:
         free("""
         teachflows = tfl.compile(block, *example)
         print(teachflows.graph)
-        for change in teachflows.snapshots[-1].changes:
+        fuse_stage = next(s for s in teachflows.snapshots if s.pass_name == "fuse")
+        for change in fuse_stage.changes:
             print(change.sentence)
         """),
     ]

@@ -60,3 +60,21 @@ def test_a_node_that_owns_graphs_holds_its_busiest_graphs_peak_while_it_runs() -
     cond_step = next(i for i, n in enumerate(graph.live()[0]) if n.op.name == "cond")
     # inside the exp branch: exp (64 floats) and the product (64) live together
     assert timeline(graph)[cond_step] - timeline(graph)[cond_step - 1] >= 128 * F32 - F32
+
+
+def test_a_returned_view_counts_once_and_keeps_what_it_sees_to_the_end() -> None:
+    def f(a, b):
+        return (a @ b).T
+
+    graph = unoptimized(f, tfl.ones(4, 4), tfl.ones(4, 4))
+    held = {str(r.value): r for r in live_ranges(graph)}
+    assert held["%3"].held == "view" and held["%3"].size == 0
+    assert held["%2"].last_use == len(graph.nodes) - 1
+    assert peak_bytes(graph) == 3 * 16 * F32, "a, b and the product: the view adds nothing"
+
+
+def test_a_graph_of_no_nodes_holds_what_it_is_given() -> None:
+    graph = tfl.compile(lambda x: x * 0, tfl.tensor([2, 3, 4])).graph  # folded to zeros
+    assert graph.nodes == []
+    given = [*graph.inputs, *graph.constants]
+    assert timeline(graph) == [sum(v.spec.size * v.dtype.itemsize for v in given)]

@@ -14,7 +14,8 @@ What counts, and how (lesson 8 says the same):
 - an *intermediate* is live from the step that makes it to the step that last reads it;
 - an *output* is live from the step that makes it to the end: the caller gets it;
 - a *view* (``reshape``, ``transpose``) owns no memory: it is its operand's memory seen anew, so
-  it costs nothing of its own and keeps its operand's memory alive as long as it is read;
+  it costs nothing of its own and keeps its operand's memory alive as long as it is read (to
+  the end, if it is returned);
 - a node that owns graphs (``cond``, a loop, a call) holds, while it runs, what the most
   demanding of its graphs holds beyond its inputs;
 - a fused kernel's members live in registers: only its results count.
@@ -83,10 +84,11 @@ def live_ranges(graph: Graph, schedule: Sequence[Node] | None = None,
     for step, node in enumerate(schedule):
         for v in node.outputs:
             size, known = value_bytes(v)
-            if v in returned:
+            if node.op.view:  # (returned, it keeps what it sees to the end)
+                last = end if v in returned else last_read.get(v, step)
+                ranges[v] = LiveRange(v, 0, step, last, "view", known)
+            elif v in returned:
                 ranges[v] = LiveRange(v, size, step, end, "output", known)
-            elif node.op.view:
-                ranges[v] = LiveRange(v, 0, step, last_read.get(v, step), "view", known)
             else:
                 ranges[v] = LiveRange(v, size, step, last_read.get(v, step), "intermediate",
                                       known)
@@ -126,13 +128,16 @@ def transient_bytes(node: Node) -> int:
 
 
 def timeline(graph: Graph, schedule: Sequence[Node] | None = None,
-             outputs: Sequence[Value] | None = None, count_inputs: bool = True) -> list[int]:
-    """Live bytes at each step of the schedule (one entry per node run)."""
+             outputs: Sequence[Value] | None = None, count_inputs: bool = True,
+             ranges: Sequence[LiveRange] | None = None) -> list[int]:
+    """Live bytes at each step of the schedule (one entry per node run); `ranges`, when the
+    caller has them already, are `live_ranges` of that schedule."""
     schedule = list(default_schedule(graph, outputs) if schedule is None else schedule)
-    ranges = live_ranges(graph, schedule, outputs)
+    if ranges is None:
+        ranges = live_ranges(graph, schedule, outputs)
     if not count_inputs:
         ranges = [r for r in ranges if r.held not in HELD_BY_OWNER.values()]
-    held = [0] * (len(schedule) + 1)  # a difference array: +size at first use, -size after last
+    held = [0] * (len(schedule) + 2)  # a difference array: +size at first use, -size after last
     for r in ranges:
         held[r.first_use] += r.size
         held[r.last_use + 1] -= r.size
