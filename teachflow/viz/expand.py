@@ -5,8 +5,8 @@ The browser puts a stage back together when it first shows it (``widgets/stepper
 `expand` does the same in Python, step for step: for the static picture (`teachflow.viz.svg`), and
 for the tests, which check that what the browser rebuilds is this, and that this is the compilation.
 
-A full stage is ``{"index", "pass", "changed", "changes", "stats", "updates", "nodes", "edges",
-"removed", "text", "groups"}``:
+A full stage is ``{"index", "pass", "changed", "changes", "stats", "memory", "updates", "nodes",
+"edges", "removed", "text", "groups"}`` (``memory`` as sent, `teachflow.viz.memory`):
 
 - a node is its entry with every key (the defaults filled in), its ``status`` in this stage (what
   the stage's changes made of it: added, replaced, merged, fused; else kept), its
@@ -89,6 +89,7 @@ class _FullStage:
             "removed": [self.before.node(e) for e in self.before.listed()
                         if e["id"] not in present] if self.before else [],
             "changes": stage["changes"], "stats": stage["stats"],
+            "memory": stage.get("memory"),
             "text": text(self.data, stage, listed),
             "updates": stage["updates"],
             "groups": stage.get("groups", []),

@@ -133,6 +133,7 @@ function fullStage(ctx) {
       : [],
     changes: stage.changes,
     stats: stage.stats,
+    memory: stage.memory ?? null,
     text: textOf(data, stage, listed),
     updates: stage.updates,
     groups: stage.groups ?? [],
