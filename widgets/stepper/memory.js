@@ -23,9 +23,18 @@ const LABEL_CHAR = 6.8; // px: a character of the peak's label (bold, 11px), a l
 const SLOT_FILLS = ["#332288", "#88ccee", "#44aa99", "#117733", "#999933", "#ddcc77", "#cc6677",
   "#882255", "#aa4499"];
 
-/** A value's row, as sent: [node, name, size, first, last, held, slot]. */
-function row([node, name, size, first, last, held, slot]) {
-  return { node, name, size, first, last, held, slot };
+/** How a value is held, by its index in a value's row (`HELD` in `teachflow/viz/memory.py`). */
+const HELD = ["argument", "state", "constant", "intermediate", "output", "view"];
+
+/** Each value's name and the node drawn for it (a kernel's several results are one node), by
+ * value id, over the stage's nodes. */
+function valueNames(nodes, names) {
+  const found = new Map();
+  for (const n of nodes) {
+    found.set(n.id, { name: names.get(n.id)?.split(", ")[0] ?? `%${n.id}`, node: n.id });
+    for (const r of n.results ?? []) found.set(r.id, { name: r.name, node: n.id });
+  }
+  return found;
 }
 
 /** The stage's memory worked out once (per stage): its values (those with bytes are drawn as
@@ -36,7 +45,11 @@ export function memoryView(st) {
   if (inf.memoryView !== undefined) return inf.memoryView;
   const mem = inf.stage.memory;
   if (!mem) return (inf.memoryView = null);
-  const values = mem.values.map(row);
+  const known = valueNames(inf.stage.nodes, st.names);
+  const values = mem.values.map(([id, size, first, last, held, slot]) => ({
+    name: known.get(id)?.name ?? `%${id}`, node: known.get(id)?.node ?? id,
+    size, first, last, held: HELD[held], slot: slot ?? null,
+  }));
   const drawn = values.filter((v) => v.size > 0);
   const rows = rowsOf(drawn);
   inf.memoryView = {
