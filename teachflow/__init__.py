@@ -24,8 +24,8 @@ namespace of its own, a module), and imports only the chapters before it.
 8. Memory (`memory`): how long each value of a running graph is held, and the peak.
 9. Running graphs (`execution`): the generated Python that runs a graph, control flow in the
    graph (``cond``, loops and calls, nodes that own graphs), TensorFlow 1's sessions.
-10. The compiler: fused kernels in NumPy, C and CUDA (`kernels`), the passes (`passes`), the
-   pass stepper and its pictures (`viz`), the pipeline (`compiler`).
+10. The compiler: fused kernels in NumPy, C and CUDA (`kernels`), the passes (`passes`), what a
+   stage costs (`figures`), the pass stepper and its pictures (`viz`), the pipeline (`compiler`).
 11. Polymorphic functions (`staged`): signatures, concrete functions, `tfl.function` and
     `tfl.compile`; scripting: capturing a function from its source, with its control flow on
     tensors as graph nodes (`script`).

@@ -5,10 +5,10 @@ constant_fold, cse, dce, place, partition, fuse, plan_memory); every `tfl.functi
 through it, and ``tfl.compile(f, *examples)`` (in `teachflow.staged.function`) is one such
 trace kept with its examples. Each stage
 leaves a `Snapshot`: its graph, the graph as networkx (every node marked with what happened to it),
-the changes the pass made, and figures (nodes, kernels launched, bytes moved, flops, bytes
-transferred between devices). The pass stepper replays these snapshots: ``compilation.show()`` opens
-it in a notebook (displaying a compilation does too), and ``compilation.to_html(path)`` writes it as
-one web page.
+the changes the pass made, and figures (`teachflow.figures`: nodes, kernels launched, bytes moved,
+flops, bytes transferred between devices, the peak of bytes held). The pass stepper replays these
+snapshots: ``compilation.show()`` opens it in a notebook (displaying a compilation does too), and
+``compilation.to_html(path)`` writes it as one web page.
 
 With verification on (``verify=True``, and always in teachflow's own tests), the compiler runs the
 traced graph on random inputs and then every stage's graph, and stops at the first pass that
@@ -21,8 +21,6 @@ valid program.
 from __future__ import annotations
 
 import gc
-import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,10 +31,9 @@ import numpy as np
 from teachflow.core.backends import get_backend
 from teachflow.core.errors import SignatureMismatch, TeachflowError
 from teachflow.execution.executor import interpret
-from teachflow.graph import Graph, Node, Value, format_node, subgraphs
-from teachflow.ops.op import spec_of
+from teachflow.figures import every_node, graph_stats
+from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.passes import PASSES, Change, resolve
-from teachflow.passes.partition import transfer_bytes
 from teachflow.tensor.tensor import Tensor
 
 #: Verify every compilation when no `verify=` is given (teachflow's tests turn this on).
@@ -223,74 +220,7 @@ def _unchanged(before: Graph, after: Graph) -> bool:
             == [(u.slot, u.output) for u in after.updates])
 
 
-# --- Figures per stage --------------------------------------------------------------------------
-
-
-def _bytes(v: Any) -> int:
-    if not isinstance(v, Value) or None in v.shape:
-        return 0
-    return math.prod(v.shape) * v.dtype.itemsize
-
-
-def node_flops(node: Node) -> int:
-    """Floating-point operations, roughly, as the node's op counts them (`Op.flops`: one per
-    element for most, 2·m·n·k for a matrix product); none for a view; the sum of the members
-    for a fused kernel."""
-    group = getattr(node.op, "group", None)
-    if group is not None:
-        members = [*group.nodes, *([group.reduction] if group.reduction else [])]
-        return sum(node_flops(n) for n in members)
-    if node.op.view:
-        return 0
-    return node.op.flops(node.spec, *(spec_of(o) for o in node.inputs))
-
-
-def graph_stats(graph: Graph, figures: dict[tuple, tuple[bool, int, int, int]] | None = None
-                ) -> dict[str, int]:
-    """nodes; kernels launched (views launch none); bytes read and written by kernels; flops;
-    bytes sent from one device to another (`bytes_transferred`).
-
-    The program as written: the graphs a control-flow node owns count too, each once (both
-    branches of a ``cond``, one step of a loop's body), so that a pass working inside them
-    shows in the figures. The control-flow node itself is a node but no kernel: it runs its
-    graphs' kernels. `figures` keeps each node's (kernel?, bytes, flops) for the next stage,
-    where the pass's copy of the node has the same op and specs."""
-    figures = {} if figures is None else figures
-    nodes = kernels = moved = flops = transferred = 0
-    for node in every_node(graph):
-        key = (node.op, *(o.spec if isinstance(o, Value) else None for o in node.inputs),
-               *(v.spec for v in node.outputs))
-        known = figures.get(key)
-        if known is None:
-            known = figures[key] = _node_figures(node)
-        is_kernel, node_bytes, node_flops_, node_sends = known
-        nodes += 1
-        kernels += is_kernel
-        moved += node_bytes
-        flops += node_flops_
-        transferred += node_sends
-    return {"nodes": nodes, "kernels": kernels, "bytes_moved": moved, "flops": flops,
-            "bytes_transferred": transferred}
-
-
-def _node_figures(node: Node) -> tuple[bool, int, int, int]:
-    """(launches a kernel, bytes it reads and writes, its flops, bytes it sends from one device
-    to another): none for a view or a control-flow node (its graphs' kernels count)."""
-    if node.op.view or subgraphs(node):
-        return False, 0, 0, 0
-    moved = sum(_bytes(v) for v in node.outputs) + sum(_bytes(o) for o in node.inputs)
-    return True, moved, node_flops(node), transfer_bytes(node)
-
-
 # --- Verification -------------------------------------------------------------------------------
-
-
-def every_node(graph: Graph) -> Iterator[Node]:
-    """The nodes of `graph` and of every graph its nodes own, in order."""
-    for node in graph.nodes:
-        yield node
-        for sub in subgraphs(node).values():
-            yield from every_node(sub)
 
 
 class _Verifier:

@@ -5,8 +5,8 @@ The browser puts a stage back together when it first shows it (``widgets/stepper
 `expand` does the same in Python, step for step: for the static picture (`teachflow.viz.svg`), and
 for the tests, which check that what the browser rebuilds is this, and that this is the compilation.
 
-A full stage is ``{"index", "pass", "changed", "changes", "stats", "updates", "nodes", "edges",
-"removed", "text", "groups"}``:
+A full stage is ``{"index", "pass", "changed", "changes", "stats", "memory", "updates", "nodes",
+"edges", "removed", "text", "groups"}`` (``memory`` in full, `teachflow.viz.memory`):
 
 - a node is its entry with every key (the defaults filled in), its ``status`` in this stage (what
   the stage's changes made of it: added, replaced, merged, fused; else kept), its
@@ -89,6 +89,7 @@ class _FullStage:
             "removed": [self.before.node(e) for e in self.before.listed()
                         if e["id"] not in present] if self.before else [],
             "changes": stage["changes"], "stats": stage["stats"],
+            "memory": memory_of(self.data, stage),
             "text": text(self.data, stage, listed),
             "updates": stage["updates"],
             "groups": stage.get("groups", []),
@@ -211,3 +212,11 @@ def _parts(data: dict, listed: list[dict]) -> Any:
         for part in e.get("subgraphs", ()):
             yield (e["id"], part["key"]), part
             yield from _parts(data, entries(data, part["nodes"]))
+
+
+def memory_of(data: dict, stage: dict) -> dict | None:
+    """A stage's memory in full: its own, or the earlier stage's it refers to (``as_stage``)."""
+    memory = stage.get("memory")
+    if memory and "as_stage" in memory:
+        return data["stages"][memory["as_stage"]]["memory"]
+    return memory

@@ -48,16 +48,17 @@ and ``"words"``: null, or for a stepper that watches a trace or a backward pass
 (`teachflow.viz.watch`), ``{"title", "first", "card", "unknown"}``: what its card and its
 narration say at the first stage, and (a tape) why a value is missing.
 
-A **stage** is ``{"index", "pass", "changed", "changes", "stats", "updates", "nodes", "head",
-"tail", "groups"}``: ``changes`` are what the pass did, each ``{"kind", "nodes", "result", "rule",
-"sentence", "within"}``; ``updates`` the state each call writes back, ``{"state", "value"}``;
-``nodes`` its entries in the graph's order, as runs of consecutive indices into the table
-(``[0, 5000]`` is entries 0 to 4999; ``[0, 10, 12, 3]`` is 0 to 9 and 12 to 14); ``head`` and
-``tail`` the lines of its text form before and after the nodes' lines; ``groups`` its boxes of
-the modules that made the nodes (`teachflow.viz.groups`), each ``{"id", "scope", "x", "y"}``:
-a negative id, its scope (``Sequential/0:Linear``), and its place in the box around it (the
-box of the longest scope that begins its own), where a node's ``x``, ``y`` are its place in
-its own box, the box of the longest scope that begins its ``scope``.
+A **stage** is ``{"index", "pass", "changed", "changes", "stats", "memory", "updates", "nodes",
+"head", "tail", "groups"}``: ``changes`` are what the pass did, each ``{"kind", "nodes", "result",
+"rule", "sentence", "within"}``; ``memory`` what its schedule holds, step by step (`viz.memory`: or
+which stage holds the same; null without ``stats["peak_bytes"]``); ``updates`` the state each call
+writes back, ``{"state", "value"}``; ``nodes`` its entries in the graph's order, as runs of
+consecutive indices into the table (``[0, 5000]`` is entries 0 to 4999; ``[0, 10, 12, 3]`` is 0 to 9
+and 12 to 14); ``head`` and ``tail`` the lines of its text form before and after the nodes' lines;
+``groups`` its boxes of the modules that made the nodes (`teachflow.viz.groups`), each ``{"id",
+"scope", "x", "y"}``: a negative id, its scope (``Sequential/0:Linear``), and its place in the box
+around it (the box of the longest scope that begins its own), where a node's ``x``, ``y`` are its
+place in its own box, the box of the longest scope that begins its ``scope``.
 
 An **entry** is ``{"id", "text", "x", "y"}`` (``text``: ``%7 = mul %5, 2.0 : f32[3]``; ``x``,
 ``y``: its place in the layout) and, where they are not the default in brackets: ``op``,
@@ -109,6 +110,7 @@ from teachflow.viz.entries import (
 from teachflow.viz.expand import derived
 from teachflow.viz.groups import boxes_data, stage_layouts
 from teachflow.viz.layout import Layout, layout_subgraphs
+from teachflow.viz.memory import stage_memory
 from teachflow.viz.values import PREVIEW_ELEMENTS, Values
 
 if TYPE_CHECKING:  # (the compiler shows itself with these; they only read what it made)
@@ -171,6 +173,7 @@ class _Table:
                 self.values.add(snap.graph)
             self.scopes = grouped[i].scopes if grouped else {}
             stages.append(self.stage(snap, lay, owned, i))
+            stages[-1]["memory"] = stage_memory(snap, stages[:-1])
             stages[-1]["groups"] = boxes_data(grouped[i], lay, self.routes) if grouped else []
         # (gzip's level 3: a fifth bigger than its default, in a third of the time)
         sources = json.dumps(self.sources, separators=(",", ":")).encode()

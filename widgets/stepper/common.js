@@ -82,6 +82,23 @@ export function human(n) {
   return String(n);
 }
 
+/** 12345 -> "12.1 KiB": bytes, read at a glance. */
+export function bytesText(n) {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let v = n;
+  let u = 0;
+  while (Math.abs(v) >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return u ? `${v.toFixed(1)} ${units[u]}` : `${v} B`;
+}
+
+/** How memory is counted (`teachflow/figures.py`, `teachflow.memory.liveness`), for the peak's
+ * figure and the memory timeline's legend. */
+export const COUNTING = "arguments, state and constants are held throughout; an intermediate " +
+  "from the step that makes it to its last read; an output to the end; a view owns no bytes";
+
 export function plural(n, word) {
   return `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
 }

@@ -133,10 +133,18 @@ function fullStage(ctx) {
       : [],
     changes: stage.changes,
     stats: stage.stats,
+    memory: memoryOf(data, stage),
     text: textOf(data, stage, listed),
     updates: stage.updates,
     groups: stage.groups ?? [],
   };
+}
+
+/** A stage's memory in full: its own, or the earlier stage's it refers to (`as_stage`), as
+ * `teachflow/viz/memory.py` sends it. */
+function memoryOf(data, stage) {
+  const memory = stage.memory ?? null;
+  return memory?.as_stage !== undefined ? data.stages[memory.as_stage].memory : memory;
 }
 
 function fullNode(ctx, entry) {

@@ -5,17 +5,20 @@
  * the selected change and node); the page sets each with one innerHTML.
  */
 
-import { esc, human, isOp, operandWords, plural, prettyRule, r1, STATUS } from "./common.js";
+import {
+  bytesText, COUNTING, esc, human, isOp, operandWords, plural, prettyRule, r1, STATUS,
+} from "./common.js";
 import { kernelHtml, resultsHtml } from "./kernel.js";
 import { info, nodeHistory, nodeIn, presentIn } from "./stage.js";
 
-/** The figures per stage: [key in `stats`, name, what it measures]. */
+/** The figures per stage: [key in `stats`, name, what it measures, how its value reads]. */
 const FIGURES = [
-  ["nodes", "nodes", "nodes: ops only (inputs and constants are not counted)"],
-  ["kernels", "kernels", "kernels launched (views launch none)"],
-  ["bytes_moved", "bytes moved", "bytes read and written by the kernels"],
-  ["flops", "flops", "floating-point operations"],
-  ["bytes_transferred", "bytes transferred", "bytes copied from one device to another"],
+  ["nodes", "nodes", "nodes: ops only (inputs and constants are not counted)", human],
+  ["kernels", "kernels", "kernels launched (views launch none)", human],
+  ["bytes_moved", "bytes moved", "bytes read and written by the kernels", human],
+  ["flops", "flops", "floating-point operations", human],
+  ["bytes_transferred", "bytes transferred", "bytes copied from one device to another", human],
+  ["peak_bytes", "peak memory", `the most bytes held at once: ${COUNTING}`, bytesText],
 ];
 /** Changes listed at once in the rule card (the arrows reach the rest). */
 const LIST_LIMIT = 200;
@@ -47,7 +50,7 @@ export function figuresHtml(stages) {
   const barW = 12;
   const height = 28;
   // (a stepper that watches a trace or a backward pass counts nodes only)
-  return FIGURES.filter(([key]) => key in (stages[0]?.stats ?? {})).map(([key, name, words]) => {
+  return FIGURES.filter(([key]) => key in (stages[0]?.stats ?? {})).map(([key, name, words, format]) => {
     const values = stages.map((s) => s.stats[key] ?? 0);
     const top = Math.max(...values, 1);
     const bars = values
@@ -56,7 +59,7 @@ export function figuresHtml(stages) {
         return (
           `<rect class="tf-bar" data-stage="${i}" x="${i * barW + 1}" y="${r1(height - h)}" ` +
           `width="${barW - 2}" height="${r1(h)}"><title>${esc(stages[i].pass)}: ` +
-          `${v.toLocaleString("en")} ${name}</title></rect>`
+          `${format === human ? v.toLocaleString("en") : format(v)} ${name}</title></rect>`
         );
       })
       .join("");
@@ -74,10 +77,11 @@ export function figuresHtml(stages) {
  * "1.2 k (−40)". */
 export function figureValue(stages, i, key) {
   const v = stages[i].stats[key] ?? 0;
-  let text = human(v);
+  const format = FIGURES.find(([k]) => k === key)?.[3] ?? human;
+  let text = format(v);
   if (i > 0) {
     const d = v - (stages[i - 1].stats[key] ?? 0);
-    if (d) text += ` (${d > 0 ? "+" : "−"}${human(Math.abs(d))})`;
+    if (d) text += ` (${d > 0 ? "+" : "−"}${format(Math.abs(d))})`;
   }
   return text;
 }

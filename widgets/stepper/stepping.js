@@ -13,6 +13,7 @@ import {
 } from "./graph.js";
 import { irPanel } from "./ir.js";
 import { sourcesHtml } from "./kernel.js";
+import { renderMemory } from "./memory.js";
 import {
   detailsHtml, figuresHtml, figureValue, narration, ruleHtml, stageListHtml,
 } from "./panels.js";
@@ -159,6 +160,7 @@ export function showStage(st, i) {
   updateStageList(st);
   updateFigures(st);
   drawGraph(st, true);
+  renderMemory(st);
   renderRule(st);
   renderDetails(st);
   renderIR(st);

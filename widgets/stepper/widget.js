@@ -31,6 +31,7 @@
  *   draw.js      the graph's SVG, as one string
  *   kernel.js    a fused kernel: its ops, its results, what ran, its three sources side by side
  *   panels.js    the stage list, the figures, the rule card, the node's details, the narration
+ *   memory.js    the memory timeline under the graph: bytes held per step, each value's range
  *   graph.js     the drawn graph on the page: draw, mark, scroll, zoom, open a block or a box
  *   stepping.js  the state `st`, stepping from stage to stage, keys and the slider
  *   widget.js    this file: the page's elements and its clicks, tied to the model
@@ -44,6 +45,7 @@ import { esc, STATUS } from "./common.js";
 import {
   autoZoom, drawGraph, fit, openBlock, scrollToFocus, setZoom, toggleBox,
 } from "./graph.js";
+import { clearMemoryMarks, onMemoryHover, renderMemory } from "./memory.js";
 import {
   clampStage, go, onHide, onKey, onSlider, renderIR, renderSources, selectChange, selectNode,
   setData, showStage, step, stepperState, stopPlaying, togglePlay,
@@ -92,6 +94,7 @@ function skeleton(uid) {
       <div class="tf-graph-wrap"><div class="tf-graph" data-uid="${uid}"></div></div>
       <div class="tf-legend">${legend()}<span class="tf-legend-devices"></span><span class="tf-legend-note">node counts are ops only:
         inputs and constants are drawn but not counted</span></div>
+      <section class="tf-memory" aria-label="Memory held at each step of the schedule" hidden></section>
     </div>
     <aside class="tf-side">
       <section class="tf-rule" aria-label="What this pass changed"></section>
@@ -147,6 +150,7 @@ function render({ model, el }) {
     expand: $(".tf-expand"),
     wrap: $(".tf-graph-wrap"),
     graph: $(".tf-graph"),
+    memory: $(".tf-memory"),
     rule: $(".tf-rule"),
     details: $(".tf-details"),
     sources: $(".tf-kernel-sources"),
@@ -204,6 +208,11 @@ function render({ model, el }) {
   // page marks its element data-keys="page"), wherever the focus is.
   const keys = el.dataset?.keys === "page" ? el.ownerDocument : root;
   root.addEventListener("click", onClick);
+  // Hovering the timeline, or a node of the graph, marks what is held there (memory.js).
+  for (const part of [ui.memory, ui.graph]) {
+    part.addEventListener("mouseover", (event) => onMemoryHover(st, event.target));
+    part.addEventListener("mouseleave", () => clearMemoryMarks(st));
+  }
   keys.addEventListener("keydown", onKeyDown);
   ui.slider.addEventListener("input", () => onSlider(st));
   ui.hide.addEventListener("change", () => onHide(st));
@@ -219,7 +228,9 @@ function render({ model, el }) {
     const { width, height } = entry.contentRect;
     if (width === st.size.w && height === st.size.h) return;
     const first = !st.size.w;
+    const wider = width !== st.size.w;
     st.size = { w: width, h: height };
+    if (wider) renderMemory(st); // (its steps are as wide as the view allows)
     if (!st.drawn.box) return;
     if (st.zoom === null && autoZoom(st, st.drawn.box) !== st.drawn.zoom) drawGraph(st, true);
     else if (first) scrollToFocus(st); // the first scroll happened before the view had a size
