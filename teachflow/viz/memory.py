@@ -52,11 +52,12 @@ def stage_memory(snapshot: Any, earlier: list[dict]) -> dict | None:
 def memory_data(graph: Graph) -> dict:
     """The stage's memory in full, as the module docstring says."""
     schedule = default_schedule(graph)
-    live = timeline(graph, schedule)
-    plan = getattr(graph, "memory_plan", None)
+    ranges = live_ranges(graph, schedule)
+    live = timeline(graph, schedule, ranges=ranges)
+    plan = graph.memory_plan
     slots = {} if plan is None else {b.value: b.slot for b in plan.buffers}
     values = []
-    for r in live_ranges(graph, schedule):
+    for r in ranges:
         row = [r.value.id, r.size, r.first_use, r.last_use, HELD.index(r.held)]
         values.append(row if plan is None else [*row, slots.get(r.value.id)])
     return {"steps": [node.id for node in schedule], "live": live,
