@@ -35,6 +35,7 @@ from teachflow.execution.executor import interpret
 from teachflow.graph import Graph, Node, Value, format_node, subgraphs
 from teachflow.ops.op import spec_of
 from teachflow.passes import PASSES, Change, resolve
+from teachflow.passes.base import recomputation
 from teachflow.passes.partition import transfer_bytes
 from teachflow.tensor.tensor import Tensor
 
@@ -179,7 +180,7 @@ def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None,
 def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
                   examples: list[Tensor] | None) -> list[Snapshot]:
     figures: dict[tuple, tuple[bool, int, int, int]] = {}
-    snapshots = [Snapshot("trace", graph, figures=figures)]
+    snapshots = [Snapshot("trace", graph, recomputation(graph), figures=figures)]
     on = VERIFY_BY_DEFAULT if verify is None else verify
     checker = _Verifier(graph, examples) if on else None
     for p in resolve(passes):

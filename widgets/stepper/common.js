@@ -23,6 +23,7 @@ export const STATUS = {
   merged: { badge: "⇉ merged", words: "a duplicate was merged into it" },
   fused: { badge: "⊕ fused", words: "a fused kernel" },
   placed: { badge: "⊙ placed", words: "this pass chose its device (its fill says which)" },
+  recomputed: { badge: "⟲ again", words: "computed again in backward (tfl.checkpoint), not kept" },
   kept: { badge: "", words: "unchanged" },
 };
 
