@@ -69,7 +69,7 @@ def test_eager_values_and_gradients_are_the_plain_ones(inputs) -> None:
 
 
 def test_an_input_that_needs_no_gradient_gets_none(inputs) -> None:
-    x, w = inputs
+    _, w = inputs
     data = tfl.randn(4, 3)
     out = tfl.checkpoint(lambda d, w: (d @ w).relu().sum())(data, w)
     out.backward()
