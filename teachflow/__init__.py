@@ -128,6 +128,7 @@ from teachflow.tensor.tensor import Tensor, as_tensor
 from teachflow.tracing.builder import placeholder
 from teachflow.tracing.python_state.world import SideEffectWarning
 from teachflow.tracing.trace import trace
+from teachflow.transforms.checkpoint import checkpoint
 from teachflow.transforms.gradients import grad, value_and_grad
 
 __version__ = "0.1.0"
@@ -206,6 +207,7 @@ __all__ = [
     "as_tensor",
     "broadcast_to",
     "cat",
+    "checkpoint",
     "clip",
     "clone",
     "compile",

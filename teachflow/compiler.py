@@ -34,6 +34,7 @@ from teachflow.execution.executor import interpret
 from teachflow.figures import every_node, graph_stats
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.passes import PASSES, Change, resolve
+from teachflow.passes.base import recomputation
 from teachflow.tensor.tensor import Tensor
 
 #: Verify every compilation when no `verify=` is given (teachflow's tests turn this on).
@@ -189,7 +190,7 @@ def run_pipeline(graph: Graph, passes: Any, verify: bool | None = None,
 def _run_pipeline(graph: Graph, passes: Any, verify: bool | None,
                   examples: list[Tensor] | None) -> list[Snapshot]:
     figures: dict[tuple, tuple[bool, int, int, int]] = {}
-    snapshots = [Snapshot("trace", graph, figures=figures)]
+    snapshots = [Snapshot("trace", graph, recomputation(graph), figures=figures)]
     on = VERIFY_BY_DEFAULT if verify is None else verify
     checker = _Verifier(graph, examples) if on else None
     for p in resolve(passes):

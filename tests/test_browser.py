@@ -44,6 +44,11 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+
+def stage_named(compilation, pass_name: str) -> int:
+    """The index of the stage a pass made (the trace is stage 0)."""
+    return [s.pass_name for s in compilation.snapshots].index(pass_name)
+
 def why_no_chromium() -> str:
     """Why Chromium is missing: the reasons `make chromium` gives when it cannot install it."""
     if shutil.which("apt-get") is None:
@@ -134,11 +139,10 @@ def test_the_static_page_steps_marks_changes_and_explains_them(page, tmp_path) -
     page.keyboard.press("k")
     assert stage_of(page) == stages.index("constant_fold")
 
-    # The last stage: one fused kernel; its details say what it is, and its sources show
+    # The fuse stage: one fused kernel; its details say what it is, and its sources show
     # under the graph.
-    page.click(".tf-stages li:last-child" if page.locator(".tf-stages li").count()
-               else ".tf-next")
-    while stage_of(page) < len(compilation.snapshots) - 1:
+    fuse = stage_named(compilation, "fuse")
+    while stage_of(page) < fuse:
         page.click(".tf-next")
     fused = next(n for n in compilation.graph.nodes if n.op.name.startswith("fused"))
     assert status_of(page, fused.id) == "fused"
@@ -192,14 +196,15 @@ def test_every_count_of_nodes_counts_the_same_things(page, tmp_path) -> None:
 def test_the_ir_diff_marks_changed_code_not_realigned_comments(page, tmp_path) -> None:
     compilation = example()
     open_page(page, compilation, tmp_path / "stepper.html")
-    go_to(page, len(compilation.snapshots) - 1)  # fuse: the code column narrows
+    fuse = stage_named(compilation, "fuse")
+    go_to(page, fuse)  # the code column narrows
     lines = page.locator(".tf-ir-text .tf-line")
     marked = {mark: [lines.nth(i).inner_text()[2:] for i in range(lines.count())
                      if lines.nth(i).get_attribute("data-diff") == mark]
               for mark in ("same", "add", "del")}
-    before = str(compilation.snapshots[-2].graph).split("\n")
-    after = str(compilation.snapshots[-1].graph).split("\n")
-    fused = {i for c in compilation.snapshots[-1].changes for i in c.nodes}
+    before = str(compilation.snapshots[fuse - 1].graph).split("\n")
+    after = str(compilation.snapshots[fuse].graph).split("\n")
+    fused = {i for c in compilation.snapshots[fuse].changes for i in c.nodes}
     removed = [line for line in before
                if re.match(r"\s+%(\d+) =", line) and int(re.match(r"\s+%(\d+)", line)[1]) in fused]
     assert len(removed) == 3
@@ -244,7 +249,9 @@ def test_removed_nodes_stand_beside_what_replaced_them(page, tmp_path) -> None:
         go_to(page, i)
         assert page.evaluate(_CLASHES) == {"boxes": [], "badges": []}, snap.pass_name
     # fuse: the kernel stands where its last op (%10 add) stood; that op moved aside, tied to it
-    last = compilation.snapshots[-1].changes[0].nodes[-1]
+    fuse = stage_named(compilation, "fuse")
+    go_to(page, fuse)
+    last = compilation.snapshots[fuse].changes[0].nodes[-1]
     gone = page.locator(f'.tf-nodes-removed [data-node-id="{last}"]')
     assert gone.get_attribute("data-status") == "removed"
     assert page.locator(f'.tf-tie[data-from="{last}"]').count() == 1

@@ -38,6 +38,9 @@ class SourceLocation:
     #: The modules whose forward made the op, outermost first: ``Sequential/0:Linear`` (a
     #: scope, as TensorBoard's name scopes; "" outside any). See `name_scope`.
     scope: str = ""
+    #: The op was applied again in a backward pass (``tfl.checkpoint``), a second copy of one
+    #: the forward pass applied: passes must not merge the two (`teachflow.passes.cse`).
+    recomputed: bool = False
 
     @property
     def line(self) -> str:

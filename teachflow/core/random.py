@@ -33,3 +33,20 @@ def generator(xp: ModuleType) -> Any:
     if rng is None:
         rng = _generators[xp.__name__] = xp.random.default_rng(_seed)
     return rng
+
+
+
+def rng_state() -> dict[str, tuple[Any, Any]]:
+    """Where every generator made so far stands (as ``torch.get_rng_state``): give it to
+    `set_rng_state` to draw the same numbers again (``tfl.checkpoint`` does, to draw a dropout
+    mask again)."""
+    return {name: (rng, rng.bit_generator.state) for name, rng in _generators.items()}
+
+
+def set_rng_state(state: dict[str, tuple[Any, Any]]) -> None:
+    """Put the generators back where `rng_state` found them. One made since is dropped: it was
+    made from the seed, and its next draw makes it again from the seed."""
+    _generators.clear()
+    for name, (rng, bits) in state.items():
+        rng.bit_generator.state = bits
+        _generators[name] = rng

@@ -32,8 +32,11 @@ from teachflow.core.spec import TensorSpec
 from teachflow.graph import Graph, Node, Value, format_node
 from teachflow.ops.op import Op
 
-KINDS = ("added", "removed", "replaced", "merged", "fused", "placed",
-         "moved", "new_slot", "reused", "in_place")  # (the last four: plan_memory's)
+#: What a change did. "moved", "new_slot", "reused" and "in_place" are plan_memory's;
+#: "recomputed" is the trace's own: the nodes a backward pass computes again
+#: (``tfl.checkpoint``), drawn apart from the forward nodes they repeat.
+KINDS = ("added", "removed", "replaced", "merged", "fused", "placed", "recomputed",
+         "moved", "new_slot", "reused", "in_place")
 
 
 @dataclass(frozen=True)
@@ -236,3 +239,15 @@ def diff_changes(before: Graph, after: Graph, name: str) -> list[Change]:
 def _ids(ids: tuple[int, ...]) -> str:
     return ", ".join(f"%{i}" for i in ids)
 
+
+
+def recomputation(graph: Graph) -> list[Change]:
+    """The trace's changes: one naming the nodes its backward pass computes again instead of
+    keeping them from the forward pass (``tfl.checkpoint``), if there are any."""
+    ids = tuple(n.id for n in graph.nodes if n.source is not None and n.source.recomputed)
+    if not ids:
+        return []
+    return [Change("recomputed", ids, ids, "tfl.checkpoint: recompute, don't keep",
+                   f"{len(ids)} node(s) of the forward pass run again in the backward pass "
+                   "(tfl.checkpoint): their values are not kept from the forward pass, so "
+                   "memory is freed, for more compute")]

@@ -9,6 +9,13 @@ This is only legal because ops are **pure**: their result depends on their opera
 else. A random op is not: two draws of `randn` must give different numbers, so random ops are
 never merged (and never constant-folded). That is the lesson on purity in one `if`. Nor is a
 node that owns graphs (a loop, a call: what they compute is not in the node's key).
+
+Purity would make one more merge legal, and it must not be made: a node that ``tfl.checkpoint``
+computes again in the backward pass (its source says `recomputed`) applies the same op to the
+same operands as its forward original. Merged, the backward pass would read the forward's value,
+which would then stay alive from the forward pass to the backward one: exactly the memory the
+checkpoint gave up compute to save. So whether a node is recomputed is part of its key: a
+recomputed node merges only with another recomputed one.
 """
 
 from __future__ import annotations
@@ -68,7 +75,8 @@ class ValueNumbering:
         operands = [self.number(o) for o in node.inputs]
         if node.op.commutes(node.spec.dtype):
             operands.sort(key=repr)
-        key = (node.op.name, params_key(node.params), tuple(operands))
+        recomputed = node.source is not None and node.source.recomputed
+        key = (node.op.name, params_key(node.params), tuple(operands), recomputed)
         earlier = self.first.get(key)
         if earlier is not None:
             self.numbers[node.output] = self.numbers[earlier]

@@ -35,10 +35,11 @@ STYLE = {
     "merged": ("#56b4e9", 3.0, "2 3", "⇉ merged"),
     "fused": ("#cc79a7", 3.5, "", "⊕ fused"),
     "placed": ("#000000", 2.0, "", "⊙ placed"),
-    "moved": ("#f0e442", 3.0, "4 2", "⇅ moved"),
+    "recomputed": ("#f0e442", 2.5, "8 2", "⟲ again"),
+    "moved": ("#0072b2", 3.0, "4 2", "⇅ moved"),
     "new_slot": ("#0072b2", 1.5, "", "▭ slot"),
     "reused": ("#0072b2", 2.5, "1 2", "♻ reused"),
-    "in_place": ("#0072b2", 3.0, "", "⟲ in place"),
+    "in_place": ("#0072b2", 3.0, "", "✎ in place"),
     "kept": ("#8c8c8c", 1.2, "", ""),
 }
 

@@ -26,7 +26,8 @@ export const STATUS = {
   moved: { badge: "⇅ moved", words: "run earlier, to free memory sooner" },
   new_slot: { badge: "▭ slot", words: "its value has a slot of memory of its own" },
   reused: { badge: "♻ reused", words: "its value reuses the slot of a value now dead" },
-  in_place: { badge: "⟲ in place", words: "its value is written over an operand that dies here" },
+  in_place: { badge: "✎ in place", words: "its value is written over an operand that dies here" },
+  recomputed: { badge: "⟲ again", words: "computed again in backward (tfl.checkpoint), not kept" },
   kept: { badge: "", words: "unchanged" },
 };
 

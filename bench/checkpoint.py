@@ -1,0 +1,128 @@
+"""Rematerialisation's trade, side by side in one run: a deep MLP's training step, plain vs with
+``tfl.checkpoint`` at every other layer.
+
+The step: 12 layers ``Linear(512, 512)`` + ReLU, the mean of the squared output as the loss,
+backward, and plain SGD. Checkpointed, the layers run in pairs, each pair one region: only every
+other layer's input is kept for backward (the checkpoints), and each pair's forward pass runs
+again in backward. Printed, plain vs checkpointed:
+
+- peak bytes, staged: `teachflow.memory.peak_bytes` of the compiled step's last stage (its
+  schedule as the executor runs it: arguments, weights, gradients and new weights counted);
+  the same of the trace, before the passes (fusion moves some reads later);
+- peak bytes, eager: the most NumPy held during forward and backward, by tracemalloc (NumPy
+  reports its arrays' memory to it), above what was held before;
+- FLOPs: the compiled step's ``stats["flops"]``;
+- time per step, staged and eager: interleaved rounds (`timing.interleaved_rounds`), the best
+  of each, and the paired ratio (the median of the rounds' ratios).
+
+Goals: peak <= 0.6x plain, time <= 1.4x plain. The peak counts only where activations are what
+fills memory: at batch 256 a layer's activation (0.5 MB) is small beside its weights (1 MB),
+their gradient and the new weights, which all live at the end of the step, after backward, the
+same with or without checkpoints; so the default batch is 2048 (``--batch 256`` shows that).
+Run: ``python bench/checkpoint.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tracemalloc
+
+import teachflow as tfl
+from teachflow.memory import peak_bytes
+
+from timing import best, interleaved_rounds, microseconds, paired_ratio, ratio_text
+
+WIDTH, DEPTH = 512, 12
+
+
+def mlp() -> list:
+    tfl.manual_seed(0)
+    return [tfl.nn.Sequential(tfl.nn.Linear(WIDTH, WIDTH), tfl.nn.ReLU()) for _ in range(DEPTH)]
+
+
+def forward(layers: list, x: tfl.Tensor, checkpointed: bool) -> tfl.Tensor:
+    """The layers in pairs; with `checkpointed`, each pair is one checkpointed region."""
+    h = x
+    for i in range(0, len(layers), 2):
+        pair = tfl.nn.Sequential(layers[i], layers[i + 1])
+        h = tfl.checkpoint(pair)(h) if checkpointed else pair(h)
+    return h
+
+
+def training_step(layers: list, checkpointed: bool):
+    opt = tfl.optim.SGD([p for layer in layers for p in layer.parameters()], lr=1e-3)
+
+    def step(x):
+        opt.zero_grad()
+        h = forward(layers, x, checkpointed)
+        loss = (h * h).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    step.opt = opt  # (the optimizer lives as long as the step: a staged step reads it)
+    return step
+
+
+def eager_peak(layers: list, x: tfl.Tensor, checkpointed: bool) -> int:
+    """Bytes NumPy held at most during forward and backward, above what it held before."""
+    for layer in layers:
+        for p in layer.parameters():
+            p.grad = None
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    h = forward(layers, x, checkpointed)
+    (h * h).mean().backward()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak - before
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", type=int, default=2048)
+    parser.add_argument("--number", type=int, default=1, help="steps per timing run")
+    parser.add_argument("--repeat", type=int, default=2, help="timing runs per round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    args = parser.parse_args()
+    x = tfl.randn(args.batch, WIDTH)
+    kinds = ("plain", "checkpointed")
+    layers = {kind: mlp() for kind in kinds}  # (the same start; each kind trains its own)
+    steps = {kind: training_step(layers[kind], kind == "checkpointed") for kind in kinds}
+    compiled = {kind: tfl.compile(steps[kind], x) for kind in kinds}
+    staged = {kind: tfl.function(steps[kind]) for kind in kinds}
+    eager = {kind: training_step(layers[kind], kind == "checkpointed") for kind in kinds}
+    losses = {kind: float(staged[kind](x)) for kind in kinds}
+    assert abs(losses["plain"] - losses["checkpointed"]) <= 1e-5 * abs(losses["plain"]), losses
+
+    figures = {kind: (peak_bytes(compiled[kind].graph),
+                      peak_bytes(compiled[kind].snapshots[0].graph),
+                      eager_peak(layers[kind], x, kind == "checkpointed"),
+                      compiled[kind].snapshots[-1].stats["flops"]) for kind in kinds}
+    calls = {f"{mode} {kind}": (lambda f=fns[kind]: f(x))
+             for mode, fns in (("staged", staged), ("eager", eager)) for kind in kinds}
+    rounds = interleaved_rounds(calls, args.number, args.repeat, args.rounds)
+    print("\n".join(report(args.batch, figures, rounds)))
+
+
+def report(batch: int, figures: dict, rounds: dict) -> list[str]:
+    plain, ck = figures["plain"], figures["checkpointed"]
+    lines = [f"Training step, {DEPTH} x Linear({WIDTH}, {WIDTH}) + ReLU, batch {batch}, SGD;"
+             " checkpointed: a region per pair of layers", "",
+             f"{'':<34}{'plain':>12}{'checkpointed':>14}{'ratio':>8}"]
+    rows = [("peak MB, staged (plan, last stage)", plain[0] / 1e6, ck[0] / 1e6),
+            ("peak MB, staged (the trace)", plain[1] / 1e6, ck[1] / 1e6),
+            ("peak MB, eager (tracemalloc)", plain[2] / 1e6, ck[2] / 1e6),
+            ("GFLOP per step (staged stats)", plain[3] / 1e9, ck[3] / 1e9)]
+    lines += [f"{name:<34}{a:>12.1f}{b:>14.1f}{ratio_text(b / a):>8}" for name, a, b in rows]
+    for mode in ("staged", "eager"):
+        a, b = best(rounds[f"{mode} plain"]), best(rounds[f"{mode} checkpointed"])
+        paired = paired_ratio(rounds, f"{mode} checkpointed", f"{mode} plain")
+        lines.append(f"{'time per step, ' + mode:<34}{microseconds(a):>12}{microseconds(b):>14}"
+                     f"{ratio_text(paired):>8}")
+    lines += ["", "Goals: peak <= 0.60x, time <= 1.40x (time: the median of "
+              f"{len(rounds['staged plain'])} paired rounds)."]
+    return lines
+
+
+if __name__ == "__main__":
+    main()
