@@ -213,9 +213,9 @@ def _carried(body: Any, carry: Sequence[Any], tangents: Sequence[Any]) -> tuple:
 
 def _fori_jvp(op: Op, primals: tuple, tangents: tuple, params: dict,
               transformed: Callable) -> tuple:
-    """The tangents of a loop are carried by the loop: each step is the body's JVP."""
-    if params.get("history"):
-        raise _not_covered("tfl.jvp", "a loop that keeps its history (the loop of a gradient)")
+    """The tangents of a loop are carried by the loop: each step is the body's JVP.
+
+    A loop that keeps its history (the forward loop of a gradient) keeps its tangents' too."""
     body = params["body_fn"]
     m = len(body.outputs)
     free = list(primals[2 + m:])
@@ -227,22 +227,31 @@ def _fori_jvp(op: Op, primals: tuple, tangents: tuple, params: dict,
 
     def step(i: Any, *state: Any) -> list:
         return run(i, *state[:m], *free, *state[m:], *moved_free)
-    results = _fori(primals[0], primals[1], step, [*primals[2:2 + m], *start])
-    return with_tangents(results, m, floats)
+    history = params.get("history", False)
+    results = _fori(primals[0], primals[1], step, [*primals[2:2 + m], *start], history=history)
+    if not history:
+        return with_tangents(results, m, floats)
+    f = len(floats)  # results: carry, carried tangents, then the history of each, in that order
+    outs, moved = with_tangents(results[:m + f], m, floats)
+    kept, kept_moved = with_tangents([*results[m + f:2 * m + f], *results[2 * m + f:]], m, floats)
+    return [*outs, *kept], [*moved, *kept_moved]
 
 
 def _fori_batch(op: Op, args: tuple, dims: tuple, params: dict, size: int,
                 transformed: Callable) -> tuple:
-    """Moved every carry's batch axis to the front: the body runs batched, step after step."""
-    if dims[0] is not None or dims[1] is not None or params.get("history"):
-        raise _not_covered("tfl.vmap", "a loop whose bounds differ between examples, or that "
-                                       "keeps its history (the loop of a gradient)")
+    """Moved every carry's batch axis to the front: the body runs batched, step after step.
+
+    The history a loop keeps stacks the steps first: its batch axis comes second."""
+    if dims[0] is not None or dims[1] is not None:
+        raise _not_covered("tfl.vmap", "a loop whose bounds differ between examples")
     body = params["body_fn"]
     m = len(body.outputs)
     carry = [batched(x, d, size) for x, d in zip(args[2:2 + m], dims[2:2 + m], strict=True)]
     run = batched_function(body, [None, *[0] * m, *dims[2 + m:]], size, transformed)
     free = list(args[2 + m:])
-    return _fori(args[0], args[1], lambda i, *c: run(i, *c, *free), carry), [0] * m
+    history = params.get("history", False)
+    results = _fori(args[0], args[1], lambda i, *c: run(i, *c, *free), carry, history=history)
+    return results, [0] * m + [1] * (m if history else 0)
 
 
 def _not_covered(transformation: str, what: str) -> TeachflowError:
