@@ -90,11 +90,13 @@ def _example(x: Tensor, spec: TensorSpec) -> Tensor:
 
 
 def constants(graph: Graph) -> dict[Value, Tensor]:
-    """The constants of `graph`, as tensors."""
+    """The constants of `graph`, as tensors: eagerly made, or constants of the trace running
+    (a tensor made from data, as `tfl.tensor` makes one)."""
     found = {}
+    interpreter = dispatch.current_interpreter()
     for v in graph.constants:
         backend = get_backend(v.spec.device)
-        found[v] = Tensor._make(backend.asarray(v.data), backend, None)
+        found[v] = interpreter.lift(Tensor._make(backend.asarray(v.data), backend, None))
     return found
 
 
@@ -119,4 +121,5 @@ def made_by(node: Node, note: str) -> Iterator[None]:
 def rule_summary(rule: Callable) -> str:
     """What a rule does, for the note: its docstring's first sentence, up to a colon."""
     doc = " ".join((rule.__doc__ or "").split())
-    return doc.split(". ")[0].split(": ")[0].rstrip(".")
+    said = doc.split(". ")[0].split(": ")[0].rstrip(".")
+    return said[:1].lower() + said[1:]

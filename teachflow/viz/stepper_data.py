@@ -291,6 +291,8 @@ class _Table:
                      "type": ", ".join(self.type(o) for o in node.outputs), "text": text}
             if node.source is not None:
                 entry["source"] = source = self.where(node.source)
+                if node.source.note:  # the rule that made it: "batched by matmul's rule: ..."
+                    entry["rule"] = node.source.note
                 if source not in self.lines:
                     self.lines[source] = linecache.getline(node.source.filename,
                                                            node.source.lineno).strip()
