@@ -83,6 +83,11 @@ def forward(graph: Graph, values: dict, moving: dict) -> None:
                                 hint="declare one in the op's declaration (its `jvp` field), "
                                      "beside its gradient rule")
         with no_grad() if node.no_grad else nullcontext():
+            if subgraphs(node) and all(t is None for t in tangents):  # (nothing moves)
+                with on_behalf_of(node.source):
+                    values.update(zip(node.outputs, node.op.rerun(primals, node.params),
+                                      strict=True))
+                continue
             if subgraphs(node):
                 with made_by(node, f"tangent of {node.op.name} by its JVP rule: its graphs "
                                    "transformed"):
