@@ -27,7 +27,8 @@ from op_cases import CLIP_CASES, DIFFERENTIABLE_CASES, NUMPY_UFUNC_CASES, OpCase
 import teachflow as tfl
 from teachflow.kernels.numpy_runtime import numpy_kernel
 from teachflow.ops import OPS
-from teachflow.ops.op import Op, elementwise_rule, op_for_ufunc
+from teachflow.ops.op import Op, op_for_ufunc
+from teachflow.ops.shape_rules import elementwise_rule
 from teachflow.tensor.habits import ForeignName
 from teachflow.tensor.tensor import Tensor
 
