@@ -242,6 +242,6 @@ stop_gradient = Op("stop_gradient", lambda xp: lambda x: x,
                    lambda x: x, fusion="{0}", arg_names=("x",), view=True,
                    jvp=no_tangent, batch=batching.elementwise)
 # `x.clone()`: the same values in new memory; its gradient is the identity's.
-copy = Op("copy", lambda xp: lambda x: x.copy(), lambda x: x, grads=(lambda g: g,),
-          arg_names=("x",), jvp=tangents.linear, batch=batching.elementwise)
+clone = Op("clone", lambda xp: lambda x: x.copy(), lambda x: x, grads=(lambda g: g,),
+           arg_names=("x",), jvp=tangents.linear, batch=batching.elementwise)
 
