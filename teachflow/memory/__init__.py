@@ -3,9 +3,16 @@
 - `liveness`: the live range of every value in a schedule, the bytes held at each step, and the
   peak.
 - `plan`: a memory plan, the reused slot of memory each intermediate is written into.
+- `writable`: which values a plan may give a buffer (`plannable`, `plannable_values`): the rule
+  the planner and the executor share.
+- `arena`: the memory of a plan's slots, made once per executor and thread, and a view of it
+  for each planned value, which its kernel writes into (``out=``).
 """
 
+from teachflow.memory.arena import Arena
 from teachflow.memory.liveness import LiveRange, live_ranges, peak_bytes, timeline
 from teachflow.memory.plan import Buffer, MemoryPlan
+from teachflow.memory.writable import plannable, plannable_values, writes_out
 
-__all__ = ["Buffer", "LiveRange", "MemoryPlan", "live_ranges", "peak_bytes", "timeline"]
+__all__ = ["Arena", "Buffer", "LiveRange", "MemoryPlan", "live_ranges", "peak_bytes",
+           "plannable", "plannable_values", "timeline", "writes_out"]
