@@ -25,6 +25,11 @@ index array) by its parameter and node (``index9``).
 A node that owns graphs (a ``cond``, a loop: `teachflow.execution.control`) writes real Python
 control flow around their code: ``if``/``else``, ``while True: ... break``, ``for k in range(...)``.
 
+When the graph carries a memory plan (`teachflow.memory`, made by the pass ``plan_memory``), each
+planned value is written into its view of an arena made once per executor and thread, and the
+source says so: ``v2 = matmul(x, w, out=slot0_v2)`` writes ``v2`` into slot 0, where an earlier
+value, read for the last time, was. A warm call then allocates only what it returns.
+
 Only nodes that the requested outputs depend on are emitted: like ``Session.run`` in TensorFlow,
 a graph computes what is fetched and nothing else.
 
