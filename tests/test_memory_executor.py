@@ -8,13 +8,14 @@ import tracemalloc
 
 import numpy as np
 import pytest
+import test_devices
+from memory_planner import greedy_plan, one_slot_each, with_plan
 
 import teachflow as tfl
 from teachflow.graph import Graph, subgraphs
 from teachflow.kernels import native
 from teachflow.memory import Buffer, MemoryPlan, plannable, plannable_values, writes_out
 from teachflow.ops import OPS
-from tests.memory_planner import greedy_plan, one_slot_each, with_plan
 
 rng = np.random.default_rng(0)
 
@@ -269,11 +270,30 @@ def test_a_training_step_planned_equals_plain() -> None:
             np.testing.assert_allclose(planned(x).numpy(), plain(x).numpy(), rtol=1e-4)
 
 
-@pytest.mark.skipif("cuda:0" not in tfl.devices(), reason="no GPU (CuPy) here")
-def test_on_the_gpu_the_arena_is_cupy_memory() -> None:
-    with tfl.device("cuda:0"):
-        x, w, b = (t.to("cuda:0") for t in args(64))
-        planned = tfl.function(mlp, passes=with_plan())
-        for _ in range(3):
-            got = planned(x, w, b)
-        np.testing.assert_allclose(got.numpy(), mlp(x, w, b).numpy(), rtol=1e-4, atol=1e-5)
+gpu = test_devices.gpu  # a fixture: "gpu", simulated by NumPy, and (marked) CuPy's
+
+
+def test_on_a_gpu_the_arena_is_that_devices_memory(gpu) -> None:
+    x, w, b = (t.to("gpu") for t in args(64))
+    planned = tfl.function(mlp, passes=with_plan())
+    assert "out=slot" in tfl.compile(mlp, x, w, b, passes=with_plan()).source
+    for _ in range(3):
+        got = planned(x, w, b)
+    assert got.device == "gpu"
+    np.testing.assert_allclose(got.numpy(), mlp(x, w, b).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_graph_on_two_devices_runs_its_pieces_unplanned_and_equal() -> None:
+    def two(x, w, b):
+        with tfl.device("cpu:1"):
+            a = tfl.relu(x @ w)
+        return a.to("cpu") @ w + mlp(x, w, b).sum()
+
+    tfl.set_logical_devices("cpu", 2)
+    try:
+        a = args(16)
+        c = tfl.compile(two, *a, passes=with_plan())
+        assert "out=slot" not in c.source  # (the pieces of each device: not planned yet)
+        np.testing.assert_allclose(c(*a).numpy(), two(*a).numpy(), rtol=1e-5, atol=1e-6)
+    finally:
+        tfl.set_logical_devices("cpu", 1)
