@@ -25,6 +25,11 @@ index array) by its parameter and node (``index9``).
 A node that owns graphs (a ``cond``, a loop: `teachflow.execution.control`) writes real Python
 control flow around their code: ``if``/``else``, ``while True: ... break``, ``for k in range(...)``.
 
+When the graph carries a memory plan (`teachflow.memory`, made by the pass ``plan_memory``), each
+planned value is written into its view of an arena made once per executor and thread, and the
+source says so: ``v2 = matmul(x, w, out=slot0_v2)`` writes ``v2`` into slot 0, where an earlier
+value, read for the last time, was. A warm call then allocates only what it returns.
+
 Only nodes that the requested outputs depend on are emitted: like ``Session.run`` in TensorFlow,
 a graph computes what is fetched and nothing else.
 
@@ -55,6 +60,8 @@ from teachflow.core.backends import Backend, get_backend
 from teachflow.core.dispatch import bind
 from teachflow.core.errors import TeachflowError, compile_at_user_lines, on_behalf_of
 from teachflow.graph import Graph, Node, Value, subgraphs
+from teachflow.memory.arena import Arena
+from teachflow.memory.writable import plannable_values
 from teachflow.tensor.tensor import Tensor
 
 # Parameter values that print as Python source which reads back equal.
@@ -100,8 +107,10 @@ def generate(graph: Graph, backend: Backend, outputs: Sequence[Value] | None = N
     # graphs that nodes own too), then the arguments, which may not hide any of them, then the
     # state read from outside, which may not hide an argument either.
     source.name_values(graph, outputs)
+    arena = source.plan_memory(graph, outputs)
     source.name_arguments(inputs, captures)
     body, returned = source.body(graph, outputs)
+    body = [*arena, *body]
     returned_text = ", ".join(returned) + ("," if len(outputs) == 1 else "")
     params = [source.name_of[v] for v in [*inputs, *captures]]
     text, fn = source.define(source.function_name(graph.name), params,
@@ -136,6 +145,7 @@ class Source:
         self.names = _Names([*self.namespace, *_BUILTINS_IN_SOURCE])
         self.kernel_of: dict[Any, str] = {}  # op -> the name its kernel has in the source
         self.name_of: dict[Value, str] = {}
+        self.out_of: dict[Value, str] = {}  # a planned value -> its view of the arena
 
     def name_values(self, graph: Graph, outputs: Sequence[Value]) -> None:
         """Claim the names of the kernels and values that computing `outputs` uses, in `graph`
@@ -159,6 +169,26 @@ class Source:
         for v in constants:
             if v not in self.name_of:
                 self.name_of[v] = self.bind(f"const{v.id}", self.backend.asarray(v.data))
+
+    def plan_memory(self, graph: Graph, outputs: Sequence[Value]) -> list[Line]:
+        """Follow the graph's memory plan, if it has one (`teachflow.memory`): name a view of
+        the arena for each planned value (``slot0_v2``: value ``v2``, in slot 0), which its
+        kernel writes into, and return the line that takes this thread's views."""
+        plan = getattr(graph, "memory_plan", None)
+        if plan is None:
+            return []
+        allowed = plannable_values(graph, outputs)
+        slot_of = {b.value: b.slot for b in plan.buffers}
+        planned = [v for node in graph.live(outputs)[0] for v in node.outputs
+                   if v in allowed and v.id in slot_of]
+        if not planned:
+            return []
+        arena = Arena.of(plan, [(v.id, v.dtype, v.shape) for v in planned], self.backend.xp)
+        for v in planned:
+            self.out_of[v] = self.names.claim(f"slot{slot_of[v.id]}_v{v.id}")
+        views = ", ".join(self.out_of[v] for v in planned) + ("," if len(planned) == 1 else "")
+        return [(0, f"{views} = {self.bind('arena', arena)}()  # this thread's planned memory "
+                    f"({len(plan.slot_sizes)} slots, {arena.nbytes} bytes), made once", None)]
 
     def name_arguments(self, inputs: Sequence[Value], captures: Sequence[Value]) -> None:
         """Name the function's arguments by their own names, then the state it reads from
@@ -243,7 +273,7 @@ class Source:
                 lines += node.op.emit(self, node, operands, results)
             else:
                 args = operands + [f"{k}={self._param(node, k, v)}"
-                                   for k, v in node.params.items()]
+                                   for k, v in node.params.items()] + self.out_argument(node)
                 # (a fused kernel with several results returns a tuple of them)
                 lines.append((0, f"{', '.join(results)} = {self.kernel_of[node.op]}"
                                  f"({', '.join(args)})", node))
@@ -253,6 +283,16 @@ class Source:
             if done:
                 lines.append((0, f"del {', '.join(done)}", None))
         return lines
+
+
+    def out_argument(self, node: Node) -> list[str]:
+        """``out=slot0_v2`` (``out=(slot0_v2, slot1_v3)`` for several results) where the node
+        writes into planned memory; nothing where it does not."""
+        if not node.outputs or any(v not in self.out_of for v in node.outputs):
+            return []
+        if len(node.outputs) == 1:
+            return [f"out={self.out_of[node.output]}"]
+        return [f"out=({', '.join(self.out_of[v] for v in node.outputs)})"]
 
 
 # Builtins that parameter values print as (``slice(0, 2, None)``, ``Ellipsis``).

@@ -125,7 +125,8 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
 
     A call costs microseconds of Python around the C: the quick path, taken by every call of a
     compiled function, checks each input with three comparisons, asks for its address once,
-    and reuses the addresses of the results it keeps; everything else goes the careful way.
+    and reuses the addresses of the results it keeps (or writes into the caller's ``out``, a
+    planned buffer, when the kernel may); everything else goes the careful way.
     """
     quick = [(v.shape, v.dtype, _byte_strides(v.shape, v.dtype)) for v in group.inputs]
     specs = group.specs
@@ -136,7 +137,7 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
     address_of, buffer_of = ctypes.addressof, ctypes.c_char.from_buffer
 
     def run(*arrays: Any, out: Any = None) -> Any:
-        if out is not None or len(arrays) != len(quick):
+        if len(arrays) != len(quick):
             return careful(arrays, out)
         addresses = []
         for array, (shape, dtype, strides) in zip(arrays, quick, strict=True):
@@ -151,8 +152,14 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
                 return careful(arrays, out)
             addresses.append(address)
         results = []
+        given = None if out is None else (out,) if single else out
         for k, spec in enumerate(specs):
-            if kept[k] is not None:
+            if given is not None:  # (a planned buffer: `teachflow.memory`)
+                result = given[k]
+                address = _quick_target(result, spec, arrays, addresses)
+                if address is None:
+                    return careful(arrays, out)
+            elif kept[k] is not None:
                 result, address = kept[k].take()
             else:
                 result = np.empty(spec.shape, spec.dtype)
@@ -161,7 +168,9 @@ def _runner(group: FusedGroup, function: Callable[..., None], found: native.Comp
             addresses.append(address)
         raised = function(*addresses)
         if raised and _numpy_again(raised):  # its kernel runs again, and says what NumPy says
-            return careful.numpy(*arrays)  # at the learner's line
+            return careful.numpy(*arrays, out=out)  # at the learner's line
+        if given is not None:
+            return out
         return results[0] if single else tuple(results)
 
     run.__name__ = run.__qualname__ = group.name
@@ -286,6 +295,23 @@ def _element_strides(array: np.ndarray) -> tuple[int, ...] | bool:
         return False
     return tuple(s // size if n > 1 else 0 for n, s in zip(array.shape, array.strides,
                                                           strict=True))
+
+
+def _quick_target(out: Any, spec: Any, arrays: tuple, addresses: list[int]) -> int | None:
+    """The address of `out` if the kernel may write straight into it (`_writable_target`),
+    found with the inputs' `addresses` at hand; else None."""
+    if (type(out) is not np.ndarray or out.dtype != spec.dtype or out.shape != spec.shape
+            or not out.flags.carray or not out.size):
+        return None
+    try:
+        start = ctypes.addressof(ctypes.c_char.from_buffer(out))
+    except (TypeError, ValueError, BufferError):  # (read-only)
+        return None
+    end = start + out.nbytes
+    for array, address in zip(arrays, addresses, strict=False):
+        if address < end and start < address + array.nbytes:
+            return None
+    return start
 
 
 def _writable_target(out: Any, spec: Any, arrays: list[np.ndarray]) -> bool:

@@ -38,7 +38,6 @@ text, so learners can read it in the pass stepper.
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any
 
@@ -47,6 +46,7 @@ import numpy as np
 from teachflow.graph import Node, Value, format_node
 from teachflow.kernels.buffers import assign_buffers
 from teachflow.kernels.group import FusedGroup
+from teachflow.memory.writable import takes_out
 from teachflow.ops.op import Op
 
 #: About this many elements of the result are computed per block: a block's scratch buffers
@@ -329,22 +329,12 @@ class NumpyRenderer:
             function = f"np.{kernel.__name__}"
         else:
             function = self.kernels.setdefault(op.name, op).name
-        if target is not None and not _takes_out(kernel):
+        if target is not None and not takes_out(kernel):
             raise NotImplementedError(f"op {op.name!r} has no kernel taking out=: it cannot be "
                                       "fused on the CPU")
         arguments = [*operands, *(f"{k}={_parameter(v)}" for k, v in params.items()),
                      *([f"out={target}"] if target else [])]
         return f"{function}({', '.join(arguments)})"
-
-
-def _takes_out(kernel: Any) -> bool:
-    """True for a ufunc, or a function with an ``out`` parameter (``np.clip``, ``relu``'s)."""
-    if isinstance(kernel, np.ufunc):
-        return True
-    try:
-        return "out" in inspect.signature(kernel).parameters
-    except (TypeError, ValueError):  # no signature to read
-        return False
 
 
 # --- Small helpers for the generated text ------------------------------------------------------

@@ -215,13 +215,28 @@ def _extreme_jvp(op: Op, primals: tuple, tangents: tuple, out: Any, params: dict
 #: A reduction's parameters when it reduces every element to one number.
 ALL_ELEMENTS = {"axis": None, "keepdims": False}
 
-sum = Op("sum", lambda xp: lambda x, *, axis, keepdims: x.sum(axis=axis, keepdims=keepdims),
+# Each kernel writes into `out` when given one (a planned buffer: `teachflow.memory`).
+sum = Op("sum", lambda xp: lambda x, *, axis, keepdims, out=None:
+         x.sum(axis=axis, keepdims=keepdims, out=out),
          _reduction_rule("sum"),
          grads=(lambda g, x_spec, *, axis, keepdims: expand_reduced(g, x_spec, axis, keepdims),),
          partials=Partials("sum", add, _zero), flops=_reduced_elements,
          defaults=ALL_ELEMENTS, jvp=tangents.linear, batch=_batch_axes)
 # The mean of no elements is nan (0 / 0), as in NumPy; the max of none has no value at all.
-mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keepdims=keepdims),
+def _mean_kernel(xp: Any):
+    def mean(x: Any, *, axis: tuple | None, keepdims: bool, out: Any = None) -> Any:
+        if out is None or out.dtype == np.float16:  # (NumPy divides a float16 mean's sum in
+            result = x.mean(axis=axis, keepdims=keepdims)  # float32, but in out's dtype)
+            if out is None:
+                return result
+            out[...] = result
+            return out
+        return x.mean(axis=axis, keepdims=keepdims, out=out)
+
+    return mean
+
+
+mean = Op("mean", _mean_kernel,
           _reduction_rule("mean"), grads=(_mean_grad,),
           partials=Partials("sum", add, _zero, mean=True, accumulate=_mean_accumulator),
           flops=_reduced_elements, defaults=ALL_ELEMENTS, jvp=tangents.linear,
@@ -231,14 +246,19 @@ mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keep
 def _extreme_kernel(name: str):
     """max or min; with `initial` (as NumPy's), also of an empty axis: `initial` there."""
     def kernel(xp: Any):
-        def extreme(x: Any, *, axis: tuple | None, keepdims: bool, initial: Any = None) -> Any:
+        def extreme(x: Any, *, axis: tuple | None, keepdims: bool, initial: Any = None,
+                    out: Any = None) -> Any:
             if initial is None:
-                return getattr(x, name)(axis=axis, keepdims=keepdims)
+                return getattr(x, name)(axis=axis, keepdims=keepdims, out=out)
             shape = reduced_shape(x.shape, axis, keepdims)
             if x.size == 0:
-                return xp.full(shape, initial, dtype=x.dtype)
+                if out is None:
+                    return xp.full(shape, initial, dtype=x.dtype)
+                out[...] = initial
+                return out
             combine = xp.maximum if name == "max" else xp.minimum
-            return combine(getattr(x, name)(axis=axis, keepdims=keepdims), initial)
+            return combine(getattr(x, name)(axis=axis, keepdims=keepdims, out=out), initial,
+                           out=out)
 
         return extreme
 
