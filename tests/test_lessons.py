@@ -136,6 +136,27 @@ print(_json.dumps({
               if s.pass_name == "fuse" for ch in s.changes],
 }))
 """,
+    # Lesson 9 rewrites one graph three ways, composes them, and times Jacobians both ways.
+    "09_transformations": """
+import json as _json
+def _notes(graph):
+    return [[n.op.name, n.source.note if n.source else None] for n in graph.nodes]
+_first = compiled.snapshots[0].graph
+print(_json.dumps({
+    "grad": _notes(tfl.trace(tfl.grad(f), x)), "jvp": _notes(tfl.trace(
+        lambda x, t: tfl.jvp(f, (x,), (t,)), x, t)), "vmap": _notes(tfl.trace(tfl.vmap(f), xs)),
+    "per_example": float(np.abs(per_example.numpy() - one_by_one).max()),
+    "trace": _notes(_first), "stages": [s.pass_name for s in compiled.snapshots],
+    "fused": [n.op.name for n in compiled.graph.nodes if n.op.name.startswith("fused")],
+    "hessian": float(np.abs(H - np.diag(by_hand)).max()),
+    "jacobians": {name: [list(tfl.jacrev(fn)(at).shape),
+                         float(np.abs(tfl.jacfwd(fn)(at).numpy() - tfl.jacrev(fn)(at).numpy()
+                                      ).max())] for name, (fn, at) in shapes.items()},
+    "mlp": max(float(np.abs(from_vmap[k].numpy()[i] - from_loop[i][k].numpy()).max())
+               for k in range(4) for i in range(64)),
+    "batched_ops": [n.op.name for n in batched.concrete_functions[0].graph.nodes],
+}))
+""",
 }
 #: What a timing cell prints: how many times the other's time one took, and in words.
 TIMED = re.compile(r"took (\d+\.\d\d)x [^:\n]*: (faster|slower|as fast) here")
@@ -237,7 +258,7 @@ def test_a_timing_cell_says_which_way_its_own_numbers_went() -> None:
                 said = "faster" if float(ratio) < 1 else "slower" if float(ratio) > 1 else "as fast"
                 assert word == said, f"{path.name}: {ratio}x reported as {word}"
             timed += 1
-    assert timed >= 7  # lessons 2, 3, 4, 5, 6 (twice) and 7 time something
+    assert timed >= 8  # lessons 2, 3, 4, 5, 6 (twice), 7 and 9 time something
 
 
 def test_no_lesson_prose_says_which_way_a_measurement_goes() -> None:
@@ -413,3 +434,50 @@ def test_lesson_7_runs_a_saved_step_elsewhere_and_refuses_hostile_files() -> Non
     assert not any(changes[name] for name in ("inline", *ON_DEVICES))  # no calls; one device
     assert len(probe["fused"]) == 3 and {"tanh", "mean"} <= set(probe["fused"][0])
     assert probe["fused"][1:] == [["mul", "sub"], ["mul", "sub"]]
+
+
+def test_lesson_9_rewrites_one_graph_three_ways_and_composes_them() -> None:
+    path = FOLDER / "09_transformations.ipynb"
+    nb = executed(path)
+    probe = json.loads(printed(nb.cells[-1]))
+    # Each rewrite's nodes say which rule made them: grad's the gradient rules after a seed,
+    # jvp's the JVP rules beside the values, vmap's the batching rules (sum's on axis 1).
+    assert [note for _, note in probe["grad"]][3:] == [
+        "seed: d(out)/d(out) = 1", "grad of sum", "grad of sum", *["grad of tanh"] * 3,
+        *["grad of mul"] * 3]
+    assert [op for op, note in probe["jvp"] if not note] == ["mul", "tanh", "sum"]
+    assert {note for _, note in probe["jvp"] if note} == {
+        f"tangent of {op} by its JVP rule" for op in ("mul", "tanh", "sum")}
+    assert all(note.startswith(f"batched by {op}'s rule: ") for op, note in probe["vmap"])
+    # Per-example gradients equal one grad call per example; compiled, the first stage is
+    # the transformed graph, whose backward nodes say both rules and whose seed stays
+    # unbatched; fuse then makes kernels of it, and the batched MLP gradient has no loop.
+    assert probe["per_example"] < 1e-6 and probe["mlp"] < 1e-5
+    trace = probe["trace"]
+    assert ["full", "seed: d(out)/d(out) = 1"] in trace
+    assert ["mul", "grad of tanh; batched by mul's rule: moved the batch axes to the front and "
+            "lined the ranks up"] in trace
+    assert all(note.startswith("batched by ") for _, note in trace[:6])
+    assert probe["stages"] == ["trace", *DEFAULT_PIPELINE] and probe["fused"]
+    assert not {"fori_loop", "while", "call"} & set(probe["batched_ops"])
+    assert probe["hessian"] < 1e-12
+    # The wide and the tall Jacobian, the same both ways.
+    assert probe["jacobians"]["wide"][0] == [4, 2000]
+    assert probe["jacobians"]["tall"][0] == [2000, 4]
+    assert max(d for _, d in probe["jacobians"].values()) < 1e-12
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    (shown,) = [c for c in code if c.source.strip().endswith("compiled.show()")]
+    stages = len(DEFAULT_PIPELINE) + 1  # the trace, then each pass
+    assert f"<PassStepper loss: stage 1 of {stages} (trace)>" in printed(shown)
+    assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+               for o in shown.outputs)
+    # Both timing cells say which way their own numbers went (one calls the other's timer).
+    timing = [c for c in code if "took {ratio:.2f}x" in c.source]
+    assert len(timing) == 2
+    found = [m for c in timing for m in TIMED.findall(printed(c))]
+    assert len(found) == 3
+    for ratio, word in found:
+        assert word == ("faster" if float(ratio) < 1 else "slower" if float(ratio) > 1
+                        else "as fast")
+    assert "exercises/09_jvp_and_batching_rules.ipynb" in "".join(
+        c.source for c in nb.cells if c.cell_type == "markdown")
