@@ -452,15 +452,16 @@ def test_lesson_8_plans_memory_and_checkpoints_as_its_text_says() -> None:
     assert chosen <= traced / 2 and probe["moved"] and all(
         m.startswith("moved %") and " net " in m for m in probe["moved"])
     # The training steps: the same loss; the plan's figure less what is held throughout is
-    # what tracemalloc sees (plain); planned, a warm call allocates little; the peaks fall
-    # plain > planned > checkpointed, and checkpointing adds about a forward pass of FLOPs.
+    # what tracemalloc sees (plain); planned, a warm call allocates little, and the arena is
+    # about the peak less what is held throughout; a plan never raises the peak, checkpoints
+    # lower it and add about a forward pass of FLOPs.
     assert max(probe["losses"]) - min(probe["losses"]) < 1e-7 and probe["recomputed"] > 0
     f = probe["figures"]
     plain, planned, ck = f["plain"], f["planned"], f["checkpointed"]
     assert abs(plain["traced"] / (plain["peak"] - plain["held"]) - 1) < 0.02
     assert plain["arena"] is None and planned["traced"] < plain["traced"] / 5
-    assert planned["arena"] <= 1.1 * (planned["peak"] - planned["held"])
-    assert plain["peak"] > planned["peak"] > ck["peak"]
+    assert 0.8 <= planned["arena"] / (planned["peak"] - planned["held"]) <= 1.1
+    assert plain["peak"] >= planned["peak"] > ck["peak"]
     assert plain["flops"] == planned["flops"] and 1.25 < ck["flops"] / planned["flops"] < 1.45
     assert probe["shared"] == []  # no two live values of the step's plan share a slot
     code = [c for c in nb.cells if c.cell_type == "code"]
