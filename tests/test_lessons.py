@@ -136,6 +136,24 @@ print(_json.dumps({
               if s.pass_name == "fuse" for ch in s.changes],
 }))
 """,
+    # Lesson 8 plans the memory of a small function and of a training step, and checkpoints it.
+    "08_memory": """
+import json as _json
+_plan = steps["planned"].graph.memory_plan
+_stages = {s.pass_name: s.stats["peak_bytes"] for s in compiled.snapshots}
+print(_json.dumps({
+    "changes": [c.kind for c in stage.changes], "plan": compiled.memory_plan,
+    "peaks": [_stages["trace"], _stages["fuse"], _stages["plan_memory"]],
+    "out": [compiled.source.count("out="), unplanned.source.count("out=")],
+    "allocations": allocations, "intermediates": peak_bytes(graph) - held_throughout,
+    "order": [traced_peak, chosen_peak], "moved": moved,
+    "losses": list(first_losses.values()), "recomputed": len(recomputed), "figures": figures,
+    "shared": [[a.slot, a.first_use, a.last_use, b.first_use, b.last_use]
+               for a in _plan.buffers for b in _plan.buffers if a is not b and a.slot == b.slot
+               and a.first_use <= b.last_use and b.first_use <= a.last_use
+               and b.in_place_of != a.value and a.in_place_of != b.value],
+}))
+""",
     # Lesson 9 rewrites one graph three ways, composes them, and times Jacobians both ways.
     "09_transformations": """
 import json as _json
@@ -258,7 +276,7 @@ def test_a_timing_cell_says_which_way_its_own_numbers_went() -> None:
                 said = "faster" if float(ratio) < 1 else "slower" if float(ratio) > 1 else "as fast"
                 assert word == said, f"{path.name}: {ratio}x reported as {word}"
             timed += 1
-    assert timed >= 8  # lessons 2, 3, 4, 5, 6 (twice), 7 and 9 time something
+    assert timed >= 9  # lessons 2, 3, 4, 5, 6 (twice), 7, 8 and 9 time something
 
 
 def test_no_lesson_prose_says_which_way_a_measurement_goes() -> None:
@@ -434,6 +452,49 @@ def test_lesson_7_runs_a_saved_step_elsewhere_and_refuses_hostile_files() -> Non
     assert not any(changes[name] for name in ("inline", *ON_DEVICES))  # no calls; one device
     assert len(probe["fused"]) == 3 and {"tanh", "mean"} <= set(probe["fused"][0])
     assert probe["fused"][1:] == [["mul", "sub"], ["mul", "sub"]]
+
+
+def test_lesson_8_plans_memory_and_checkpoints_as_its_text_says() -> None:
+    path = FOLDER / "08_memory.ipynb"
+    nb = executed(path)
+    probe = json.loads(printed(nb.cells[-1]))
+    # Three layers: five matrices in two slots, in place where a tanh's operand dies, a slot
+    # reused; the peak is the same before and after fuse (two matrices and the arguments).
+    assert probe["changes"] == ["new_slot", "in_place", "new_slot", "in_place", "reused"]
+    assert len(probe["plan"]) == 5 and {b["slot"] for b in probe["plan"]} == {0, 1}
+    assert probe["peaks"] == [4 * 256 * 256 * 4] * 3
+    assert probe["out"] == [5, 0]  # every planned kernel writes out=, the unplanned one none
+    # A planned call allocates next to nothing; an unplanned one its intermediates' peak.
+    allocations = probe["allocations"]
+    assert allocations["planned"] < allocations["unplanned"] / 50
+    assert abs(allocations["unplanned"] / probe["intermediates"] - 1) < 0.02
+    # The branches: plan_memory's order holds at most half of the traced order's peak.
+    traced, chosen = probe["order"]
+    assert chosen <= traced / 2 and probe["moved"] and all(
+        m.startswith("moved %") and " net " in m for m in probe["moved"])
+    # The training steps: the same loss; the plan's figure less what is held throughout is
+    # what tracemalloc sees (plain); planned, a warm call allocates little, and the arena is
+    # about the peak less what is held throughout; a plan never raises the peak, checkpoints
+    # lower it and add about a forward pass of FLOPs.
+    assert max(probe["losses"]) - min(probe["losses"]) < 1e-7 and probe["recomputed"] > 0
+    f = probe["figures"]
+    plain, planned, ck = f["plain"], f["planned"], f["checkpointed"]
+    assert abs(plain["traced"] / (plain["peak"] - plain["held"]) - 1) < 0.02
+    assert plain["arena"] is None and planned["traced"] < plain["traced"] / 5
+    assert 0.8 <= planned["arena"] / (planned["peak"] - planned["held"]) <= 1.1
+    assert plain["peak"] >= planned["peak"] > ck["peak"]
+    assert plain["flops"] == planned["flops"] and 1.25 < ck["flops"] / planned["flops"] < 1.45
+    assert probe["shared"] == []  # no two live values of the step's plan share a slot
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for call, name in [("compiled.show()", "layers"), ("ordered.show()", "branches")]:
+        (shown,) = [c for c in code if c.source.strip() == call]
+        stages = len(DEFAULT_PIPELINE) + 1  # the trace, then each pass
+        assert f"<PassStepper {name}: stage 1 of {stages} (trace)>" in printed(shown)
+        assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+                   for o in shown.outputs)
+    (trade,) = [c for c in code if c.source.startswith("def change(")]
+    assert re.search(r"peak down by \d+%.*FLOPs up by \d+%.*time per step (up|down) by",
+                     printed(trade))
 
 
 def test_lesson_9_rewrites_one_graph_three_ways_and_composes_them() -> None:
