@@ -193,7 +193,8 @@ class Source:
             self.out_of[v] = self.names.claim(f"slot{slot_of[v.id]}_v{v.id}")
         views = ", ".join(self.out_of[v] for v in planned) + ("," if len(planned) == 1 else "")
         return [(0, f"{views} = {self.bind('arena', arena)}()  # this thread's planned memory "
-                    f"({len(plan.slot_sizes)} slots, {arena.nbytes} bytes), made once", None)]
+                    f"({_count(len(plan.slot_sizes), 'slot')}, {arena.nbytes:,} bytes), made once",
+                 None)]
 
     def name_arguments(self, inputs: Sequence[Value], captures: Sequence[Value]) -> None:
         """Name the function's arguments by their own names, then the state it reads from
@@ -325,6 +326,10 @@ class _Names:
             name, i = f"{base}_{i}", i + 1
         self._taken.add(name)
         return name
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _is_literal_tuple(value: Any) -> bool:
