@@ -221,6 +221,8 @@ _WHY = {
     "not elementwise": "{readers}: not elementwise",
     "cycle": "{readers}: joining would make a cycle (it also reads a value computed outside "
              "from this group's)",
+    "read before": "{readers}: a node outside read the group's values before it (the kernel "
+                   "runs ahead of that reader: joined, its result would be held from there)",
 }
 
 

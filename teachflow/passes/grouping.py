@@ -10,19 +10,28 @@ The rule, applied to the nodes in order (a learner can follow it with a pencil):
    from the group's own values (``h = tanh(x); y = h - h.sum()``: the ``sub`` reads ``h``, but
    also the ``sum`` of it, which needs all of ``h`` first). Kernel and sum would each wait for
    the other. The node then does not join that group.
-3. A reduction that can be computed in pieces (sum, mean, max: their ops say how, in
+3. Nor once something outside has read the group's values (before the node, in the graph's
+   order; a reduction that may still end it, rule 4, aside): the kernel must run before that
+   reader, so the node would run early, ahead of the nodes in between, and its result would be
+   held in memory from there to its own readers, which it never was. In a training step, a
+   layer's ``h = relu(x @ w.T + b)`` is read by the next layer's ``matmul``, and backward's
+   ``h > 0`` (ReLU's gradient) reads it again, much later: joined to ``h``'s kernel, the
+   mask would be made in the forward pass and held through all of it, one more value per
+   layer. Fusion is to lower memory (the values inside a kernel never exist), never raise it.
+4. A reduction that can be computed in pieces (sum, mean, max: their ops say how, in
    `Op.partials`) joins the group of its operand, and ends it: the kernel reduces as it
    computes, and still writes the group's values that something else needs (XLA fuses a
    reduction with its operand's producers so). One reduction per group: the first. What reads
    the reduction stays outside, whatever else it reads of the group: it can start only when the
    whole kernel is done (in ``h = tanh(x); y = h + h.sum(axis=1)``, rule 2 keeps the ``add``
    out of ``h``'s group, the ``sum`` joins it, and the ``add`` reads both of its results).
-4. Every value of a group that something outside needs (a later node, the graph's outputs) is
+5. Every value of a group that something outside needs (a later node, the graph's outputs) is
    an output of its kernel (*multi-output fusion*); every other value never reaches memory.
-5. A group of one node stays as it is: nothing to gain.
+6. A group of one node stays as it is: nothing to gain.
 
 `group_nodes` applies the rule and says, for each group, where it stopped and why (a reduction,
-a shape change, an op that is not elementwise, a cycle it would create, the graph's outputs).
+a shape change, an op that is not elementwise, a cycle it would create, a reader outside before
+it, the graph's outputs).
 `grouped_order` puts each group's nodes next to each other, where its last node was, so a pass
 can replace them by one node in one walk.
 """
@@ -44,7 +53,8 @@ class Group:
     outside it, in graph order; ``stops`` one entry per node outside that reads a value of the
     group, or per value the graph returns: ``(why, node or None, value)``, ``why`` one of
     ``"reduction"`` (a second one), ``"after reduction"`` (it reads the group's reduction),
-    ``"shape"``, ``"not elementwise"``, ``"cycle"``, ``"returned"``.
+    ``"shape"``, ``"not elementwise"``, ``"cycle"``, ``"read before"`` (rule 3),
+    ``"returned"``.
     """
 
     nodes: list[Node]
@@ -69,6 +79,9 @@ class _Grouping:
     through something outside them? A walk back from the value, over producers, where a group
     met on the way counts as one unit (all its inputs are its predecessors). It never goes
     before the first node of the groups it looks for, so it stays short in practice.
+
+    Rule 3: the walk notes each group that a node outside it reads (`read`); a group noted
+    takes no more nodes.
     """
 
     def __init__(self, graph: Graph) -> None:
@@ -81,6 +94,8 @@ class _Grouping:
         self.last: dict[int, int] = {}  # root group -> index of its last node
         self.group_of: dict[Node, int] = {}
         self.cycles: dict[Node, list[int]] = {}  # node -> groups it stayed out of (a cycle)
+        self.read: set[int] = set()  # root groups a node outside has read (rule 3)
+        self.late: dict[Node, list[int]] = {}  # node -> groups it stayed out of (rule 3)
 
     def find(self, g: int) -> int:
         while self.parent[g] != g:
@@ -92,14 +107,19 @@ class _Grouping:
         g = self.group_of.get(node) if node is not None else None
         return None if g is None else self.find(g)
 
-    # --- Rule 1 and 2 -----------------------------------------------------------------------
+    # --- Rule 1 to 3 ------------------------------------------------------------------------
 
     def walk(self) -> None:
         for node in self.graph.nodes:
-            if node.op.elementwise and len(node.outputs) == 1:
-                self.place(node)
+            joined = self.place(node) if node.op.elementwise and len(node.outputs) == 1 else None
+            if node.op.partials is None:  # (a reduction may still end the group: rule 4)
+                self.read.update(g for g in self.operand_groups(node) if g != joined)
 
-    def place(self, node: Node) -> None:
+    def operand_groups(self, node: Node) -> set[int]:
+        return {self.group(o.producer) for o in node.inputs if isinstance(o, Value)} - {None}
+
+    def place(self, node: Node) -> int:
+        """Put `node` in a group (rule 1 to 3); the group it is in."""
         joined: list[int] = []
         for operand in node.inputs:
             producer = operand.producer if isinstance(operand, Value) else None
@@ -108,6 +128,8 @@ class _Grouping:
                 continue
             if self.would_cycle(node, [*joined, g]):
                 self.cycles.setdefault(node, []).append(g)
+            elif g in self.read:
+                self.late.setdefault(node, []).append(g)
             else:
                 joined.append(g)
         if not joined:
@@ -129,6 +151,7 @@ class _Grouping:
         self.group_of[node] = root
         self.inputs[root] += [o for o in node.inputs if isinstance(o, Value)
                               and self.group(o.producer) != root]
+        return root
 
     def would_cycle(self, node: Node, groups: list[int]) -> bool:
         """True if a value the group of `node` and `groups` would read from outside depends on
@@ -159,7 +182,7 @@ class _Grouping:
                 o for o in producer.inputs if isinstance(o, Value)]
         return False
 
-    # --- Rule 3 and 4 -----------------------------------------------------------------------
+    # --- Rule 4 and 5 -----------------------------------------------------------------------
 
     def groups(self) -> list[Group]:
         self.walk()
@@ -205,9 +228,12 @@ class _Grouping:
                     why = "not elementwise"
                 elif reader.spec.shape != shape:
                     why = "shape"
+                elif g in {self.find(c) for c in self.cycles.get(reader, ())}:
+                    why = "cycle"
+                elif g in {self.find(c) for c in self.late.get(reader, ())}:
+                    why = "read before"
                 else:
-                    why = "cycle" if g in {self.find(c) for c in self.cycles.get(reader, ())} \
-                        else "not elementwise"
+                    why = "not elementwise"
                 group.stops.append((why, reader, value))
 
 
