@@ -91,3 +91,33 @@ def test_a_relu_mask_of_backward_stays_out_of_the_forward_kernel_that_makes_its_
     stops = [why for group in groups for why, reader, _ in group.stops
              if reader is not None and relu_mask(reader, users)]
     assert "read before" in stops
+    fuse = next(s for s in compiled.snapshots if s.pass_name == "fuse")
+    assert any("gt: a node outside read the group's values before it" in c.sentence
+               and "its result would be one of the kernel's results" in c.sentence
+               for c in fuse.changes)
+
+
+def test_a_node_after_a_reader_still_joins_when_its_work_ends_in_the_kernel() -> None:
+    """Rule 3 keeps out only a node whose result would be held: ``h * x`` comes after the
+    ``matmul`` that reads ``h``, but it, the ``exp`` and ``sub`` end in the kernel's sum."""
+    def two_results(x, w):
+        h = (x * 2.0 + 1.0).tanh()
+        return h @ w, ((h * x).exp() - h).sum(axis=1) * 0.5
+
+    graph = tfl.trace(two_results, tfl.randn(6, 4), tfl.randn(4, 4))
+    (group,) = group_nodes(graph)
+    assert [n.op.name for n in group.nodes] == ["mul", "add", "tanh", "mul", "exp", "sub", "sum"]
+    assert [v.producer.op.name for v in group.outputs] == ["tanh", "sum"]
+
+
+def test_a_node_that_frees_a_value_of_the_group_joins_it() -> None:
+    """``b = tanh(a)`` comes after the ``matmul`` that reads ``h``, and its result is held (the
+    graph returns it), but it is the one reader of ``a``: joined, ``a`` is never written."""
+    def freeing(x, w):
+        h = x.tanh()
+        a = h * 2.0
+        return h @ w, a.tanh()
+
+    graph = tfl.trace(freeing, tfl.randn(6, 4), tfl.randn(4, 4))
+    (group,) = group_nodes(graph)
+    assert [v.producer.op.name for v in group.outputs] == ["tanh", "tanh"]

@@ -10,14 +10,20 @@ The rule, applied to the nodes in order (a learner can follow it with a pencil):
    from the group's own values (``h = tanh(x); y = h - h.sum()``: the ``sub`` reads ``h``, but
    also the ``sum`` of it, which needs all of ``h`` first). Kernel and sum would each wait for
    the other. The node then does not join that group.
-3. Nor once something outside has read the group's values (before the node, in the graph's
-   order; a reduction that may still end it, rule 4, aside): the kernel must run before that
-   reader, so the node would run early, ahead of the nodes in between, and its result would be
-   held in memory from there to its own readers, which it never was. In a training step, a
-   layer's ``h = relu(x @ w.T + b)`` is read by the next layer's ``matmul``, and backward's
-   ``h > 0`` (ReLU's gradient) reads it again, much later: joined to ``h``'s kernel, the
-   mask would be made in the forward pass and held through all of it, one more value per
-   layer. Fusion is to lower memory (the values inside a kernel never exist), never raise it.
+3. Nor, once something outside has read the group's values (before the node, in the graph's
+   order; a reduction aside: rule 4), if the node's result would leave the kernel and joining
+   frees nothing. That kernel must run before its reader, so a node joining it now runs early,
+   ahead of the nodes in between. Inside the kernel its result never exists, and ending in the
+   kernel's reduction it is small; but as one of the kernel's results it is held in memory
+   from the kernel on. Unless joining keeps another value of the group, one only this node
+   reads, from being written: then one value is held instead of another. In a training step,
+   a layer's ``h = relu(x @ w.T + b)`` is read by the next layer's ``matmul``; much later,
+   backward's ``h > 0`` (ReLU's gradient) reads it again, for a ``mul`` with the cotangent
+   that cannot join (rule 2). Joined to ``h``'s kernel, the mask would be one of its results,
+   made in the forward pass and held through all of it: one more value per layer. But in
+   ``h = tanh(x); return h @ w, ((h * x).exp() - h).sum(axis=1)``, ``h * x`` joins, though
+   the ``matmul`` read ``h`` first: all it leads to stays in the kernel, up to the sum.
+   Fusion is to lower memory (the values inside a kernel never exist), never raise it.
 4. A reduction that can be computed in pieces (sum, mean, max: their ops say how, in
    `Op.partials`) joins the group of its operand, and ends it: the kernel reduces as it
    computes, and still writes the group's values that something else needs (XLA fuses a
@@ -68,8 +74,18 @@ class Group:
 
 
 def group_nodes(graph: Graph) -> list[Group]:
-    """The groups of `graph`'s nodes (those of more than one node), in graph order."""
-    return _Grouping(graph).groups()
+    """The groups of `graph`'s nodes (those of more than one node), in graph order.
+
+    Whether a node's result leaves its kernel (rule 3) is known only once the groups are: the
+    walk lets every node join, then bars those whose result left a kernel that something had
+    read before them and freed nothing, and walks again, until none does."""
+    barred: set[Node] = set()
+    while True:
+        grouping = _Grouping(graph, barred)
+        groups = grouping.groups()
+        if not grouping.leaked:
+            return groups
+        barred |= grouping.leaked
 
 
 class _Grouping:
@@ -80,11 +96,13 @@ class _Grouping:
     met on the way counts as one unit (all its inputs are its predecessors). It never goes
     before the first node of the groups it looks for, so it stays short in practice.
 
-    Rule 3: the walk notes each group that a node outside it reads (`read`); a group noted
-    takes no more nodes.
+    Rule 3: the walk notes each group that a node outside it reads (`read`). A node that joins
+    a group noted is late (`joined_late`); once the groups are complete, a late node whose
+    result leaves its kernel and that frees nothing is `leaked`, and a `barred` node joins no
+    group noted (`group_nodes` walks again with it barred).
     """
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Graph, barred: set[Node]) -> None:
         self.graph = graph
         self.index = {n: i for i, n in enumerate(graph.nodes)}
         self.parent: dict[int, int] = {}  # group -> the group it was merged into (union-find)
@@ -95,7 +113,10 @@ class _Grouping:
         self.group_of: dict[Node, int] = {}
         self.cycles: dict[Node, list[int]] = {}  # node -> groups it stayed out of (a cycle)
         self.read: set[int] = set()  # root groups a node outside has read (rule 3)
+        self.barred = barred  # nodes that join no group in `read`
         self.late: dict[Node, list[int]] = {}  # node -> groups it stayed out of (rule 3)
+        self.joined_late: set[Node] = set()  # nodes that joined a group in `read`
+        self.leaked: set[Node] = set()  # late nodes whose result left the kernel, freeing none
 
     def find(self, g: int) -> int:
         while self.parent[g] != g:
@@ -128,10 +149,12 @@ class _Grouping:
                 continue
             if self.would_cycle(node, [*joined, g]):
                 self.cycles.setdefault(node, []).append(g)
-            elif g in self.read:
+            elif g in self.read and node in self.barred:
                 self.late.setdefault(node, []).append(g)
             else:
                 joined.append(g)
+        if self.read.intersection(joined):
+            self.joined_late.add(node)
         if not joined:
             g = len(self.parent)
             self.parent[g], self.members[g], self.inputs[g] = g, [], []
@@ -144,6 +167,8 @@ class _Grouping:
             self.inputs[root] += self.inputs.pop(other)
             self.first[root] = min(self.first[root], self.first.pop(other))
             self.last.pop(other, None)
+            if other in self.read:
+                self.read.add(root)
         if len(joined) > 1:  # what one read from the other is inside now
             self.inputs[root] = [o for o in self.inputs[root] if self.group(o.producer) != root]
         self.members[root].append(node)
@@ -217,6 +242,9 @@ class _Grouping:
             readers = [u for u in dict.fromkeys(users.get(value, ())) if u not in inside]
             if readers or value in returned or node is group.nodes[-1]:
                 group.outputs.append(value)  # (the last one even if unused: dce's business)
+            if node in self.joined_late and (readers or value in returned) \
+                    and not self.frees(node, group):
+                self.leaked.add(node)
             if value in returned:
                 group.stops.append(("returned", None, value))
             for reader in readers:
@@ -235,6 +263,14 @@ class _Grouping:
                 else:
                     why = "not elementwise"
                 group.stops.append((why, reader, value))
+
+    def frees(self, node: Node, group: Group) -> bool:
+        """Does `node`, in `group`, keep a value of the group from being one of its results?
+        Not one that a late node made: a chain of them frees nothing but its own links.
+        (Called in graph order: the group's values `node` reads have their place already.)"""
+        inside = set(group.nodes) - self.joined_late
+        return any(isinstance(o, Value) and o.producer in inside and o not in group.outputs
+                   for o in node.inputs)
 
 
 def grouped_order(graph: Graph, groups: list[Group]) -> list[Node]:
