@@ -24,6 +24,8 @@ namespace of its own, a module), and imports only the chapters before it.
 8. Memory (`memory`): how long each value of a running graph is held, and the peak.
 9. Running graphs (`execution`): the generated Python that runs a graph, control flow in the
    graph (``cond``, loops and calls, nodes that own graphs), TensorFlow 1's sessions.
+   Transformations as rewrites of the graph (`rewrites`): ``tfl.jvp``, ``tfl.vmap``, and the
+   Jacobians built from them, applying each op's rule node by node.
 10. The compiler: fused kernels in NumPy, C and CUDA (`kernels`), the passes (`passes`), what a
    stage costs (`figures`), the pass stepper and its pictures (`viz`), the pipeline (`compiler`).
 11. Polymorphic functions (`staged`): signatures, concrete functions, `tfl.function` and
@@ -64,6 +66,7 @@ from teachflow.execution.control import cond, fori_loop, while_loop
 from teachflow.execution.session import Session
 from teachflow.graph import Graph, GraphError
 from teachflow.onnx_export import export_onnx
+from teachflow.rewrites import hessian, jacfwd, jacrev, jvp, vmap
 from teachflow.saved import SavedGraphError, load, save
 from teachflow.script import script
 from teachflow.staged.function import (
@@ -229,11 +232,15 @@ __all__ = [
     "full_like",
     "function",
     "grad",
+    "hessian",
     "int8",
     "int16",
     "int32",
     "int64",
     "is_grad_enabled",
+    "jacfwd",
+    "jacrev",
+    "jvp",
     "load",
     "log",
     "log_softmax",
@@ -275,6 +282,7 @@ __all__ = [
     "unsqueeze",
     "value_and_grad",
     "var",
+    "vmap",
     "where",
     "while_loop",
     "zeros",

@@ -76,7 +76,7 @@ MAKE: dict[str, Callable[[str], tuple]] = {
     "softplus": unary(tfl.softplus), "sign": unary(lambda x: bind(elementwise.sign, x)),
     "relu": unary(lambda x: x.relu()), "neg": unary(lambda x: -x),
     "identity": unary(lambda x: bind(elementwise.identity, x) * 1),
-    "stop_gradient": unary(lambda x: x.detach() * 1), "copy": unary(lambda x: x.clone() * 1),
+    "stop_gradient": unary(lambda x: x.detach() * 1), "clone": unary(lambda x: x.clone() * 1),
     "to_device": unary(lambda x: bind(creation.to_device, x, device="cpu") * 1),
     "add": binary(lambda x, y: x + y), "sub": binary(lambda x, y: x - y),
     "mul": binary(lambda x, y: x * y), "div": binary(lambda x, y: x / y, divisor=True),

@@ -27,7 +27,8 @@ from op_cases import CLIP_CASES, DIFFERENTIABLE_CASES, NUMPY_UFUNC_CASES, OpCase
 import teachflow as tfl
 from teachflow.kernels.numpy_runtime import numpy_kernel
 from teachflow.ops import OPS
-from teachflow.ops.op import Op, elementwise_rule, op_for_ufunc
+from teachflow.ops.op import Op, op_for_ufunc
+from teachflow.ops.shape_rules import elementwise_rule
 from teachflow.tensor.habits import ForeignName
 from teachflow.tensor.tensor import Tensor
 
@@ -330,12 +331,12 @@ def test_shape_methods_with_an_unknown_batch_size() -> None:
 def test_clone_is_a_real_copy_with_the_identity_gradient() -> None:
     x = tfl.tensor([1.0, 2.0], requires_grad=True)
     y = x.clone()
-    assert y.grad_fn == "copy" and y is not x
+    assert y.grad_fn == "clone" and y is not x
     assert not np.shares_memory(y.numpy(), x.numpy())
     (y * 3.0).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
     graph = tfl.trace(lambda x: tfl.clone(x) + 1, tfl.ones(2))
-    assert [n.op.name for n in graph.nodes] == ["copy", "add"]
+    assert [n.op.name for n in graph.nodes] == ["clone", "add"]
 
 
 # --- numel, dim, size ---------------------------------------------------------------------------

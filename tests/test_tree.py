@@ -89,3 +89,24 @@ def test_every_package_names_its_modules_in_its_docstring(package: Path) -> None
     assert docstring and missing == [], f"{package.relative_to(ROOT)}'s docstring does not " \
                                         f"name {missing} in backticks"
 
+
+
+
+def test_every_op_teachflow_declares_has_a_name_of_its_own() -> None:
+    """An op is known by its name: in the text form, in a saved graph (`OPS` looks it up) and
+    in ONNX's converters. Two declarations of one name would leave one of them unreachable."""
+    import importlib
+    import pkgutil
+
+    import teachflow.ops
+    from teachflow.ops.op import OPS, Op
+
+    by_name: dict[str, dict[int, str]] = {}
+    for info in pkgutil.iter_modules(teachflow.ops.__path__, "teachflow.ops."):
+        for attr, op in vars(importlib.import_module(info.name)).items():
+            if isinstance(op, Op) and op.primitive:
+                by_name.setdefault(op.name, {})[id(op)] = f"{info.name}.{attr}"
+    shared = {name: sorted(set(where.values())) for name, where in by_name.items()
+              if len(where) > 1}
+    assert shared == {}, "ops declared twice under one name"
+    assert all(id(OPS[name]) in where for name, where in by_name.items())

@@ -55,7 +55,7 @@ _ONE_TO_ONE = {
     "log": ("Log", None), "sqrt": ("Sqrt", None), "tanh": ("Tanh", None),
     "sigmoid": ("Sigmoid", None), "sign": ("Sign", None),
     "abs": ("Abs", "Identity"), "identity": ("Identity", "Identity"),
-    "stop_gradient": ("Identity", "Identity"), "copy": ("Identity", "Identity"),
+    "stop_gradient": ("Identity", "Identity"), "clone": ("Identity", "Identity"),
 }
 
 

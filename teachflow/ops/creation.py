@@ -12,11 +12,28 @@ nor fold one into a constant.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from teachflow.core.backends import get_backend
 from teachflow.core.dispatch import bind
 from teachflow.core.random import generator
-from teachflow.ops.op import Op, TensorSpec, no_flops
+from teachflow.ops.op import Op, TensorSpec, no_flops, no_tangent, unbatched
+
+#: Made from nothing: no tangent, and the same for every example of a batch.
+NOTHING_MOVES = {"jvp": no_tangent, "batch": unbatched}
+
+
+def _moved_tangent(op: Op, primals: tuple, tangents: tuple, out: Any, params: dict) -> Any:
+    """A copy to another device is linear: the tangent moves there too."""
+    return None if tangents[0] is None else bind(op, tangents[0], **params)
+
+
+def _moved_batch(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
+    """A copy to another device keeps every axis where it is, the batch axis too."""
+    return bind(op, *args, **params), dims[0]
+
+
+MOVED = {"jvp": _moved_tangent, "batch": _moved_batch}
 
 
 def _creation_rule(*, shape: tuple, dtype, device: str, **_) -> TensorSpec:
@@ -25,7 +42,8 @@ def _creation_rule(*, shape: tuple, dtype, device: str, **_) -> TensorSpec:
 
 full = Op("full", lambda xp: lambda *, shape, fill_value, dtype, device:
           xp.full(shape, fill_value, dtype=dtype),
-          _creation_rule, device_param="device", flops=no_flops, arg_names=())
+          _creation_rule, device_param="device", flops=no_flops, arg_names=(),
+          **NOTHING_MOVES)
 
 
 def arange_length(start: float, stop: float, step: float) -> int:
@@ -40,21 +58,23 @@ arange = Op("arange", lambda xp: lambda *, start, stop, step, dtype, device:
             xp.arange(start, stop, step, dtype=dtype),
             lambda *, start, stop, step, dtype, device:
             TensorSpec((arange_length(start, stop, step),), dtype, device),
-            device_param="device", arg_names=())
+            device_param="device", arg_names=(), **NOTHING_MOVES)
 eye = Op("eye", lambda xp: lambda *, n, m, dtype, device: xp.eye(n, m, dtype=dtype),
          lambda *, n, m, dtype, device: TensorSpec((n, m), dtype, device),
-         device_param="device", arg_names=())
+         device_param="device", arg_names=(), **NOTHING_MOVES)
 normal = Op("normal", lambda xp: lambda *, shape, dtype, device:
             generator(xp).standard_normal(shape, dtype=dtype),
-            _creation_rule, device_param="device", random=True, arg_names=())
+            _creation_rule, device_param="device", random=True, arg_names=(),
+            **NOTHING_MOVES)
 uniform = Op("uniform", lambda xp: lambda *, shape, dtype, device:
              generator(xp).random(shape, dtype=dtype),
-             _creation_rule, device_param="device", random=True, arg_names=())
+             _creation_rule, device_param="device", random=True, arg_names=(),
+            **NOTHING_MOVES)
 to_device = Op("to_device", lambda xp: lambda x, *, device: get_backend(device).copy(x),
                lambda x, *, device: TensorSpec(x.shape, x.dtype, device),
                grads=(lambda g, x_spec: bind(to_device, g, device=x_spec.device),),
-               device_param="device", flops=no_flops)
+               device_param="device", flops=no_flops, **MOVED)
 copy = Op("copy", lambda xp: lambda x, *, src, dst: get_backend(dst).copy(x),
           lambda x, *, src, dst: TensorSpec(x.shape, x.dtype, dst),
           grads=(lambda g, x_spec: bind(copy, g, src=g.device, dst=x_spec.device),),
-          device_param="dst", flops=no_flops)
+          device_param="dst", flops=no_flops, **MOVED)

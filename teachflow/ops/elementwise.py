@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from teachflow.core.dispatch import bind
-from teachflow.ops.op import Op, elementwise_rule
+from teachflow.ops import batching, tangents
+from teachflow.ops.op import Op, no_tangent
+from teachflow.ops.shape_rules import elementwise_rule
 
 
 def elementwise(
@@ -37,10 +39,14 @@ def elementwise(
     arg_names: tuple[str, ...] = ("x", "y"),
     **facts: Any,
 ) -> Op:
-    """Declare an elementwise op: its shape rule is broadcasting, its dtype rule NumPy's. `facts`
-    are any other fields of the declaration (``commutative=True``; see `Op`)."""
+    """Declare an elementwise op: its shape rule is broadcasting, its dtype rule NumPy's; its
+    JVP rule the diagonal one (none for an op without gradients: a comparison, a sign), its
+    batching rule the one of every op that broadcasts. `facts` are any other fields of the
+    declaration (``commutative=True``; see `Op`)."""
+    jvp = no_tangent if grads is None else tangents.diagonal
     return Op(name, kernel, elementwise_rule(kernel), grads=grads, fusion=fusion,
-              arg_names=arg_names, broadcasts=True, **facts)
+              arg_names=arg_names, broadcasts=True, jvp=jvp, batch=batching.elementwise,
+              **facts)
 
 
 def _share(g: Any, x: Any, y: Any, x_wins: Any, to_x: bool) -> Any:
@@ -137,9 +143,11 @@ def unbounded(dtype: np.dtype, above: bool) -> bool | int | float:
 # Floor division and its remainder, with Python's signs (the remainder has the divisor's). Not
 # fused: C's / and % round toward zero instead. A floor has no gradient; x % y = x - y⌊x/y⌋.
 floor_divide = Op("floor_divide", lambda xp: xp.floor_divide,
-                  elementwise_rule(lambda xp: xp.floor_divide))
+                  elementwise_rule(lambda xp: xp.floor_divide), jvp=no_tangent,
+                  batch=batching.elementwise)
 remainder = Op("remainder", lambda xp: xp.remainder, elementwise_rule(lambda xp: xp.remainder),
-               grads=(lambda g: g, lambda g, x, y: -g * bind(floor_divide, x, y)))
+               grads=(lambda g: g, lambda g, x, y: -g * bind(floor_divide, x, y)),
+               jvp=tangents.diagonal, batch=batching.elementwise)
 
 # --- Transcendental and activation functions ---------------------------------------------------
 
@@ -224,14 +232,16 @@ def _astype(xp: ModuleType) -> Callable[..., Any]:
 
 astype = Op("astype", _astype, lambda x, *, dtype: type(x)(x.shape, dtype),
             grads=(lambda g, x_spec: g.astype(x_spec.dtype),),
-            fusion="(({dtype}){0})", fusion_as_is=("x",), arg_names=("x",))
+            fusion="(({dtype}){0})", fusion_as_is=("x",), arg_names=("x",),
+            jvp=tangents.linear, batch=batching.elementwise)
 # The identity: `tfl.grad` uses it to watch an input that an outer `tfl.grad` already tracks.
 identity = elementwise("identity", lambda xp: lambda x: x, "{0}",
                        grads=(lambda g: g,), arg_names=("x",), view=True)
 # The identity whose gradient is zero: `x.detach()`, and the max in a stable softmax.
 stop_gradient = Op("stop_gradient", lambda xp: lambda x: x,
-                   lambda x: x, fusion="{0}", arg_names=("x",), view=True)
+                   lambda x: x, fusion="{0}", arg_names=("x",), view=True,
+                   jvp=no_tangent, batch=batching.elementwise)
 # `x.clone()`: the same values in new memory; its gradient is the identity's.
-copy = Op("copy", lambda xp: lambda x: x.copy(), lambda x: x, grads=(lambda g: g,),
-          arg_names=("x",))
+clone = Op("clone", lambda xp: lambda x: x.copy(), lambda x: x, grads=(lambda g: g,),
+           arg_names=("x",), jvp=tangents.linear, batch=batching.elementwise)
 

@@ -37,6 +37,13 @@ An `Op` names a primitive operation and carries, in one place:
 - `partials`: for a reduction that a fused kernel computes in pieces (block by block on the CPU,
   in parallel on a GPU), how the pieces' results combine: a `Partials`. ``sum`` adds partial
   sums, starting from 0; ``max`` takes their ``maximum``, starting from the dtype's smallest.
+- `jvp`: forward mode, the tangent of the result given the operands' tangents (the JVP rule,
+  ``jvp(op, primals, tangents, out, params)``; a tangent None is zero). Elementwise ops share
+  one (`tangents.diagonal`: their Jacobian is diagonal, so each VJP rule, applied to a tangent,
+  is its JVP); ops linear in their operands apply themselves to the tangents (`tangents.linear`).
+- `batch`: the batching rule of ``tfl.vmap``, ``batch(op, args, dims, params, size) -> (out,
+  dim)``: the op applied to operands with an extra batch axis (`dims`: where, or None), and
+  where the result has it. Elementwise ops share one (`batching.elementwise`).
 - `flops`: floating-point operations, roughly, given the result's spec and then the operands':
   one per element of the result unless the op says otherwise (2·m·n·k for a matrix product,
   `no_flops` for ops that only move or make data). The compiler's figures add them up.
@@ -53,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from teachflow.core.dispatch import bind
 from teachflow.core.errors import DeviceError, DTypeError, ShapeError
 from teachflow.core.spec import TensorSpec
 
@@ -114,6 +122,9 @@ class Op:
     #: flow): ``vjp(cotangents, inputs, params, needs)`` gives a cotangent per input (None for
     #: an input that needs none); `cotangents` has one per result.
     vjp: Callable[..., list] | None = field(default=None, repr=False)
+    #: Forward mode and batching (see the module docstring).
+    jvp: Callable[..., Any] | None = field(default=None, repr=False)
+    batch: Callable[..., Any] | None = field(default=None, repr=False)
     #: Parameters at these values say nothing new (``sum``'s ``axis=None, keepdims=False``):
     #: the text form of the graph leaves them out, as the maths would.
     defaults: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -207,6 +218,19 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+def no_tangent(op: Op, primals: tuple, tangents: tuple, out: Any, params: dict) -> None:
+    """The JVP rule of a result that cannot move smoothly: integers and bools (comparisons,
+    argmax), values made from nothing (zeros, random numbers), a gradient stopped on purpose."""
+    return None
+
+
+def unbatched(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
+    """The batching rule of an op with no tensor operands: one result, the same for every
+    example. For random numbers that is JAX's answer too: under ``vmap`` every example gets the
+    *same* draw; draw a batch outside the vmapped function and pass it in for one per example."""
+    return bind(op, *args, **params), None
 
 
 @dataclass(frozen=True)
@@ -323,72 +347,3 @@ def _common_device(op: Op, specs: list) -> str:
                  f"inside `with tfl.device('{min(devices)}'):`, which moves its operands there",
         )
     return devices.pop() if devices else "cpu"
-
-
-# --- Shape rules shared by many ops -------------------------------------------------------------
-
-
-def broadcast_shapes(*shapes: tuple) -> tuple:
-    """NumPy broadcasting, with an error that says which dimension disagrees."""
-    ndim = max((len(s) for s in shapes), default=0)
-    result = []
-    for axis in range(-ndim, 0):
-        dims = [s[axis] for s in shapes if len(s) >= -axis]
-        sizes = {d for d in dims if d is not None and d != 1}  # None: not known until run time
-        if len(sizes) > 1:
-            same_rank = len({len(s) for s in shapes}) == 1
-            where = f"dimension {ndim + axis}" if same_rank else \
-                f"dimension {axis} (counting from the right, as broadcasting does)"
-            detail = ", ".join(
-                f"{s[axis]} in operand {i}" for i, s in enumerate(shapes) if len(s) >= -axis
-            )
-            raise RuleError(
-                f"cannot broadcast shapes {' and '.join(str(s) for s in shapes)}: "
-                f"{where} differs ({detail})",
-                hint="broadcasting lines shapes up from the right; each dimension must match "
-                     "or be 1. Reshape an operand (x.reshape(...)) or add a size-1 axis.",
-            )
-        result.append(sizes.pop() if sizes else None if None in dims else 1)
-    return tuple(result)
-
-
-def shape_of(x: Any) -> tuple:
-    return x.shape if isinstance(x, TensorSpec) else ()
-
-
-@lru_cache(maxsize=4096)
-def _numpy_result_dtype(kernel: Kernel, operands: tuple) -> np.dtype:
-    samples = [np.empty(0, dtype=o) if isinstance(o, np.dtype) else o[1] for o in operands]
-    with np.errstate(all="ignore"):  # (a Python scalar sample may overflow the dtype: 1e39)
-        return np.dtype(kernel(*samples).dtype)
-
-
-def elementwise_rule(kernel: Callable[[ModuleType], Kernel]) -> Callable[..., TensorSpec]:
-    """Shape rule of an elementwise op: broadcast the shapes; let NumPy decide the dtype.
-
-    The dtype comes from running the NumPy kernel on empty arrays of the operands' dtypes, so it
-    follows NumPy's promotion rules exactly (including weak Python scalars) without a table.
-    """
-    numpy_kernel = kernel(np)
-
-    def rule(*operands: Any) -> TensorSpec:
-        shape = broadcast_shapes(*(shape_of(o) for o in operands))
-        # A scalar's type is part of the key: 1 == 1.0, but int64 * 1.0 is float64.
-        kinds = tuple(o.dtype if isinstance(o, TensorSpec) else (type(o), o) for o in operands)
-        try:
-            dtype = _numpy_result_dtype(numpy_kernel, kinds)
-        except TypeError as exc:
-            raise RuleError(f"unsupported dtypes: {exc}", kind=DTypeError) from None
-        return TensorSpec(shape, dtype)
-
-    return rule
-
-
-def normalize_axis(axis: int, ndim: int) -> int:
-    """Turn a possibly negative axis into 0..ndim-1, or raise a RuleError."""
-    if not -ndim <= axis < ndim:
-        raise RuleError(
-            f"axis {axis} is out of range for a tensor of {ndim} dimension(s)",
-            hint=f"use an axis from {-ndim} to {ndim - 1}" if ndim else "a 0-d tensor has no axes",
-        )
-    return axis % ndim

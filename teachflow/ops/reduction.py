@@ -30,9 +30,12 @@ import numpy as np
 from teachflow.core.dispatch import bind
 from teachflow.core.errors import DTypeError, ShapeError
 from teachflow.core.spec import is_int
+from teachflow.ops import tangents
 from teachflow.ops.elementwise import add, astype, exp, maximum
-from teachflow.ops.op import Op, Partials, RuleError, TensorSpec, normalize_axis, per_element
+from teachflow.ops.op import Op, Partials, RuleError, TensorSpec, no_tangent, per_element
 from teachflow.ops.shape import broadcast_as, getitem, reshape
+from teachflow.ops.shape_rules import normalize_axis
+from teachflow.ops.views import to_front
 
 
 def normalize_axes(op: str, axis: Any, shape: tuple) -> tuple[int, ...] | None:
@@ -171,6 +174,42 @@ def _reduced_elements(out: TensorSpec, x: TensorSpec) -> int:
     return per_element(x)
 
 
+def _batch_axes(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
+    """Moved the batch axis to the front, and the axes reduced one further.
+
+    (None, every axis, becomes every axis but the batch's.)"""
+    x = to_front(args[0], dims[0])
+    axis = params["axis"]
+    axis = tuple(range(1, x.ndim)) if axis is None else tuple(a + 1 for a in axis)
+    return bind(op, x, **{**params, "axis": axis}), 0
+
+
+def _batch_count(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
+    """The same count for every example: not batched."""
+    return _batch_axes(op, args, dims, params, size)[0], None
+
+
+def _batch_position(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
+    """Moved the batch axis to the front, and the axis one further.
+
+    With axis None, each example is flattened first."""
+    x, axis, keepdims = to_front(args[0], dims[0]), params["axis"], params["keepdims"]
+    if axis is not None:
+        return bind(op, x, axis=axis + 1, keepdims=keepdims), 0
+    out = bind(op, bind(reshape, x, shape=(size, -1)), axis=1, keepdims=keepdims)
+    return (bind(reshape, out, shape=(size,) + (1,) * (x.ndim - 1)) if keepdims else out), 0
+
+
+def _extreme_jvp(op: Op, primals: tuple, tangents: tuple, out: Any, params: dict) -> Any:
+    """The tangent of a max (min): the tangent where the maximum was, shared among ties."""
+    (x,), (t,), axis, keepdims = primals, tangents, params["axis"], params["keepdims"]
+    if t is None:
+        return None
+    winners = bind(astype, x == expand_reduced(out, x, axis, keepdims), dtype=t.dtype)
+    share = winners / winners.sum(axis=axis, keepdims=True)
+    return bind(sum, t * share, axis=axis, keepdims=keepdims)
+
+
 # Reductions call the array's own method: NumPy's xp.sum(x) is a Python wrapper around it, and
 # for small arrays that wrapper costs as much as the sum.
 #: A reduction's parameters when it reduces every element to one number.
@@ -180,12 +219,13 @@ sum = Op("sum", lambda xp: lambda x, *, axis, keepdims: x.sum(axis=axis, keepdim
          _reduction_rule("sum"),
          grads=(lambda g, x_spec, *, axis, keepdims: expand_reduced(g, x_spec, axis, keepdims),),
          partials=Partials("sum", add, _zero), flops=_reduced_elements,
-         defaults=ALL_ELEMENTS)
+         defaults=ALL_ELEMENTS, jvp=tangents.linear, batch=_batch_axes)
 # The mean of no elements is nan (0 / 0), as in NumPy; the max of none has no value at all.
 mean = Op("mean", lambda xp: lambda x, *, axis, keepdims: x.mean(axis=axis, keepdims=keepdims),
           _reduction_rule("mean"), grads=(_mean_grad,),
           partials=Partials("sum", add, _zero, mean=True, accumulate=_mean_accumulator),
-          flops=_reduced_elements, defaults=ALL_ELEMENTS)
+          flops=_reduced_elements, defaults=ALL_ELEMENTS, jvp=tangents.linear,
+          batch=_batch_axes)
 
 
 def _extreme_kernel(name: str):
@@ -207,16 +247,19 @@ def _extreme_kernel(name: str):
 
 max = Op("max", _extreme_kernel("max"), _reduction_rule("max", needs_elements=True),
          grads=(_extreme_grad,), partials=Partials("max", maximum, _lowest),
-         flops=_reduced_elements, defaults={**ALL_ELEMENTS, "initial": None})
+         flops=_reduced_elements, defaults={**ALL_ELEMENTS, "initial": None},
+         jvp=_extreme_jvp, batch=_batch_axes)
 min = Op("min", _extreme_kernel("min"), _reduction_rule("min", needs_elements=True),
          grads=(_extreme_grad,), flops=_reduced_elements,
-         defaults={**ALL_ELEMENTS, "initial": None})
+         defaults={**ALL_ELEMENTS, "initial": None}, jvp=_extreme_jvp, batch=_batch_axes)
 argmax = Op("argmax",
             lambda xp: lambda x, *, axis, keepdims: x.argmax(axis=axis, keepdims=keepdims),
-            _position_rule("argmax"), flops=_reduced_elements, defaults=ALL_ELEMENTS)
+            _position_rule("argmax"), flops=_reduced_elements, defaults=ALL_ELEMENTS,
+            jvp=no_tangent, batch=_batch_position)
 argmin = Op("argmin",
             lambda xp: lambda x, *, axis, keepdims: x.argmin(axis=axis, keepdims=keepdims),
-            _position_rule("argmin"), flops=_reduced_elements, defaults=ALL_ELEMENTS)
+            _position_rule("argmin"), flops=_reduced_elements, defaults=ALL_ELEMENTS,
+            jvp=no_tangent, batch=_batch_position)
 
 
 def _log_softmax_kernel(xp: Any):
@@ -247,10 +290,18 @@ def _log_softmax_grad(g: Any, out: Any, *, axis: tuple | None) -> Any:
     return g - bind(exp, out) * bind(sum, g, axis=axis, keepdims=True)
 
 
+def _log_softmax_jvp(op: Op, primals: tuple, tangents: tuple, out: Any, params: dict) -> Any:
+    """``t - sum(softmax · t)``: the tangent, less its mean under the softmax."""
+    t, axis = tangents[0], params["axis"]
+    return None if t is None else t - bind(sum, bind(exp, out) * t, axis=axis, keepdims=True)
+
+
 log_softmax = Op("log_softmax", _log_softmax_kernel, _log_softmax_rule,
-                 grads=(_log_softmax_grad,), flops=lambda out, x: 5 * per_element(out))
+                 grads=(_log_softmax_grad,), flops=lambda out, x: 5 * per_element(out),
+                 jvp=_log_softmax_jvp, batch=_batch_axes)
 # How many elements a reduction over `axis` combines: the mean's gradient divides by it. Only a
 # graph with a size unknown until it runs (a placeholder's None) needs it as an op.
 count_of = Op("count_of", lambda xp: lambda x, *, axis, dtype: xp.asarray(
     math.prod(x.shape[a] for a in (range(x.ndim) if axis is None else axis)), dtype=dtype),
-    lambda x, *, axis, dtype: TensorSpec((), dtype, x.device))
+    lambda x, *, axis, dtype: TensorSpec((), dtype, x.device), jvp=no_tangent,
+    batch=_batch_count)

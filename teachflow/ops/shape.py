@@ -1,49 +1,48 @@
-"""Shape ops: reshape, transpose, broadcast, index, concatenate, stack.
+"""Shape ops: index, concatenate, stack (and, from `views`, reshape, transpose, broadcast).
 
 These ops move values around without computing new ones, so their gradients move the cotangent
-back: reshape it to the old shape, transpose it by the inverse permutation, scatter it into the
-positions an index read, split it where a concatenation joined. `broadcast_to` needs no rule of its
-own: the autodiff engine sums every cotangent back to its input's shape.
+back: scatter it into the positions an index read, split it where a concatenation joined; and
+each is linear, so its tangent is the op applied to the tangents (`tangents.linear`). How
+``tfl.vmap`` batches indexing is in `index_batching`.
 """
 
 from __future__ import annotations
 
 import builtins
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from teachflow.core.dispatch import bind
-from teachflow.core.errors import DTypeError, IndexingError, ShapeError
+from teachflow.core.errors import DTypeError, ShapeError
 from teachflow.core.spec import is_int
-from teachflow.ops.op import Op, RuleError, TensorSpec, broadcast_shapes, no_flops
+from teachflow.ops import index_batching as batching
+from teachflow.ops import tangents
+from teachflow.ops.index_rules import (
+    Hole,
+    getitem_rule,
+    on_device,
+    scatter_add_kernel,
+    setitem_kernel,
+    setitem_rule,
+)
+from teachflow.ops.op import Op, RuleError, TensorSpec, no_flops
+from teachflow.ops.views import (
+    batched,
+    broadcast_as,
+    broadcast_like,
+    broadcast_to,
+    like_rule,
+    reshape,
+    reshape_like,
+    reshape_to,
+    transpose,
+)
 
-
-def _reshape_rule(x: TensorSpec, *, shape: tuple) -> TensorSpec:
-    if sum(d == -1 for d in shape) > 1 or any(d is not None and d < -1 for d in shape):
-        raise RuleError(f"invalid target shape {shape}",
-                        hint="use non-negative sizes and at most one -1")
-    size = None if None in x.shape else math.prod(x.shape)
-    known = math.prod(d for d in shape if d != -1)
-    if size is None:  # an unknown input dimension leaves -1 unknown too
-        return TensorSpec(tuple(None if d == -1 else d for d in shape), x.dtype)
-    if -1 in shape:
-        if known == 0 or size % known:
-            raise RuleError(f"cannot reshape {x} ({size} elements) into {shape}: "
-                            f"{size} is not a multiple of {known}")
-        shape = tuple(size // known if d == -1 else d for d in shape)
-    elif known != size:
-        raise RuleError(f"cannot reshape {x} ({size} elements) into {shape} ({known} elements)",
-                        hint="the number of elements must stay the same")
-    return TensorSpec(shape, x.dtype)
-
-
-def _transpose_rule(x: TensorSpec, *, axes: tuple) -> TensorSpec:
-    if sorted(axes) != list(range(x.ndim)):
-        raise RuleError(f"axes {axes} are not a permutation of the {x.ndim} axes of {x}")
-    return TensorSpec(tuple(x.shape[a] for a in axes), x.dtype)
+#: Declared in `views` and `index_rules`, and found here by the modules that read them as
+#: shape ops.
+__all__ = ["Hole", "broadcast_as", "broadcast_like", "broadcast_to", "reshape", "reshape_like",
+           "reshape_to", "transpose"]
 
 
 def permutation(axes: tuple, shape: tuple) -> tuple[int, ...]:
@@ -75,124 +74,6 @@ def permutation(axes: tuple, shape: tuple) -> tuple[int, ...]:
                                  f"x.transpose({', '.join(map(str, reversed(range(ndim))))}); to "
                                  "swap two axes (PyTorch's transpose(0, 1)) use x.swapaxes(0, 1)")
     return normalized
-
-
-def _broadcast_to_rule(x: TensorSpec, *, shape: tuple) -> TensorSpec:
-    if len(shape) < x.ndim or broadcast_shapes(x.shape, shape) != tuple(shape):
-        raise RuleError(f"cannot broadcast {x} to shape {shape}",
-                        hint="each dimension must match or be 1, counting from the right")
-    return TensorSpec(shape, x.dtype)
-
-
-def is_basic_index(index: tuple) -> bool:
-    """Basic indexing (ints, slices, None, ...) never reads one position twice."""
-    return all(isinstance(i, int | np.integer | slice) or i is None or i is Ellipsis
-               for i in index)
-
-
-def _getitem_rule(x: TensorSpec, *, index: tuple) -> TensorSpec:
-    # Index a zero-cost broadcast view of x's shape: NumPy itself works out the result shape.
-    if None not in x.shape:
-        try:
-            shape = _indexed(x.shape, x.dtype, index)
-        except IndexError as exc:
-            raise RuleError(f"index {_show_index(index)} does not fit {x}: {exc}",
-                            kind=IndexingError) from None
-        return TensorSpec(shape, x.dtype)
-    # Some sizes are known only when the graph runs. Index stand-ins of different sizes there:
-    # a result size that differs between them depends on an unknown size, so it is unknown too.
-    try:
-        shapes = [_indexed(tuple(size if d is None else d for d in x.shape), x.dtype, index)
-                  for size in _stand_in_sizes(x.shape, index)]
-    except IndexError:
-        raise RuleError(f"index {_show_index(index)} does not fit {x} for every size its "
-                        "unknown dimensions (?) may have", kind=IndexingError,
-                        hint="index the unknown dimensions with slices, or with ints and "
-                             "arrays that fit their smallest size") from None
-    return TensorSpec(tuple(sizes[0] if len(set(sizes)) == 1 else None
-                            for sizes in zip(*shapes, strict=True)), x.dtype)
-
-
-def _indexed(shape: tuple, dtype: np.dtype, index: tuple) -> tuple:
-    return np.broadcast_to(np.empty((), dtype), shape)[index].shape
-
-
-def _stand_in_sizes(shape: tuple, index: tuple) -> list[int]:
-    """Sizes to try for the unknown dimensions: one just big enough for the index's ints (so
-    ``x[:5]`` is seen to depend on the size), and two big ones (so ``x[1:]`` and ``x[::2]`` are).
-    With index arrays NumPy copies what it reads, so all three stay small."""
-    ints = [abs(int(i)) for i in index if isinstance(i, int)]
-    ints += [int(np.abs(i).max()) for i in index
-             if isinstance(i, np.ndarray) and i.dtype.kind in "iu" and i.size]
-    small = 1 + max(ints, default=0)
-    if any(isinstance(i, np.ndarray) for i in index):
-        return [small, small + 7, small + 8]
-    known = math.prod(d for d in shape if d is not None) or 1
-    unknown = sum(d is None for d in shape)
-    big = max(small + 2, int((2**60 // known) ** (1 / unknown)) // 2)  # a view: no memory
-    return [small, big, big + 1]
-
-
-def _show_index(index: tuple) -> str:
-    def one(i: Any) -> str:
-        if isinstance(i, slice):
-            parts = ["" if v is None else str(v) for v in (i.start, i.stop, i.step)]
-            return ":".join(parts[:2] if i.step is None else parts)
-        return "..." if i is Ellipsis else repr(i)
-
-    return "[" + ", ".join(one(i) for i in index) + "]"
-
-
-def _on_device(xp: Any, index: tuple) -> tuple:
-    """Index arrays are kept on the host; move them to the device that is being indexed."""
-    return index if xp is np else tuple(
-        xp.asarray(i) if isinstance(i, np.ndarray) else i for i in index)
-
-
-def _add_at(xp: Any, out: Any, index: tuple, values: Any) -> None:
-    """``out[index] += values``, adding up repeated positions (unbuffered, unlike ``+=``)."""
-    if hasattr(xp.add, "at"):
-        xp.add.at(out, index, values)
-    else:  # CuPy releases without ufunc.at have the same operation in cupyx
-        import cupyx
-
-        cupyx.scatter_add(out, index, values)
-
-
-def _scatter_add_kernel(xp: Any):
-    def scatter_add(g: Any, *, index: tuple, shape: tuple) -> Any:
-        out = xp.zeros(shape, dtype=g.dtype)
-        if is_basic_index(index):
-            out[index] = g
-        else:  # an advanced index may read a position twice: its gradients must add up
-            _add_at(xp, out, _on_device(xp, index), g)
-        return out
-
-    return scatter_add
-
-
-def _setitem_kernel(xp: Any):
-    def setitem(x: Any, value: Any, *, index: tuple) -> Any:
-        out = x.copy()
-        out[_on_device(xp, index)] = value
-        return out
-
-    return setitem
-
-
-def _setitem_rule(x: TensorSpec, value: Any, *, index: tuple) -> TensorSpec:
-    target = _getitem_rule(x, index=index).shape  # the part of x that is written
-    shape = value.shape if isinstance(value, TensorSpec) else ()
-    try:
-        fits = broadcast_shapes(shape, target) == target
-    except RuleError:
-        fits = False
-    if not fits:
-        raise RuleError(f"cannot assign values of shape {shape} to {_show_index(index)} of {x}, "
-                        f"which has shape {target}",
-                        hint="the values must have the shape of the indexed part, or broadcast "
-                             "to it")
-    return TensorSpec(x.shape, x.dtype)
 
 
 def _joined(shapes: list[tuple], skip: int | None = None) -> tuple | None:
@@ -241,33 +122,45 @@ def _stack_rule(*xs: TensorSpec, axis: int) -> TensorSpec:
     return TensorSpec(shape, np.result_type(*(x.dtype for x in xs)))
 
 
-reshape = Op("reshape", lambda xp: lambda x, *, shape: x.reshape(shape), _reshape_rule,
-             grads=(lambda g, x_spec: reshape_to(g, x_spec),), view=True)
-transpose = Op("transpose", lambda xp: lambda x, *, axes: x.transpose(axes), _transpose_rule,
-               grads=(lambda g, *, axes: bind(transpose, g,
-                                              axes=tuple(map(int, np.argsort(axes)))),),
-               view=True)
-broadcast_to = Op("broadcast_to", lambda xp: xp.broadcast_to, _broadcast_to_rule,
-                  grads=(lambda g: g,), broadcasts=True, view=True)
-getitem = Op("getitem", lambda xp: lambda x, *, index: x[_on_device(xp, index)], _getitem_rule,
+def _batch_joined(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
+    """Moved every batch axis to the front (broadcasting operands without one), and the
+    joined axis one further."""
+    xs = [batched(x, d, size) for x, d in zip(args, dims, strict=True)]
+    return bind(op, *xs, axis=params["axis"] + 1), 0
+
+
+def _batch_sum_like(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
+    """Moved the batch axis behind the leading axes summed away, in front of the rest.
+
+    There it meets `like`'s batch axis, in front of the axes they share."""
+    x, like = args
+    lead = x.ndim - (dims[0] is not None) - (like.ndim - (dims[1] is not None))
+    x = batched(x, dims[0], size)
+    x = bind(transpose, x, axes=(*range(1, lead + 1), 0, *range(lead + 1, x.ndim)))
+    return bind(op, x, batched(like, dims[1], size)), 0
+
+
+getitem = Op("getitem", lambda xp: lambda x, *, index: x[on_device(xp, index)], getitem_rule,
              grads=(lambda g, x_spec, *, index: scatter_into(g, index, x_spec),),
-             flops=no_flops)
+             flops=no_flops, jvp=tangents.linear, batch=batching.batch_getitem)
 # ``x[index] = value``, as an op: new values (x with the index set), never a change of x itself.
 # The gradient goes to `value` where it was written and to `x` everywhere else.
-setitem = Op("setitem", _setitem_kernel, _setitem_rule,
+setitem = Op("setitem", setitem_kernel, setitem_rule,
              grads=(lambda g, *, index: bind(setitem, g, 0, index=index),
                     lambda g, *, index: bind(getitem, g, index=index)),
-             arg_names=("x", "value"))
+             arg_names=("x", "value"), jvp=tangents.linear, batch=batching.batch_setitem)
 # The gradient of indexing: zeros of the indexed tensor's shape, with g added where it was read.
-scatter_add = Op("scatter_add", _scatter_add_kernel,
+scatter_add = Op("scatter_add", scatter_add_kernel,
                  lambda x, *, index, shape: TensorSpec(shape, x.dtype),
-                 grads=(lambda g, *, index: bind(getitem, g, index=index),), arg_names=("x",))
+                 grads=(lambda g, *, index: bind(getitem, g, index=index),), arg_names=("x",),
+                 jvp=tangents.linear, batch=batching.batch_scatter_add)
 concatenate = Op("concatenate",
                  lambda xp: lambda *xs, axis: xp.concatenate(xs, axis=axis),
-                 _concatenate_rule, grads=_concatenate_grad, flops=no_flops, arg_names=())
+                 _concatenate_rule, grads=_concatenate_grad, flops=no_flops, arg_names=(),
+                 jvp=tangents.linear, batch=_batch_joined)
 stack = Op("stack", lambda xp: lambda *xs, axis: xp.stack(xs, axis=axis), _stack_rule,
            grads=lambda g, i, *, axis: bind(getitem, g, index=(slice(None),) * axis + (i,)),
-           flops=no_flops, arg_names=())
+           flops=no_flops, arg_names=(), jvp=tangents.linear, batch=_batch_joined)
 
 
 # --- Index arrays computed by the graph ---------------------------------------------------------
@@ -275,16 +168,6 @@ stack = Op("stack", lambda xp: lambda *xs, axis: xp.stack(xs, axis=axis), _stack
 # only when the graph runs, but the result's shape is the index array's, so it can be traced.
 # The index arrays become operands of `gather`; `index` keeps the rest, with a `Hole` where each
 # array goes. (A boolean mask cannot be traced: how many values it picks is a value itself.)
-
-
-@dataclass(frozen=True)
-class Hole:
-    """In the `index` of `gather`/`scatter`: the place of the index array that is operand `i`."""
-
-    i: int
-
-    def __repr__(self) -> str:
-        return f"<{self.i}>"
 
 
 def _filled(index: tuple, arrays: tuple) -> tuple:
@@ -302,7 +185,7 @@ def _gather_rule(x: TensorSpec, *arrays: TensorSpec, index: tuple) -> TensorSpec
     def shape_for(size: int) -> tuple:  # stand-in arrays of zeros (a size for each None)
         stand_ins = tuple(np.zeros(tuple(size if d is None else d for d in a.shape), np.intp)
                           for a in arrays)
-        return _getitem_rule(x, index=_filled(index, stand_ins)).shape
+        return getitem_rule(x, index=_filled(index, stand_ins)).shape
 
     shapes = [shape_for(1), shape_for(2)]
     return TensorSpec(tuple(a if a == b else None for a, b in zip(*shapes, strict=True)),
@@ -310,23 +193,23 @@ def _gather_rule(x: TensorSpec, *arrays: TensorSpec, index: tuple) -> TensorSpec
 
 
 def _gather_kernel(xp: Any):
-    return lambda x, *arrays, index: x[_on_device(xp, _filled(index, arrays))]
+    return lambda x, *arrays, index: x[on_device(xp, _filled(index, arrays))]
 
 
 def _scatter_kernel(xp: Any):
-    add_into = _scatter_add_kernel(xp)
+    add_into = scatter_add_kernel(xp)
     return lambda g, like, *arrays, index: add_into(g, index=_filled(index, arrays),
                                                     shape=like.shape)
 
 
 gather = Op("gather", _gather_kernel, _gather_rule,
             grads=(lambda g, inputs, *, index: bind(scatter, g, *inputs, index=index),),
-            arg_names=("x",))
+            arg_names=("x",), jvp=tangents.linear, batch=batching.batch_gather)
 # The gradient of `gather`: zeros of the shape of `like`, with g added where it read.
 scatter = Op("scatter", _scatter_kernel,
              lambda g, like, *arrays, index: TensorSpec(like.shape, g.dtype),
              grads=(lambda g, inputs, *, index: bind(gather, g, *inputs[2:], index=index),),
-             arg_names=("x", "like"))
+             arg_names=("x", "like"), jvp=tangents.linear, batch=batching.batch_scatter)
 
 
 # --- Sizes known only when the graph runs -------------------------------------------------------
@@ -337,18 +220,8 @@ scatter = Op("scatter", _scatter_kernel,
 # values).
 
 
-def _like_rule(x: TensorSpec, like: TensorSpec) -> TensorSpec:
-    return TensorSpec(like.shape, x.dtype)
-
-
-def _broadcast_like_rule(x: TensorSpec, like: TensorSpec) -> TensorSpec:
-    if len(x.shape) > len(like.shape) or broadcast_shapes(x.shape, like.shape) != like.shape:
-        raise RuleError(f"cannot broadcast {x} to the shape of {like}")
-    return TensorSpec(like.shape, x.dtype)
-
-
 def _scatter_add_like_kernel(xp: Any):
-    scatter_add = _scatter_add_kernel(xp)
+    scatter_add = scatter_add_kernel(xp)
     return lambda g, like, *, index: scatter_add(g, index=index, shape=like.shape)
 
 
@@ -365,30 +238,14 @@ def _sum_like_kernel(xp: Any):
     return sum_like
 
 
-sum_like = Op("sum_like", _sum_like_kernel, _like_rule,
-              grads=(lambda g, x: bind(broadcast_like, g, x), None), arg_names=("x", "like"))
-broadcast_like = Op("broadcast_like", lambda xp: lambda x, like: xp.broadcast_to(x, like.shape),
-                    _broadcast_like_rule, grads=(lambda g: g, None), arg_names=("x", "like"),
-                    broadcasts=True, view=True)
-reshape_like = Op("reshape_like", lambda xp: lambda x, like: x.reshape(like.shape), _like_rule,
-                  grads=(lambda g, x: bind(reshape_like, g, x), None), arg_names=("x", "like"),
-                  view=True)
+sum_like = Op("sum_like", _sum_like_kernel, like_rule,
+              grads=(lambda g, x: bind(broadcast_like, g, x), None), arg_names=("x", "like"),
+              jvp=tangents.linear, batch=_batch_sum_like)
 scatter_add_like = Op("scatter_add_like", _scatter_add_like_kernel,
                       lambda x, like, *, index: TensorSpec(like.shape, x.dtype),
                       grads=(lambda g, *, index: bind(getitem, g, index=index), None),
-                      arg_names=("x", "like"))
-
-
-def broadcast_as(g: Any, x: Any) -> Any:
-    """`g` broadcast to the shape of `x` (a spec, or a symbolic tensor whose size is unknown)."""
-    if None in x.shape:
-        return bind(broadcast_like, g, x)
-    return bind(broadcast_to, g, shape=x.shape)
-
-
-def reshape_to(g: Any, x: Any) -> Any:
-    """`g` reshaped to the shape of `x` (as `broadcast_as`)."""
-    return bind(reshape_like, g, x) if None in x.shape else bind(reshape, g, shape=x.shape)
+                      arg_names=("x", "like"), jvp=tangents.linear,
+                      batch=batching.batch_scatter_add_like)
 
 
 def scatter_into(g: Any, index: tuple, x: Any) -> Any:

@@ -178,7 +178,7 @@ class Elementwise:
 
     def clone(self) -> Tensor:
         """A copy in new memory; gradients flow through it unchanged."""
-        return bind(ew.copy, self)
+        return bind(ew.clone, self)
 
     # --- PyTorch's and NumPy's names for the above, which teachflow spells otherwise ----------
 

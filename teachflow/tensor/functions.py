@@ -27,7 +27,8 @@ from teachflow.core.spec import is_int
 from teachflow.ops import elementwise as ew
 from teachflow.ops import linalg
 from teachflow.ops import shape as shape_ops
-from teachflow.ops.op import RuleError, normalize_axis
+from teachflow.ops.op import RuleError
+from teachflow.ops.shape_rules import normalize_axis
 from teachflow.tensor.conversion import default_dtype, shape_arg
 from teachflow.tensor.habits import FIRST_AXIS, LAST_AXIS, named
 from teachflow.tensor.interop import NUMPY_TWINS

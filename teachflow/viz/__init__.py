@@ -8,6 +8,8 @@ The chapters, in reading order:
 - `expand`: the stepper's data as full stages, as the browser puts them together;
 - `entries`: what the stepper's data reads off one node or one graph (text lines, a kernel's
   sources, values);
+- `memory`: each stage's memory under its graph: the bytes held at each step, the peak, each
+  value's range and slot;
 - `stepper_data`: a compilation as the stepper's data: each node once, each stage as what it
   has (its docstring says the format);
 - `assets`, `stepper`: the front-end's files, and the notebook widget;

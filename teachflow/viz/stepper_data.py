@@ -61,20 +61,19 @@ around it (the box of the longest scope that begins its own), where a node's ``x
 place in its own box, the box of the longest scope that begins its ``scope``.
 
 An **entry** is ``{"id", "text", "x", "y"}`` (``text``: ``%7 = mul %5, 2.0 : f32[3]``; ``x``,
-``y``: its place in the layout) and, where they are not the default in brackets: ``op``,
-``label``, ``type`` (what its text says: mul, ``%7 = mul``, ``f32[3]``; for an input, capture or
-constant, its kind and ``%x (input)``), ``kind`` ("node"; or "input", "capture", "const"),
-``device`` ("cpu"), ``source`` (""), ``lineage`` ([id]), ``inputs`` (the value id each operand
-reads, null for a Python number: the edges come from these; []), ``is_output`` (false),
-``updates`` (the state it is written back into; []), ``transfer`` (a ``copy``'s
-``[src, dst]``), ``line`` (its line of the text form:
-``text``), ``body`` (lines printed under it, as a fused kernel's ops; a number n stands for two
-spaces and entry n's ``text``), ``owned`` (lines of the graphs it owns, printed under it),
-``kernel`` (its index in ``kernels``), ``results`` (one ``{"id", "name", "type"}`` per result,
-for a node with several; a kernel's say which of its ops' values each is: ``writes``),
-``subgraphs`` and ``changes_inside``, and ``scope`` (the module that made it: ""). A **part**
-(a graph a node owns) is ``{"key", "name", "inputs", "outputs", "changes", "values_from",
-"nodes"}``, its nodes as a stage's are.
+``y``: its place in the layout) and, where they are not the default in brackets: ``op``, ``label``,
+``type`` (what its text says: mul, ``%7 = mul``, ``f32[3]``; for an input, capture or constant, its
+kind and ``%x (input)``), ``kind`` ("node"; or "input", "capture", "const"), ``device`` ("cpu"),
+``source`` (""), ``rule`` (what made it in a transformation: ""), ``lineage`` ([id]), ``inputs``
+(the value id each operand reads, null for a Python number: the edges come from these; []),
+``is_output`` (false), ``updates`` (the state it is written back into; []), ``transfer`` (a
+``copy``'s ``[src, dst]``), ``line`` (its line of the text form: ``text``), ``body`` (lines printed
+under it, as a fused kernel's ops; a number n stands for two spaces and entry n's ``text``),
+``owned`` (lines of the graphs it owns, printed under it), ``kernel`` (its index in ``kernels``),
+``results`` (one ``{"id", "name", "type"}`` per result, for a node with several; a kernel's say
+which of its ops' values each is: ``writes``), ``subgraphs`` and ``changes_inside``, and ``scope``
+(the module that made it: ""). A **part** (a graph a node owns) is ``{"key", "name", "inputs",
+"outputs", "changes", "values_from", "nodes"}``, its nodes as a stage's are.
 
 A **kernel** is ``{"name", "ran"}`` and ``missing`` (why a source is null, by language): ``ran``
 says which kernel ran on the CPU, and why (or that none has run yet). The ops it computes are
@@ -293,10 +292,9 @@ class _Table:
             entry = {"id": v.id, "label": f"{outputs} = {node.op.name}", "op": node.op.name,
                      "type": ", ".join(self.type(o) for o in node.outputs), "text": text}
             if node.source is not None:
-                entry["source"] = source = self.where(node.source)
-                if source not in self.lines:
-                    self.lines[source] = linecache.getline(node.source.filename,
-                                                           node.source.lineno).strip()
+                entry["source"] = self.where(node.source)
+                if node.source.note:  # the rule that made it: "batched by matmul's rule: ..."
+                    entry["rule"] = node.source.note
             if node.lineage != (v.id,):
                 entry["lineage"] = list(node.lineage)
             operands = [o.id if isinstance(o, Value) else None for o in node.inputs]
@@ -365,9 +363,11 @@ class _Table:
 
     def where(self, location: Any) -> str:
         """``cell In[3], line 2``: how a node's source location prints (worked out once per
-        location: a notebook's cell number is looked up)."""
+        location: a notebook's cell number is looked up), the line it names kept in `lines`."""
         if location not in self.written:
-            self.written[location] = str(location)
+            self.written[location] = source = str(location)
+            self.lines.setdefault(source, linecache.getline(location.filename,
+                                                            location.lineno).strip())
         return self.written[location]
 
     def ref(self, line: str) -> int | str:

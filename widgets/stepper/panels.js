@@ -209,6 +209,7 @@ export function detailsHtml(st) {
       `${plural(p.nodes.filter(isOp).length, "node")}${p.changes ? `, ${plural(p.changes, "change")}` : ""})`)
       .join(", ") + `: ${st.openBoxes.has(n.id) ? "drawn in its box" : "click its box to open it"}`]);
   }
+  if (n.rule) rows.push(["made by", esc(n.rule)]);
   if (n.source) {
     rows.push(["source", `${esc(n.source)}${n.source_line ? `<pre class="tf-source-line">${esc(n.source_line)}</pre>` : ""}`]);
   }

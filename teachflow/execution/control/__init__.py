@@ -16,8 +16,10 @@ The chapters, in reading order:
 - `cond`: ``tfl.cond``, whose gradient is a ``cond`` of the branches' gradients;
 - `loop_code`: a loop node's shape rule and its generated code, a Python loop around its body's;
 - `carry`: what a loop carries from step to step, checked to keep its structure and types;
+- `loop_run`: a loop run, eagerly as a Python loop, traced as one node;
 - `loops`: ``tfl.while_loop`` and ``tfl.fori_loop``, whose gradient runs the loop backwards (a
-  loop whose trip count depends on data has none: see `loops`);
+  loop whose trip count depends on data has none: see `loops`), and whose tangents and batches
+  are loops too;
 - `call`: a graph function calling another, one ``call`` node that owns the callee's graph,
   whose gradient is a call of the callee's backward graph.
 """

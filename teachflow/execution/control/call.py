@@ -13,7 +13,8 @@ Everything that handles control flow handles a call: the passes work inside the 
 the pass `inline` (first in the default pipeline) replaces the call by the callee's body; the
 executor calls the callee's own generated function; run op by op (eagerly, or on a tape), its
 ops run one by one. Its gradient is a call too, of the callee's backward graph, traced once per
-trace for the inputs that need a gradient: a function called ten times is differentiated once.
+trace for the inputs that need a gradient: a function called ten times is differentiated once;
+so are its tangents (a call of the callee's JVP) and its batched form (of the callee batched).
 """
 
 from __future__ import annotations
@@ -25,15 +26,19 @@ from typing import Any
 from teachflow.core import dispatch
 from teachflow.execution.control.control_op import (
     ControlOp,
+    batched_function,
     check_inputs,
     control_op,
     graph_function,
     output_specs,
+    tangent_function,
+    with_tangents,
 )
 from teachflow.execution.control.graphs import trace_subgraph
 from teachflow.execution.control.vjp import graph_vjp
 from teachflow.execution.executor import Line, Source, generate
 from teachflow.graph import Graph, Node
+from teachflow.ops.op import Op
 from teachflow.tensor.tensor import Tensor
 
 
@@ -81,7 +86,26 @@ def _vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> list:
     return out
 
 
-CALL = control_op(CallOp, "call", _rule, _vjp, ())
+def _jvp(op: Op, primals: tuple, tangents: tuple, params: dict, transformed: Callable) -> tuple:
+    """The tangents of a call are a call of the callee's JVP."""
+    callee = params["callee"]
+    moving = [k for k, t in enumerate(tangents) if t is not None]
+    run, floats = tangent_function(callee, moving, transformed)
+    results = run_call(run, [*primals, *(tangents[k] for k in moving)],
+                       key=("jvp", callee, tuple(moving)))
+    return with_tangents(results, len(callee.outputs), floats)
+
+
+def _batch(op: Op, args: tuple, dims: tuple, params: dict, size: int,
+           transformed: Callable) -> tuple:
+    """A call of the callee, batched."""
+    callee = params["callee"]
+    run = batched_function(callee, dims, size, transformed)
+    return run_call(run, list(args), key=("vmap", callee, tuple(dims), size)), \
+        [0] * len(callee.outputs)
+
+
+CALL = control_op(CallOp, "call", _rule, _vjp, (), jvp=_jvp, batch=_batch)
 
 
 def run_call(fn: Callable[..., list], args: Sequence[Any], key: Any,

@@ -8,7 +8,9 @@ must agree: one node has one set of results, whichever branch gives them, so bot
 the same structure of tensors with the same shapes and dtypes.
 
 Its gradient is a ``cond`` too: the same predicate chooses between the gradients of the two
-branches (each computed by running its branch again on the tape, then backwards).
+branches (each computed by running its branch again on the tape, then backwards); and so are its
+tangents (``tfl.jvp``) and its batched form (``tfl.vmap``), unless each example of the batch has
+a predicate of its own: then both branches run, and ``where`` picks each example's results.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from teachflow.core import dispatch
+from teachflow.core.dispatch import bind
 from teachflow.core.errors import DTypeError, ShapeError, TraceError, expect_callable
 from teachflow.core.tree import tree_flatten, tree_unflatten
 from teachflow.execution.control.control_op import (
     ControlOp,
     assign,
+    batched_function,
     bound,
     check_inputs,
     check_scalar_bool,
@@ -30,12 +34,16 @@ from teachflow.execution.control.control_op import (
     graph_function,
     indented,
     output_specs,
+    tangent_function,
+    with_tangents,
 )
 from teachflow.execution.control.graphs import Subgraph, describe, merge_free, trace_subgraph
 from teachflow.execution.control.vjp import graph_vjp
 from teachflow.execution.executor import Line, Source
 from teachflow.graph import Node
-from teachflow.ops.op import RuleError
+from teachflow.ops.elementwise import where
+from teachflow.ops.op import Op, RuleError
+from teachflow.ops.views import to_front, with_rank
 from teachflow.tensor.tensor import Tensor
 from teachflow.tracing.callables import callable_name
 
@@ -91,7 +99,32 @@ def _vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> list:
     return out
 
 
-COND = control_op(CondOp, "cond", _rule, _vjp, ("pred",))
+def _jvp(op: Op, primals: tuple, tangents: tuple, params: dict, transformed: Callable) -> tuple:
+    """The tangents of a ``cond`` are a ``cond`` of its branches' JVPs."""
+    moving = [k for k, t in enumerate(tangents[1:]) if t is not None]
+    (run_true, floats), (run_false, _) = (tangent_function(params[key], moving, transformed)
+                                          for key in ("true_fn", "false_fn"))
+    results = run_cond(primals[0], run_true, run_false,
+                       [*primals[1:], *(tangents[1 + k] for k in moving)])
+    return with_tangents(results, len(params["true_fn"].outputs), floats)
+
+
+def _batch(op: Op, args: tuple, dims: tuple, params: dict, size: int,
+           transformed: Callable) -> tuple:
+    """Batched branches, chosen by one predicate; or, where each example has its own, both
+    branches run and each result picked per example (``where``)."""
+    count = len(params["true_fn"].outputs)
+    true_fn, false_fn = (params[key] for key in ("true_fn", "false_fn"))
+    if dims[0] is None:
+        branches = (batched_function(g, dims[1:], size, transformed) for g in (true_fn, false_fn))
+        return run_cond(args[0], *branches, list(args[1:])), [0] * count
+    pred = to_front(args[0], dims[0])
+    yes, no = (transformed(g, list(args[1:]), dims[1:], size) for g in (true_fn, false_fn))
+    return [bind(where, with_rank(pred, a.ndim - 1), a, b)
+            for a, b in zip(yes, no, strict=True)], [0] * count
+
+
+COND = control_op(CondOp, "cond", _rule, _vjp, ("pred",), jvp=_jvp, batch=_batch)
 
 
 def cond(pred: Any, true_fn: Callable, false_fn: Callable, *operands: Any) -> Any:

@@ -13,7 +13,11 @@ Everything that handles an ordinary op handles this one too, through three thing
   same node to that trace;
 - ``emit(source, node, operands, results)``: its lines of generated Python, real control flow
   around its graphs' code (``if pred: ... else: ...``, ``while True: ... break``);
-- ``vjp``: its gradient, one rule for all its inputs at once (`teachflow.autodiff.tape`).
+- ``vjp``: its gradient, one rule for all its inputs at once (`teachflow.autodiff.tape`);
+- ``jvp`` and ``batch``: its rules for ``tfl.jvp`` and ``tfl.vmap`` (`teachflow.rewrites`),
+  which run the node again with its graphs transformed. Such a rule gets one more argument than
+  an ordinary op's, `transformed`: the transformation's own walk, to run a graph it owns with
+  (`tangent_function`, `batched_function`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from teachflow.core.spec import TensorSpec
 from teachflow.execution.executor import Line, Source, interpret
 from teachflow.graph import Graph, Node, Value
 from teachflow.ops.op import Op, RuleError, no_flops
+from teachflow.ops.tangents import zeros_of
 
 
 def no_kernel(xp: Any) -> Callable[..., Any]:
@@ -56,9 +61,49 @@ class ControlOp(Op):
 
 
 def control_op(cls: type[ControlOp], name: str, shape_rule: Callable[..., Any],
-               vjp: Callable[..., list] | None, arg_names: tuple[str, ...]) -> ControlOp:
+               vjp: Callable[..., list] | None, arg_names: tuple[str, ...],
+               jvp: Callable[..., tuple] | None = None,
+               batch: Callable[..., tuple] | None = None) -> ControlOp:
     """Declare a control-flow op (no kernel, no flops of its own: its graphs' ops count)."""
-    return cls(name, no_kernel, shape_rule, vjp=vjp, flops=no_flops, arg_names=arg_names)
+    return cls(name, no_kernel, shape_rule, vjp=vjp, flops=no_flops, arg_names=arg_names,
+               jvp=jvp, batch=batch)
+
+
+# --- Transformed graphs (tfl.jvp, tfl.vmap) -----------------------------------------------------
+
+
+def tangent_function(graph: Graph, moving: Sequence[int], transformed: Callable) -> tuple:
+    """`graph` as a function of its inputs and the tangents of those at positions `moving`,
+    giving its outputs and then the tangents of its floating-point outputs (zeros where one does
+    not move: a branch or a step must give every result); and which outputs those are."""
+    n = len(graph.inputs)
+    floats = [k for k, v in enumerate(graph.outputs) if v.spec.dtype.kind in "fc"]
+
+    def run(*args: Any) -> list:
+        tangents: list = [None] * n
+        for k, t in zip(moving, args[n:], strict=True):
+            tangents[k] = t
+        outs, moved = transformed(graph, list(args[:n]), tangents)
+        return [*outs, *(zeros_of(outs[k]) if moved[k] is None else moved[k] for k in floats)]
+    run.__name__ = run.__qualname__ = f"jvp_{graph.name}"
+    return run, floats
+
+
+def with_tangents(results: Sequence[Any], count: int, floats: Sequence[int]) -> tuple:
+    """`tangent_function`'s results as (outputs, a tangent or None per output)."""
+    moved: list = [None] * count
+    for k, t in zip(floats, results[count:], strict=True):
+        moved[k] = t
+    return list(results[:count]), moved
+
+
+def batched_function(graph: Graph, where: Sequence[int | None], size: int,
+                     transformed: Callable) -> Callable[..., list]:
+    """`graph` run on a batch (its inputs' batch axes at `where`), each result batched first."""
+    def run(*args: Any) -> list:
+        return transformed(graph, list(args), where, size)
+    run.__name__ = run.__qualname__ = f"vmap_{graph.name}"
+    return run
 
 
 # --- Shape rules ------------------------------------------------------------------------------

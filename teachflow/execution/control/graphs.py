@@ -91,6 +91,9 @@ class SubgraphBuilder(GraphBuilder):
         return self.parent.assume(read, what)  # (the trace around the branch or loop checks it)
 
     def mark(self, tensor: Tensor, requires_grad: bool) -> None:
+        if isinstance(tensor._data, Value) and self.graph.owns(tensor._data):
+            tensor._mark(requires_grad)  # a tensor of this sub-graph (tfl.grad watching one)
+            return
         raise self._refuse("setting requires_grad",
                            "set requires_grad before the staged function is called")
 

@@ -28,32 +28,35 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from teachflow.autodiff import tape
 from teachflow.autodiff.backprop import filled_like
 from teachflow.core import dispatch
 from teachflow.core.dispatch import bind
-from teachflow.core.errors import AutodiffError, TeachflowError, TraceError, expect_callable
+from teachflow.core.errors import AutodiffError, TeachflowError, expect_callable
 from teachflow.core.tree import tree_flatten, tree_unflatten
-from teachflow.execution.control.carry import as_carry, carry_names, check_carry
-from teachflow.execution.control.control_op import ControlOp, control_op, graph_function
-from teachflow.execution.control.graphs import Subgraph, describe, merge_free, trace_subgraph
+from teachflow.execution.control.carry import as_carry
+from teachflow.execution.control.control_op import (
+    ControlOp,
+    batched_function,
+    control_op,
+    graph_function,
+    tangent_function,
+    with_tangents,
+)
 from teachflow.execution.control.loop_code import (
-    INDEX,
     emit_fori,
     emit_while,
     fori_rule,
     while_rule,
 )
+from teachflow.execution.control.loop_run import Loop, while_vjp
 from teachflow.execution.control.vjp import graph_vjp
 from teachflow.execution.executor import Line, Source
 from teachflow.graph import Node
-from teachflow.ops import creation
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import Op
-from teachflow.tensor.factories import tensor
+from teachflow.ops.tangents import zeros_of
+from teachflow.ops.views import batched
 from teachflow.tensor.tensor import Tensor
-from teachflow.tensor.weak import WeakTensor
-from teachflow.tracing.callables import callable_name
 
 # --- while_loop -------------------------------------------------------------------------------
 
@@ -67,8 +70,8 @@ class WhileOp(ControlOp):
         cond, body = graph_function(params["cond_fn"]), graph_function(params["body_fn"])
         m = len(params["body_fn"].outputs)
         free = list(args[m:])
-        loop = _Loop(lambda c: cond(*c, *free)[0], lambda c: body(*c, *free),
-                     tree_flatten(list(args[:m]))[1], None, "while_loop")
+        loop = Loop(lambda c: cond(*c, *free)[0], lambda c: body(*c, *free),
+                    tree_flatten(list(args[:m]))[1], None, "while_loop", self)
         return tuple(dispatch.call(loop, tuple(args[:m]), {}))
 
     def emit(self, source: Source, node: Node, operands: list[str],
@@ -76,23 +79,35 @@ class WhileOp(ControlOp):
         return emit_while(source, node, operands, results)
 
 
-def _while_vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> list:
-    raise AutodiffError(
-        "tfl.while_loop cannot be differentiated: how many steps it takes depends on data, so "
-        "reverse mode would have to keep every step's values on a tape of unknown length "
-        "(unbounded memory). JAX refuses reverse-mode gradients of while_loop for the same reason",
-        op="while_loop",
-        hint="if the number of steps is known, use tfl.fori_loop(lower, upper, body_fn, init) "
-             "with Python-int bounds, which differentiates; else cut the gradient at the loop "
-             "(x.detach())")
+def _while_jvp(op: Op, primals: tuple, tangents: tuple, params: dict,
+               transformed: Callable) -> tuple:
+    """The tangents of a loop are carried by the loop: each step is the body's JVP (forward
+    mode needs no tape, so a trip count that depends on data is no obstacle)."""
+    body = params["body_fn"]
+    m = len(body.outputs)
+    free = list(primals[m:])
+    floats, start = _carried(body, primals[:m], tangents[:m])
+    moving = [*floats, *(m + q for q, t in enumerate(tangents[m:]) if t is not None)]
+    run, _ = tangent_function(body, moving, transformed)
+    moved_free = [t for t in tangents[m:] if t is not None]
+    holds = graph_function(params["cond_fn"])
+    results = run_while(lambda c: holds(*c[:m], *free)[0],
+                        lambda c: run(*c[:m], *free, *c[m:], *moved_free),
+                        [*primals[:m], *start])
+    return with_tangents(results, m, floats)
 
 
-WHILE = control_op(WhileOp, "while", while_rule, _while_vjp, ())
+def _while_batch(op: Op, args: tuple, dims: tuple, params: dict, size: int,
+                 transformed: Callable) -> tuple:
+    """Refused: each example may stop after a number of steps of its own."""
+    raise TeachflowError("tfl.vmap does not cover tfl.while_loop: each example may stop after "
+                         "a number of steps of its own", op="while_loop",
+                         hint="use tfl.fori_loop (a fixed trip count), or loop outside the "
+                              "vmapped function")
 
-#: Eagerly, a while_loop's results say so when backward() reaches them (as traced).
-_WHILE_RESULT = Op("while_loop result", lambda xp: None, lambda *specs: None,
-                   grads=lambda g: _while_vjp([g], (), {}, ()), primitive=False)
 
+WHILE = control_op(WhileOp, "while", while_rule, while_vjp, (), jvp=_while_jvp,
+                   batch=_while_batch)
 
 def while_loop(cond_fn: Callable, body_fn: Callable, init: Any) -> Any:
     """``carry = init; while cond_fn(carry): carry = body_fn(carry)``; returns the carry.
@@ -111,7 +126,7 @@ def run_while(cond_fn: Callable, body_fn: Callable, init: Any,
     """`while_loop`; `names` name the carry (``@tfl.script`` gives the variables' names)."""
     leaves, tree = tree_flatten(init)
     leaves = as_carry(leaves, "while_loop")
-    loop = _Loop(cond_fn, body_fn, tree, names, "while_loop")
+    loop = Loop(cond_fn, body_fn, tree, names, "while_loop", WHILE)
     return tree_unflatten(tree, list(dispatch.call(loop, tuple(leaves), {})))
 
 
@@ -189,7 +204,63 @@ def _fori_vjp(cotangents: list, inputs: tuple, params: dict, needs: tuple) -> li
     return out
 
 
-FORI = control_op(ForiOp, "fori_loop", fori_rule, _fori_vjp, ("lower", "upper"))
+def _carried(body: Any, carry: Sequence[Any], tangents: Sequence[Any]) -> tuple:
+    """A loop's floating-point carries, and their tangents to start from (zeros for one that
+    does not move yet: a step may make it move)."""
+    floats = [k for k in range(len(body.outputs)) if carry[k].dtype.kind in "fc"]
+    return floats, [zeros_of(carry[k]) if tangents[k] is None else tangents[k] for k in floats]
+
+
+def _fori_jvp(op: Op, primals: tuple, tangents: tuple, params: dict,
+              transformed: Callable) -> tuple:
+    """The tangents of a loop are carried by the loop: each step is the body's JVP.
+
+    A loop that keeps its history (the forward loop of a gradient) keeps its tangents' too."""
+    body = params["body_fn"]
+    m = len(body.outputs)
+    free = list(primals[2 + m:])
+    floats, start = _carried(body, primals[2:2 + m], tangents[2:2 + m])
+    moving = [*(1 + k for k in floats),
+              *(1 + m + q for q, t in enumerate(tangents[2 + m:]) if t is not None)]
+    run, _ = tangent_function(body, moving, transformed)
+    moved_free = [t for t in tangents[2 + m:] if t is not None]
+
+    def step(i: Any, *state: Any) -> list:
+        return run(i, *state[:m], *free, *state[m:], *moved_free)
+    history = params.get("history", False)
+    results = _fori(primals[0], primals[1], step, [*primals[2:2 + m], *start], history=history)
+    if not history:
+        return with_tangents(results, m, floats)
+    f = len(floats)  # results: carry, carried tangents, then the history of each, in that order
+    outs, moved = with_tangents(results[:m + f], m, floats)
+    kept, kept_moved = with_tangents([*results[m + f:2 * m + f], *results[2 * m + f:]], m, floats)
+    return [*outs, *kept], [*moved, *kept_moved]
+
+
+def _fori_batch(op: Op, args: tuple, dims: tuple, params: dict, size: int,
+                transformed: Callable) -> tuple:
+    """Moved every carry's batch axis to the front: the body runs batched, step after step.
+
+    The history a loop keeps stacks the steps first: its batch axis comes second."""
+    if dims[0] is not None or dims[1] is not None:
+        raise _not_covered("tfl.vmap", "a loop whose bounds differ between examples")
+    body = params["body_fn"]
+    m = len(body.outputs)
+    carry = [batched(x, d, size) for x, d in zip(args[2:2 + m], dims[2:2 + m], strict=True)]
+    run = batched_function(body, [None, *[0] * m, *dims[2 + m:]], size, transformed)
+    free = list(args[2 + m:])
+    history = params.get("history", False)
+    results = _fori(args[0], args[1], lambda i, *c: run(i, *c, *free), carry, history=history)
+    return results, [0] * m + [1] * (m if history else 0)
+
+
+def _not_covered(transformation: str, what: str) -> TeachflowError:
+    return TeachflowError(f"{transformation} does not cover {what}", op="fori_loop",
+                          hint="keep the loop outside the transformed function")
+
+
+FORI = control_op(ForiOp, "fori_loop", fori_rule, _fori_vjp, ("lower", "upper"),
+                  jvp=_fori_jvp, batch=_fori_batch)
 
 
 def fori_loop(lower: int, upper: int, body_fn: Callable, init: Any) -> Any:
@@ -215,7 +286,7 @@ def run_fori(lower: Any, upper: Any, body_fn: Callable, init: Any,
     """`fori_loop`; the bounds may be int tensors (``@tfl.script``'s ``range(n)``)."""
     leaves, tree = tree_flatten(init)
     leaves = as_carry(leaves, "fori_loop")
-    loop = _Loop(None, body_fn, tree, names, "fori_loop", bounds=(lower, upper))
+    loop = Loop(None, body_fn, tree, names, "fori_loop", FORI, bounds=(lower, upper))
     return tree_unflatten(tree, list(dispatch.call(loop, tuple(leaves), {})))
 
 
@@ -223,8 +294,8 @@ def _fori(lower: Any, upper: Any, body_fn: Callable, init: list,
           history: bool = False) -> list:
     """A fori loop over flat lists: ``body_fn(i, *carry)`` gives the new carry as a list."""
     leaves, tree = tree_flatten(list(init))
-    loop = _Loop(None, lambda i, c: body_fn(i, *c), tree, None, "fori_loop",
-                 bounds=(lower, upper), history=history)
+    loop = Loop(None, lambda i, c: body_fn(i, *c), tree, None, "fori_loop", FORI,
+                bounds=(lower, upper), history=history)
     return list(dispatch.call(loop, tuple(leaves), {}))
 
 
@@ -234,123 +305,3 @@ def _is_int(value: Any) -> bool:
     except TypeError:
         return False
     return not isinstance(value, Tensor)
-
-
-class _Loop:
-    """One call of a loop, as the interpreter decides to run it (`dispatch.call`): eagerly a
-    Python loop; while tracing, one node whose body (and condition) are traced once.
-
-    `bounds` (lower, upper) make it a fori loop, whose body takes the step index first."""
-
-    def __init__(self, cond_fn: Callable | None, body_fn: Callable, tree: Any,
-                 names: Sequence[str] | None, construct: str, bounds: tuple | None = None,
-                 history: bool = False) -> None:
-        self.cond_fn, self.body_fn, self.tree = cond_fn, body_fn, tree
-        self.names, self.construct, self.bounds, self.history = names, construct, bounds, history
-
-    def _carry(self, leaves: Sequence[Any]) -> Any:
-        return tree_unflatten(self.tree, list(leaves))
-
-    def _body(self, fn: Callable, leaves: Sequence[Any]) -> Any:
-        if self.bounds is None:
-            return fn(self._carry(leaves))
-        return fn(leaves[0], self._carry(leaves[1:]))
-
-    # --- Eagerly ------------------------------------------------------------------------------
-
-    def run(self, args: tuple, kwargs: dict) -> list:
-        carry = list(args)
-        specs = [x.spec for x in carry]
-        if self.bounds is None:
-            while self._holds(self.cond_fn(self._carry(carry))):
-                carry = self._step(self.body_fn(self._carry(carry)), specs)
-            return [_no_gradient_through(x) for x in carry]
-        lower, upper = (int(b.item()) if isinstance(b, Tensor) else b for b in self.bounds)
-        backend = carry[0]._backend
-        kept: list[list] = []
-        for k in range(lower, upper):
-            kept.append(carry)
-            i = WeakTensor._make(backend.xp.asarray(k, dtype=INDEX), backend, None)
-            carry = self._step(self.body_fn(i, self._carry(carry)), specs)
-        if self.history:
-            carry = carry + [bind(shape_ops.stack, *(step[p] for step in kept), axis=0) if kept
-                             else bind(creation.full, shape=(0, *s.shape), fill_value=0,
-                                       dtype=s.dtype, device=s.device)
-                             for p, s in enumerate(specs)]
-        return [_ordinary(x) for x in carry]
-
-    def _holds(self, holds: Any) -> bool:
-        if not isinstance(holds, Tensor) or holds.shape != () or holds.dtype.kind != "b":
-            got = describe(holds.spec) if isinstance(holds, Tensor) else \
-                f"Python {type(holds).__name__}"
-            raise TraceError(f"the condition of tfl.while_loop ({callable_name(self.cond_fn)}) "
-                             f"must return a scalar bool tensor, not {got}", op="while_loop",
-                             hint="compute it from the carry with tensor ops: x.sum() > 1")
-        return bool(holds.numpy())
-
-    def _step(self, out: Any, specs: list) -> list:
-        leaves, tree = tree_flatten(out)
-        leaves = [WeakTensor.of(tensor(x)) if isinstance(x, bool | int | float) else x
-                  for x in leaves]
-        self._check_body(tree, [x.spec if isinstance(x, Tensor) else x for x in leaves], specs)
-        return leaves
-
-    # --- Traced -------------------------------------------------------------------------------
-
-    def inline(self, args: tuple, kwargs: dict) -> list:
-        builder = dispatch.current_interpreter()
-        carry = [builder.operand(x) for x in args]
-        names = carry_names(self.body_fn, len(carry), self.names, self.bounds is not None)
-        name = callable_name(self.body_fn)
-        subs: list[Subgraph] = []
-        if self.bounds is None:
-            test = trace_subgraph(self.cond_fn, carry, f"the condition of tfl.while_loop "
-                                  f"({callable_name(self.cond_fn)})", names,
-                                  lambda fn, sym: fn(self._carry(sym)))
-            if len(test.graph.outputs) != 1 or test.out_tree is not None:
-                raise TraceError("the condition of tfl.while_loop must return one scalar bool "
-                                 "tensor", op="while_loop")
-            spec = test.graph.outputs[0].spec
-            if spec.shape != () or spec.dtype.kind != "b":
-                raise TraceError(f"the condition of tfl.while_loop ({callable_name(self.cond_fn)})"
-                                 f" must return a scalar bool tensor, not {describe(spec)}",
-                                 op="while_loop",
-                                 hint="compute it from the carry with tensor ops: x.sum() > 1")
-            subs.append(test)
-            leading: list = []
-        else:
-            backend = carry[0]._backend
-            index = WeakTensor._make(backend.xp.asarray(0, dtype=INDEX), backend, None)
-            leading = [builder.operand(b) for b in self.bounds]
-            carry = [index, *carry]
-        body = trace_subgraph(self.body_fn, carry, f"the body of tfl.{self.construct} ({name})",
-                              names, self._body)
-        carry = carry[1:] if self.bounds is not None else carry
-        self._check_body(body.out_tree, [v.spec for v in body.graph.outputs],
-                         [x.spec for x in carry])
-        subs.append(body)
-        explicit = len(carry) + (self.bounds is not None)
-        free = merge_free(subs, explicit)
-        if self.bounds is None:
-            params = {"cond_fn": subs[0].graph, "body_fn": body.graph}
-            return list(builder.apply(WHILE, (*carry, *free), params))
-        params = {"body_fn": body.graph, **({"history": True} if self.history else {})}
-        return list(builder.apply(FORI, (*leading, *carry, *free), params))
-
-    def _check_body(self, tree: Any, got: list, specs: list) -> None:
-        check_carry(f"the body of tfl.{self.construct} ({callable_name(self.body_fn)})",
-                    self.construct, (self.tree, specs), (tree, got), self.names)
-
-
-def _ordinary(x: Tensor) -> Tensor:
-    """A loop's result as an ordinary tensor, as traced (a weak counter's too)."""
-    return Tensor._make(x._data, x._backend, x._node) if isinstance(x, WeakTensor) else x
-
-
-def _no_gradient_through(x: Tensor) -> Tensor:
-    """An eager while_loop's result: backward() reaching it raises, as it would traced."""
-    if x._node is None:
-        return _ordinary(x)
-    node = tape.TapeNode(_WHILE_RESULT, {}, (x._node,), (None,), None, x._backend, x.shape,
-                             x.dtype)
-    return Tensor._make(x._data, x._backend, node)
