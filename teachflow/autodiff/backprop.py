@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from teachflow.autodiff.tape import RESULT, Leaf, TapeNode, Tracked, _GradMode
@@ -52,8 +53,7 @@ def topological_order(*roots: TapeNode | Leaf) -> list:
     return sorted(reached, key=_recorded)
 
 
-def _recorded(node: TapeNode | Leaf) -> int:
-    return node.number
+_recorded = attrgetter("number")
 
 
 def sum_to_shape(x: Any, shape: tuple) -> Any:
@@ -140,28 +140,30 @@ def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None =
     with _GradMode(create_graph):
         for node in reversed(order):
             g = grads.pop(node, None)
-            if g is None:
-                continue
-            if visit is not None:
-                visit(node, g)
-            if type(node) is Leaf or (targets is not None and node in targets):
-                found.append((node, g))
-                continue
-            if relevant is not None and node not in relevant:
-                continue
-            if node.source is None:
-                _send_back(node, g, grads, relevant, create_graph)
-            else:  # the ops of this rule belong to the user's line that applied the op
-                with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}",
-                                          scope=gradient_scope(node.source.scope))):
-                    _send_back(node, g, grads, relevant, create_graph)
-            if release:  # (its rules have run: what it kept is freed now, not at the end)
-                node.release()
-    if release:
-        for node in order:
-            if type(node) is TapeNode:
+            if g is not None:
+                _reach(node, g, grads, relevant, targets, found, visit, create_graph)
+            if release and type(node) is TapeNode:  # (its rules have run, or never will)
                 node.release()
     return found
+
+
+def _reach(node: TapeNode | Leaf, g: Any, grads: dict, relevant: set | None,
+           targets: set | None, found: list, visit: Callable[[Any, Any], None] | None,
+           create_graph: bool) -> None:
+    """The walk reaches `node` with its complete gradient `g`: stop there (a leaf, a target),
+    or apply the rules of its parents."""
+    if visit is not None:
+        visit(node, g)
+    if type(node) is Leaf or (targets is not None and node in targets):
+        found.append((node, g))
+    elif relevant is not None and node not in relevant:
+        return
+    elif node.source is None:
+        _send_back(node, g, grads, relevant, create_graph)
+    else:  # the ops of this rule belong to the user's line that applied the op
+        with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}",
+                                  scope=gradient_scope(node.source.scope))):
+            _send_back(node, g, grads, relevant, create_graph)
 
 
 def gradient_scope(scope: str) -> str:
