@@ -243,7 +243,7 @@ class _Grouping:
             if readers or value in returned or node is group.nodes[-1]:
                 group.outputs.append(value)  # (the last one even if unused: dce's business)
             if node in self.joined_late and (readers or value in returned) \
-                    and not self.frees(node, group):
+                    and not self.frees(node, group, inside):
                 self.leaked.add(node)
             if value in returned:
                 group.stops.append(("returned", None, value))
@@ -264,12 +264,12 @@ class _Grouping:
                     why = "not elementwise"
                 group.stops.append((why, reader, value))
 
-    def frees(self, node: Node, group: Group) -> bool:
-        """Does `node`, in `group`, keep a value of the group from being one of its results?
-        Not one that a late node made: a chain of them frees nothing but its own links.
-        (Called in graph order: the group's values `node` reads have their place already.)"""
-        inside = set(group.nodes) - self.joined_late
-        return any(isinstance(o, Value) and o.producer in inside and o not in group.outputs
+    def frees(self, node: Node, group: Group, inside: set[Node]) -> bool:
+        """Does `node`, in `group` (its nodes: `inside`), keep a value of the group from being
+        one of its results? Not one that a late node made: a chain of them frees nothing but
+        its own links. (Called in graph order: the values `node` reads have their place.)"""
+        return any(isinstance(o, Value) and o.producer in inside
+                   and o.producer not in self.joined_late and o not in group.outputs
                    for o in node.inputs)
 
 
