@@ -78,6 +78,7 @@ MAKE: dict[str, Callable[[str], tuple]] = {
     "identity": unary(lambda x: bind(elementwise.identity, x) * 1),
     "stop_gradient": unary(lambda x: x.detach() * 1), "clone": unary(lambda x: x.clone() * 1),
     "to_device": unary(lambda x: bind(creation.to_device, x, device="cpu") * 1),
+    "copy": unary(lambda x: bind(creation.copy, x, src="cpu", dst="cpu") * 1),
     "add": binary(lambda x, y: x + y), "sub": binary(lambda x, y: x - y),
     "mul": binary(lambda x, y: x * y), "div": binary(lambda x, y: x / y, divisor=True),
     "pow": lambda d: (lambda x, y: x ** y, (arr((2, 3), d, 1), arr((3,), d, 0, 3))),
