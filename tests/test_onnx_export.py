@@ -173,6 +173,7 @@ CASES: list[tuple[str, Callable, tuple]] = [
     ("stop_gradient", lambda x: x.detach() * 2, (arr((3,)),)),
     ("clone", lambda x: x.clone(), (arr((3,), I64),)),
     ("to_device", lambda x: bind(creation.to_device, x, device="cpu"), (arr((3,)),)),
+    ("copy", lambda x: bind(creation.copy, x, src="cpu", dst="cpu"), (arr((3,)),)),
     *((f"sum-{d}", lambda x: (x.sum(), x.sum(axis=1), x.sum(axis=(0, 2), keepdims=True)),
        (arr((2, 3, 4), d),)) for d in (F16, F32, F64, I32, I64, B)),
     ("sum-over-no-axes", lambda x: bind(reduction.sum, x, axis=(), keepdims=False),
