@@ -221,6 +221,9 @@ _WHY = {
     "not elementwise": "{readers}: not elementwise",
     "cycle": "{readers}: joining would make a cycle (it also reads a value computed outside "
              "from this group's)",
+    "read before": "{readers}: a node outside read the group's values before it, so the kernel "
+                   "runs ahead of it: joined, its result would be one of the kernel's results, "
+                   "held in memory from there, and free none of the group's values",
 }
 
 
