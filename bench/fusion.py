@@ -31,7 +31,7 @@ arrays; a small group's few NumPy calls may cost less. For chains of 2, 4, 6 and
 side, and which one the compiler picks (`c_runtime.small_group`): the pick should be the quicker
 one, or near it at the crossing.
 
-**An outer product by broadcasting** (grouping.py's rule 5): the per-example gradients of a
+**An outer product by broadcasting** (grouping.py's rule 6): the per-example gradients of a
 784-128 layer for 64 examples, ``x[:, :, None] * g[:, None, :]`` (25.7 MB of float32 written from
 0.2 MB read). Compiled, the lone ``mul`` is a kernel of its own; compiled without the fuse pass
 it is NumPy's broadcasting loop, which goes a row of 128 at a time; ``np.einsum`` beside them.

@@ -13,38 +13,39 @@ The planned step writes every planned intermediate into its slot of an arena mad
 - (c) Time per step, planned and plain, rounds interleaved; the goal ratio is paired (the median
   over rounds of planned / plain in the same round). Goal: <= 1.0x.
 
-The plan comes from the pass `plan_memory` where it exists, else from the stand-in planner of the
-tests (`tests/memory_planner.py`: greedy slot reuse, schedule unchanged, nothing in place).
+The plan comes from the pass `plan_memory` (last in the default pipeline); the plain step runs the
+same pipeline without it. The BLAS runs on one thread (threadpoolctl, where installed), so that a
+machine shared with other work disturbs both steps alike; `--rounds` many rounds give the median
+of the paired ratios and their spread (the lowest and highest round).
 Run: ``python bench/memory_plan.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tracemalloc
-from pathlib import Path
+from contextlib import nullcontext
 
 import numpy as np
 
 import teachflow as tfl
 from teachflow.memory import live_ranges, peak_bytes, plannable_values
-from teachflow.passes import DEFAULT_PIPELINE, PASSES
+from teachflow.passes import DEFAULT_PIPELINE
 
-from timing import best, interleaved_rounds, microseconds, paired_ratio, ratio_text
+from timing import best, interleaved_rounds, measured, microseconds, paired_ratio, ratio_text
+
+try:
+    from threadpoolctl import threadpool_limits
+except ImportError:  # (then the BLAS runs on as many threads as it likes)
+    threadpool_limits = None
 
 LR = 1e-3
 
 
-def pipelines() -> tuple[list, list, str]:
-    """The passes of the planned step and of the plain one, and where the plan comes from."""
-    if "plan_memory" in PASSES:
-        plain = [p for p in DEFAULT_PIPELINE if p != "plan_memory"]
-        return [*plain, "plan_memory"], plain, "the pass plan_memory"
-    sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-    from memory_planner import with_plan
-
-    return with_plan(), list(DEFAULT_PIPELINE), "the tests' stand-in planner (greedy reuse)"
+def pipelines() -> tuple[list, list]:
+    """The passes of the planned step (the default pipeline, whose last is `plan_memory`) and of
+    the plain one (the same without it)."""
+    return list(DEFAULT_PIPELINE), [p for p in DEFAULT_PIPELINE if p != "plan_memory"]
 
 
 def training_step(layers: int, width: int, batch: int):
@@ -109,7 +110,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
-    with_plan, without, source = pipelines()
+    with_plan, without = pipelines()
     shape = (args.layers, args.width, args.batch)
     step, x = training_step(*shape)
     planned = tfl.function(step, passes=with_plan)
@@ -121,7 +122,8 @@ def main() -> None:
     graph = tfl.compile(training_step(*shape)[0], x, passes=with_plan).graph
     plan = graph.memory_plan
     print(f"{args.layers}-layer MLP training step, width {args.width}, batch {args.batch}; "
-          f"plan from {source}: {len(plan.buffers)} values in {len(plan.slot_sizes)} slots")
+          f"plan from the pass plan_memory: {len(plan.buffers)} values in "
+          f"{len(plan.slot_sizes)} slots")
     out_bytes = np.asarray(planned(x).numpy()).nbytes
     print(f"(a) new bytes during a warm call: planned {allocated(lambda: planned(x)):,}, "
           f"plain {allocated(lambda: plain(x)):,} (it returns {out_bytes:,} bytes and writes "
@@ -130,12 +132,19 @@ def main() -> None:
     print(f"(b) arena {plan.arena_bytes:,} bytes; liveness peak of the planned values "
           f"{peak:,} bytes: {ratio_text(plan.arena_bytes / peak)} (goal <= 1.10x); the whole "
           f"schedule's peak {whole:,} bytes")
-    times = interleaved_rounds({"planned": lambda: planned(x), "plain": lambda: plain(x)},
-                               args.number, args.repeat, args.rounds)
+    one_thread = threadpool_limits(1, "blas") if threadpool_limits is not None else nullcontext()
+    with one_thread:
+        times = interleaved_rounds({"planned": lambda: planned(x), "plain": lambda: plain(x)},
+                                   args.number, args.repeat, args.rounds)
     for name, t in times.items():
         print(f"    {name:<8}{microseconds(best(t))} per step (best of {args.rounds} rounds)")
+    ratios = [a / b for a, b in zip(times["planned"], times["plain"], strict=True)
+              if measured(a) and measured(b)]
+    blas = "one BLAS thread" if threadpool_limits is not None else "BLAS threads as set"
     print(f"(c) planned / plain: {ratio_text(paired_ratio(times, 'planned', 'plain'))} "
-          "(paired, median over rounds; goal <= 1.00x)")
+          f"(paired, median over {len(ratios)} rounds, {blas}; rounds from "
+          f"{ratio_text(min(ratios, default=float('nan')))} to "
+          f"{ratio_text(max(ratios, default=float('nan')))}; goal <= 1.00x)")
 
 
 if __name__ == "__main__":

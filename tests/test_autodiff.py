@@ -900,3 +900,17 @@ def test_a_gradient_is_a_plain_value_even_for_parameters_that_require_grad(no_gc
     assert live_nodes() == 0
     outer = tfl.grad(lambda w: (tfl.grad(lambda v: (v ** 3).sum())(w) ** 2).sum())(w)
     close(outer, 2 * 3 * w.numpy() ** 2 * 6 * w.numpy())  # grad of grad still records
+
+
+def test_backward_frees_what_a_node_kept_as_soon_as_its_rules_have_run() -> None:
+    from teachflow.autodiff.backprop import backpropagate, filled_like
+
+    x = tfl.randn(4, requires_grad=True)
+    h = x.tanh()  # (tanh and exp keep their results for their rules)
+    y = h.exp()
+    loss = y.sum()
+    released = []
+    backpropagate(loss._node, filled_like(loss, 1), release=True,
+                  visit=lambda node, g: released.append((node, y._node.released)))
+    assert (h._node, True) in released  # exp's output was let go before tanh's rule ran
+    assert h._node.released

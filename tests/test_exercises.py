@@ -66,7 +66,8 @@ def test_the_exercises_ship_and_build_py_builds_them_as_committed() -> None:
                                          "05_predict_retraces.ipynb",
                                          "06_predict_placement.ipynb",
                                          "07_run_a_saved_graph.ipynb",
-                                         "08_predict_the_peak.ipynb"]
+                                         "08_predict_the_peak.ipynb",
+                                         "09_jvp_and_batching_rules.ipynb"]
     spec = importlib.util.spec_from_file_location("exercises_build", EXERCISES / "build.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
@@ -140,6 +141,12 @@ WRONG = {
         def lean(x):  # the same order as greedy: all three held at once
             a, b, c = (x * 1.0).exp(), (x * 2.0).exp(), (x * 3.0).exp()
             return a.sum() + b.sum() + c.sum()
+        """}),
+    "09_jvp_and_batching_rules": ("test_hypot_batch", {"hypot_batch": """
+        def hypot_batch(op, args, dims, params, size):  # batch axes first, ranks not lined up
+            moved = [a if d is None else a.permute(d, *[k for k in range(a.ndim) if k != d])
+                     for a, d in zip(args, dims)]
+            return bind(op, *moved), 0
         """}),
     "07_run_a_saved_graph": ("test_run_saved_refuses", {"run_saved": """
         def run_saved(manifest, arrays, inputs):  # runs what it is given: trusts the file

@@ -11,9 +11,13 @@ checked against eager NumPy, and the groups are checked against the rule of
 - fusion is *maximal*: where an elementwise node reads a value of its shape made by an
   elementwise node of another kernel, merging the two would make a cycle (there is a path of
   two steps or more between them), or the reader's kernel reads the reduction that ends the
-  producer's (rule 3: what reads a reduction starts only when its whole kernel is done). In
-  ``h = tanh(x); y = h + h.sum(axis=1)`` the ``add`` reads ``h`` straight from the kernel of
-  ``tanh`` and ``sum``, one step, and still cannot join it: it needs the finished sum.
+  producer's (rule 4: what reads a reduction starts only when its whole kernel is done), or
+  rule 3 keeps the reader out: a node outside read the producer's kernel before it, the
+  reader's kernel writes a result that is not a reduction's (merged, it would be held from the
+  producer's kernel on), and the value it reads is needed outside anyway (merging frees
+  nothing). In ``h = tanh(x); y = h + h.sum(axis=1)`` the ``add`` reads ``h`` straight from
+  the kernel of ``tanh`` and ``sum``, one step, and still cannot join it: it needs the
+  finished sum.
 
 On edge values (NaN, infinities, values no int32 holds, cast to it), the compiled function's
 results and warnings are eager NumPy's.
@@ -123,6 +127,29 @@ def _reads_reduction(graph: Graph, first: int, then: int) -> bool:
     return any(o is reduced for o in by_id[then].inputs)
 
 
+def _read_before(before: Graph, after: Graph, unit_of: dict[int, int], first: int,
+                 then: int, value: Value) -> bool:
+    """Rule 3: a node outside the kernel `first`, not a reduction, reads it before the unit
+    `then` begins; the unit `then` writes a result that is not a reduction's; and `value`, of
+    `first`, is read outside both (or returned), or made late itself (after such a reader)."""
+    by_id = {n.id: n for n in after.nodes}
+    at = {n.id: i for i, n in enumerate(before.nodes)}
+    start = min(at[m] for m, unit in unit_of.items() if unit == then)
+    made = {v.id for m, unit in unit_of.items() if unit == first for v in _node(before, m).outputs}
+    reads = [at[n.id] for n in before.nodes if unit_of[n.id] != first and n.op.partials is None
+             and any(isinstance(o, Value) and o.id in made for o in n.inputs)]
+    group = getattr(by_id[then].op, "group", None)
+    reduced = group.reduction.output.id if group is not None and group.reduction else None
+    held = any(v.id != reduced for v in (group.outputs if group else by_id[then].outputs))
+    others = [u for u in before.users().get(value, ()) if unit_of[u.id] not in (first, then)]
+    needed = bool(others) or value in before.outputs or min(reads) < at[value.producer.id]
+    return min(reads, default=start) < start and held and needed
+
+
+def _node(graph: Graph, node_id: int):
+    return next(n for n in graph.nodes if n.id == node_id)
+
+
 def _check_groups(before: Graph, after: Graph) -> None:
     dag, unit_of = _units(after)
     assert nx.is_directed_acyclic_graph(dag)
@@ -147,7 +174,8 @@ def _check_groups(before: Graph, after: Graph) -> None:
                     or unit_of[producer.id] == unit_of[node.id]):
                 continue
             first, then = unit_of[producer.id], unit_of[node.id]
-            assert _long_path(dag, first, then) or _reads_reduction(after, first, then), (
+            assert (_long_path(dag, first, then) or _reads_reduction(after, first, then)
+                    or _read_before(before, after, unit_of, first, then, o)), (
                 f"%{producer.id} and %{node.id} could fuse")
 
 
@@ -156,11 +184,22 @@ def _check_groups(before: Graph, after: Graph) -> None:
 # knew only cycles as a reason to stop).
 READS_THE_REDUCTION = [("tanh", 0, 0), ("sum_rows", 3, 0), ("tanh", 0, 0), ("add", 3, 4)]
 
+# h = tanh(x); h @ w reads h first; then rule 3. h * x joins h's kernel, as do the exp and sub
+# after it, for all of it ends in the sum (nothing of it is held)...
+LATE_BUT_INSIDE = [("tanh", 0, 0), ("matmul", 3, 0), ("mul", 3, 0), ("exp", 5, 0),
+                   ("sub", 6, 3), ("sum_rows", 7, 0), ("add", 8, 4), ("add", 9, 1),
+                   *[("tanh", 10 + i, 0) for i in range(8)]]
+# ... but h * 0.5 + 1.0, read by another matmul, does not: it would be held from h's kernel on.
+LATE_AND_HELD = [("tanh", 0, 0), ("matmul", 3, 0), ("scale", 3, 0), ("matmul", 5, 0),
+                 ("add", 6, 4), *[("tanh", 7 + i, 0) for i in range(8)]]
+
 
 @settings(max_examples=examples(60))
 @given(steps=st.lists(STEP, min_size=1, max_size=25), seed=st.integers(0, 2**16),
        block=st.sampled_from([numpy_renderer.BLOCK_ELEMENTS, 4, 7]))
 @example(steps=READS_THE_REDUCTION, seed=0, block=4)
+@example(steps=LATE_BUT_INSIDE, seed=0, block=4)
+@example(steps=LATE_AND_HELD, seed=0, block=4)
 def test_random_dags_fuse_into_kernels_that_compute_what_eager_does(steps, seed, block) -> None:
     f = _program(steps)
     args = _inputs(seed)
@@ -315,7 +354,7 @@ def test_a_multi_output_kernel_runs_in_blocks_and_in_the_stepper_values() -> Non
 
 
 def test_a_broadcast_into_a_bigger_result_is_a_kernel_of_its_own() -> None:
-    """Rule 5: one node that writes more elements than it reads (an outer product) gets a
+    """Rule 6: one node that writes more elements than it reads (an outer product) gets a
     kernel; one that writes no more (same shapes, a row added to every row) stays as it is."""
     x, y = tfl.randn(300), tfl.randn(200)
     compiled = tfl.compile(lambda x, y: x.reshape(300, 1) * y.reshape(1, 200), x, y)

@@ -136,6 +136,45 @@ print(_json.dumps({
               if s.pass_name == "fuse" for ch in s.changes],
 }))
 """,
+    # Lesson 8 plans the memory of a small function and of a training step, and checkpoints it.
+    "08_memory": """
+import json as _json
+_plan = steps["planned"].graph.memory_plan
+_stages = {s.pass_name: s.stats["peak_bytes"] for s in compiled.snapshots}
+print(_json.dumps({
+    "changes": [c.kind for c in stage.changes], "plan": compiled.memory_plan,
+    "peaks": [_stages["trace"], _stages["fuse"], _stages["plan_memory"]],
+    "out": [compiled.source.count("out="), unplanned.source.count("out=")],
+    "allocations": allocations, "intermediates": peak_bytes(graph) - held_throughout,
+    "order": [traced_peak, chosen_peak], "moved": moved,
+    "losses": list(first_losses.values()), "recomputed": len(recomputed), "figures": figures,
+    "shared": [[a.slot, a.first_use, a.last_use, b.first_use, b.last_use]
+               for a in _plan.buffers for b in _plan.buffers if a is not b and a.slot == b.slot
+               and a.first_use <= b.last_use and b.first_use <= a.last_use
+               and b.in_place_of != a.value and a.in_place_of != b.value],
+}))
+""",
+    # Lesson 9 rewrites one graph three ways, composes them, and times Jacobians both ways.
+    "09_transformations": """
+import json as _json
+def _notes(graph):
+    return [[n.op.name, n.source.note if n.source else None] for n in graph.nodes]
+_first = compiled.snapshots[0].graph
+print(_json.dumps({
+    "grad": _notes(tfl.trace(tfl.grad(f), x)), "jvp": _notes(tfl.trace(
+        lambda x, t: tfl.jvp(f, (x,), (t,)), x, t)), "vmap": _notes(tfl.trace(tfl.vmap(f), xs)),
+    "per_example": float(np.abs(per_example.numpy() - one_by_one).max()),
+    "trace": _notes(_first), "stages": [s.pass_name for s in compiled.snapshots],
+    "fused": [n.source.note for n in compiled.graph.nodes if n.op.name.startswith("fused")],
+    "hessian": float(np.abs(H - np.diag(by_hand)).max()),
+    "jacobians": {name: [list(tfl.jacrev(fn)(at).shape),
+                         float(np.abs(tfl.jacfwd(fn)(at).numpy() - tfl.jacrev(fn)(at).numpy()
+                                      ).max())] for name, (fn, at) in shapes.items()},
+    "mlp": max(float(np.abs(from_vmap[k].numpy()[i] - from_loop[i][k].numpy()).max())
+               for k in range(4) for i in range(64)),
+    "batched_ops": [n.op.name for n in batched.concrete_functions[0].graph.nodes],
+}))
+""",
 }
 #: What a timing cell prints: how many times the other's time one took, and in words.
 TIMED = re.compile(r"took (\d+\.\d\d)x [^:\n]*: (faster|slower|as fast) here")
@@ -237,7 +276,7 @@ def test_a_timing_cell_says_which_way_its_own_numbers_went() -> None:
                 said = "faster" if float(ratio) < 1 else "slower" if float(ratio) > 1 else "as fast"
                 assert word == said, f"{path.name}: {ratio}x reported as {word}"
             timed += 1
-    assert timed >= 7  # lessons 2, 3, 4, 5, 6 (twice) and 7 time something
+    assert timed >= 9  # lessons 2, 3, 4, 5, 6 (twice), 7, 8 and 9 time something
 
 
 def test_no_lesson_prose_says_which_way_a_measurement_goes() -> None:
@@ -413,3 +452,94 @@ def test_lesson_7_runs_a_saved_step_elsewhere_and_refuses_hostile_files() -> Non
     assert not any(changes[name] for name in ("inline", *ON_DEVICES))  # no calls; one device
     assert len(probe["fused"]) == 3 and {"tanh", "mean"} <= set(probe["fused"][0])
     assert probe["fused"][1:] == [["mul", "sub"], ["mul", "sub"]]
+
+
+def test_lesson_8_plans_memory_and_checkpoints_as_its_text_says() -> None:
+    path = FOLDER / "08_memory.ipynb"
+    nb = executed(path)
+    probe = json.loads(printed(nb.cells[-1]))
+    # Three layers: five matrices in two slots, in place where a tanh's operand dies, a slot
+    # reused; the peak is the same before and after fuse (two matrices and the arguments).
+    assert probe["changes"] == ["new_slot", "in_place", "new_slot", "in_place", "reused"]
+    assert len(probe["plan"]) == 5 and {b["slot"] for b in probe["plan"]} == {0, 1}
+    assert probe["peaks"] == [4 * 256 * 256 * 4] * 3
+    assert probe["out"] == [5, 0]  # every planned kernel writes out=, the unplanned one none
+    # A planned call allocates next to nothing; an unplanned one its intermediates' peak.
+    allocations = probe["allocations"]
+    assert allocations["planned"] < allocations["unplanned"] / 50
+    assert abs(allocations["unplanned"] / probe["intermediates"] - 1) < 0.02
+    # The branches: plan_memory's order holds at most half of the traced order's peak.
+    traced, chosen = probe["order"]
+    assert chosen <= traced / 2 and probe["moved"] and all(
+        m.startswith("moved %") and " net " in m for m in probe["moved"])
+    # The training steps: the same loss; the plan's figure less what is held throughout is
+    # what tracemalloc sees (plain); planned, a warm call allocates little, and the arena is
+    # about the peak less what is held throughout; a plan never raises the peak, checkpoints
+    # lower it and add about a forward pass of FLOPs.
+    assert max(probe["losses"]) - min(probe["losses"]) < 1e-7 and probe["recomputed"] > 0
+    f = probe["figures"]
+    plain, planned, ck = f["plain"], f["planned"], f["checkpointed"]
+    assert abs(plain["traced"] / (plain["peak"] - plain["held"]) - 1) < 0.02
+    assert plain["arena"] is None and planned["traced"] < plain["traced"] / 5
+    assert 0.8 <= planned["arena"] / (planned["peak"] - planned["held"]) <= 1.1
+    assert plain["peak"] >= planned["peak"] > ck["peak"]
+    assert plain["flops"] == planned["flops"] and 1.25 < ck["flops"] / planned["flops"] < 1.45
+    assert probe["shared"] == []  # no two live values of the step's plan share a slot
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for call, name in [("compiled.show()", "layers"), ("ordered.show()", "branches")]:
+        (shown,) = [c for c in code if c.source.strip() == call]
+        stages = len(DEFAULT_PIPELINE) + 1  # the trace, then each pass
+        assert f"<PassStepper {name}: stage 1 of {stages} (trace)>" in printed(shown)
+        assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+                   for o in shown.outputs)
+    (trade,) = [c for c in code if c.source.startswith("def change(")]
+    assert re.search(r"peak down by \d+%.*FLOPs up by \d+%.*time per step (up|down) by",
+                     printed(trade))
+
+
+def test_lesson_9_rewrites_one_graph_three_ways_and_composes_them() -> None:
+    path = FOLDER / "09_transformations.ipynb"
+    nb = executed(path)
+    probe = json.loads(printed(nb.cells[-1]))
+    # Each rewrite's nodes say which rule made them: grad's the gradient rules after a seed,
+    # jvp's the JVP rules beside the values, vmap's the batching rules (sum's on axis 1).
+    assert [note for _, note in probe["grad"]][3:] == [
+        "seed: d(out)/d(out) = 1", "grad of sum", "grad of sum", *["grad of tanh"] * 3,
+        *["grad of mul"] * 3]
+    assert [op for op, note in probe["jvp"] if not note] == ["mul", "tanh", "sum"]
+    assert {note for _, note in probe["jvp"] if note} == {
+        f"tangent of {op} by its JVP rule" for op in ("mul", "tanh", "sum")}
+    assert all(note.startswith(f"batched by {op}'s rule: ") for op, note in probe["vmap"])
+    # Per-example gradients equal one grad call per example; compiled, the first stage is
+    # the transformed graph, whose backward nodes say both rules and whose seed stays
+    # unbatched; fuse then makes kernels of it, and the batched MLP gradient has no loop.
+    assert probe["per_example"] < 1e-6 and probe["mlp"] < 1e-5
+    trace = probe["trace"]
+    assert ["full", "seed: d(out)/d(out) = 1"] in trace
+    assert ["mul", "grad of tanh; batched by mul's rule: moved the batch axes to the front and "
+            "lined the ranks up"] in trace
+    assert all(note.startswith("batched by ") for _, note in trace[:6])
+    assert probe["stages"] == ["trace", *DEFAULT_PIPELINE]
+    assert probe["fused"] and all("batched by" in note for note in probe["fused"])
+    assert not {"fori_loop", "while", "call"} & set(probe["batched_ops"])
+    assert probe["hessian"] < 1e-12
+    # The wide and the tall Jacobian, the same both ways.
+    assert probe["jacobians"]["wide"][0] == [4, 2000]
+    assert probe["jacobians"]["tall"][0] == [2000, 4]
+    assert max(d for _, d in probe["jacobians"].values()) < 1e-12
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    (shown,) = [c for c in code if c.source.strip().endswith("compiled.show()")]
+    stages = len(DEFAULT_PIPELINE) + 1  # the trace, then each pass
+    assert f"<PassStepper loss: stage 1 of {stages} (trace)>" in printed(shown)
+    assert any(o.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+               for o in shown.outputs)
+    # Both timing cells say which way their own numbers went (one calls the other's timer).
+    timing = [c for c in code if "took {ratio:.2f}x" in c.source]
+    assert len(timing) == 2
+    found = [m for c in timing for m in TIMED.findall(printed(c))]
+    assert len(found) == 3
+    for ratio, word in found:
+        assert word == ("faster" if float(ratio) < 1 else "slower" if float(ratio) > 1
+                        else "as fast")
+    assert "exercises/09_jvp_and_batching_rules.ipynb" in "".join(
+        c.source for c in nb.cells if c.cell_type == "markdown")

@@ -9,7 +9,7 @@ import tracemalloc
 import numpy as np
 import pytest
 import test_devices
-from memory_planner import greedy_plan, one_slot_each, with_plan
+from memory_planner import UNPLANNED, one_slot_each, with_plan
 
 import teachflow as tfl
 from teachflow.graph import Graph, subgraphs
@@ -88,10 +88,11 @@ def as_list(r):
     return [np.asarray(t.numpy()) for t in (r if isinstance(r, tuple | list) else (r,))]
 
 
-@pytest.mark.parametrize("planner", [greedy_plan, one_slot_each])
+@pytest.mark.parametrize("planner", [None, one_slot_each], ids=["plan_memory", "one_slot_each"])
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
 def test_planned_results_equal_unplanned_ones_call_after_call(program, planner) -> None:
-    plain, planned = tfl.function(program), tfl.function(program, passes=with_plan(planner))
+    plain = tfl.function(program, passes=UNPLANNED)
+    planned = tfl.function(program, passes=with_plan(planner))
     for _ in range(3):  # the fast path runs from the second call on
         a = args()
         want, got = as_list(plain(*a)), as_list(planned(*a))
@@ -102,6 +103,14 @@ def test_planned_results_equal_unplanned_ones_call_after_call(program, planner) 
     planned(*args())  # the next call must not write over what the last one returned
     for f, a in zip(first, again, strict=True):
         np.testing.assert_array_equal(f, a)
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.__name__)
+def test_the_pass_plans_exactly_the_values_the_executor_may_write_into(program) -> None:
+    graph = tfl.compile(program, *args()).graph
+    plan = graph.memory_plan  # (None where there is nothing to plan)
+    planned = {b.value for b in plan.buffers} if plan is not None else set()
+    assert planned == {v.id for v in plannable_values(graph)}
 
 
 def test_the_source_shows_each_planned_value_written_into_its_slot() -> None:
@@ -148,7 +157,7 @@ def test_a_multi_result_fused_kernel_writes_every_result_into_its_slot() -> None
     c = tfl.compile(lambda x, w: ((tfl.exp(x) * 2.0 + 1.0) @ w, tfl.exp(x) * 2.0 @ w),
                     arr(64, 64), arr(64, 64), passes=with_plan())
     plain = tfl.compile(lambda x, w: ((tfl.exp(x) * 2.0 + 1.0) @ w, tfl.exp(x) * 2.0 @ w),
-                        arr(64, 64), arr(64, 64))
+                        arr(64, 64), arr(64, 64), passes=UNPLANNED)
     x, w = arr(64, 64), arr(64, 64)
     for got, want in zip(c(x, w), plain(x, w), strict=True):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
@@ -165,7 +174,8 @@ def chain(x):
 def test_a_c_fused_kernel_writes_straight_into_its_planned_buffer() -> None:
     x = arr(128, 128)
     c = tfl.compile(chain, x, passes=with_plan())
-    np.testing.assert_allclose(c(x).numpy(), tfl.compile(chain, x)(x).numpy(), rtol=1e-5)
+    plain = tfl.compile(chain, x, passes=UNPLANNED)
+    np.testing.assert_allclose(c(x).numpy(), plain(x).numpy(), rtol=1e-5)
     fused = next(n for n in c.graph.nodes if n.op.name.startswith("fused"))
     assert fused.output in plannable_values(c.graph)
     assert c.kernels[fused.op.name]["ran"].startswith("C"), c.kernels[fused.op.name]["ran"]
@@ -217,7 +227,7 @@ def test_a_planned_call_allocates_nothing_but_its_outputs_once_warm() -> None:
 
     x, w = arr(256, 256), arr(256, 256)
     planned = tfl.function(f, passes=with_plan())
-    plain = tfl.function(f)
+    plain = tfl.function(f, passes=UNPLANNED)
     for _ in range(3):
         planned(x, w), plain(x, w)
     peak, out = traced_peak(lambda: planned(x, w))
@@ -251,7 +261,7 @@ def test_one_executor_called_from_threads_at_once_gives_each_its_own_arena() -> 
 
 def test_a_slot_too_small_for_its_value_is_refused() -> None:
     def small(g: Graph) -> MemoryPlan:
-        plan = greedy_plan(g)
+        plan = one_slot_each(g)
         b = plan.buffers[0]
         return MemoryPlan((Buffer(b.value, 4, b.first_use, b.last_use, 0),), (4,))
 
@@ -262,7 +272,7 @@ def test_a_slot_too_small_for_its_value_is_refused() -> None:
 def test_a_training_step_planned_equals_plain() -> None:
     x = arr(32, 64)
     plain_step, planned_step = training_step(64, 3), training_step(64, 3)
-    plain = tfl.function(plain_step)
+    plain = tfl.function(plain_step, passes=UNPLANNED)
     planned = tfl.function(planned_step, passes=with_plan())
     assert "out=slot" in tfl.compile(training_step(64, 3), x, passes=with_plan()).source
     for _ in range(4):

@@ -178,7 +178,7 @@ def test_per_example_gradients_are_one_batched_graph() -> None:
 
 def test_the_per_example_outer_products_run_as_a_kernel_of_their_own() -> None:
     """matmul's rule makes each example's ``xᵀ g`` (one term) a broadcast product, which
-    fusion gives a kernel (grouping.py's rule 5), not NumPy's broadcasting loop."""
+    fusion gives a kernel (grouping.py's rule 6), not NumPy's broadcasting loop."""
     w, xs, ys = per_example_grads(64)
     compiled = tfl.compile(tfl.vmap(tfl.grad(loss), in_axes=(None, 0, 0)), w, xs, ys)
     kernels = [n for n in compiled.graph.nodes if hasattr(n.op, "group")]

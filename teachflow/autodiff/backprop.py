@@ -1,6 +1,7 @@
 """Reverse-mode automatic differentiation, second half: the backward pass over the tape.
 
-`backward` walks the tape (`teachflow.autodiff.tape`) once in reverse topological order. Each node
+`backward` walks the tape (`teachflow.autodiff.tape`) once, in the reverse of the order it was
+recorded in (a reverse topological order). Each node
 receives the sum of the cotangents its consumers sent it, and applies the gradient rule of each
 parent that needs a gradient (no other: ``x @ w`` with data `x` never computes ``G wᵀ``). A node
 used twice therefore gets both contributions before it runs, and no recursion is needed however
@@ -22,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from teachflow.autodiff.tape import RESULT, Leaf, TapeNode, Tracked, _GradMode
@@ -32,21 +34,26 @@ from teachflow.ops import shape as shape_ops
 
 
 def topological_order(*roots: TapeNode | Leaf) -> list:
-    """Every node reachable from `roots`, each after all of its parents (iterative DFS)."""
-    order: list = []
-    visited: set = set()
-    stack: list[tuple[Any, bool]] = [(root, False) for root in reversed(roots)]
+    """Every node reachable from `roots`, in the order they were recorded (`TapeNode.number`):
+    each after all of its parents, since a node is made after them.
+
+    Backward walks it in reverse, as PyTorch's engine does: the mirror image of the forward
+    pass, so each cotangent is used by its rules as soon as it is complete, and what an op kept
+    for them (an activation) is read for the last time early. (The order of a depth-first
+    search is topological too, but may put an op applied early, as a weight's ``w.T`` in
+    ``x @ w.T``, first: its gradient then comes last, and holds what it reads, the layer's
+    cotangent and input, until the whole backward pass is done.)"""
+    reached: set = set()
+    stack = list(roots)
     while stack:
-        node, parents_done = stack.pop()
-        if parents_done:
-            order.append(node)
-        elif node not in visited:
-            visited.add(node)
-            stack.append((node, True))
-            for parent in node.parents:
-                if parent is not None and parent not in visited:
-                    stack.append((parent, False))
-    return order
+        node = stack.pop()
+        if node not in reached:
+            reached.add(node)
+            stack += [p for p in node.parents if p is not None and p not in reached]
+    return sorted(reached, key=_recorded)
+
+
+_recorded = attrgetter("number")
 
 
 def sum_to_shape(x: Any, shape: tuple) -> Any:
@@ -102,8 +109,9 @@ def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None =
                   visit: Callable[[Any, Any], None] | None = None) -> list[tuple[Any, Any]]:
     """Send `seed` backwards from `root`; return ``(node, gradient)`` for the nodes where it
     stops: the nodes in `targets` if given, else every leaf reached. With `release`, every node
-    passed lets go of what it kept for its rules (`Tensor.backward` does this, as PyTorch does,
-    unless asked to retain the tape). `root` and `seed` may be lists: several results, each
+    passed lets go of what it kept for its rules as soon as they have run, so an activation is
+    freed during the walk, layer by layer (`Tensor.backward` does this, as PyTorch does, unless
+    asked to retain the tape). `root` and `seed` may be lists: several results, each
     with its cotangent, sent back together. `visit(node, gradient)` watches the walk: it is
     called for each node as the walk reaches it, with its gradient, complete (the picture of
     `teachflow.viz.show_backward`)."""
@@ -132,26 +140,30 @@ def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None =
     with _GradMode(create_graph):
         for node in reversed(order):
             g = grads.pop(node, None)
-            if g is None:
-                continue
-            if visit is not None:
-                visit(node, g)
-            if type(node) is Leaf or (targets is not None and node in targets):
-                found.append((node, g))
-                continue
-            if relevant is not None and node not in relevant:
-                continue
-            if node.source is None:
-                _send_back(node, g, grads, relevant, create_graph)
-            else:  # the ops of this rule belong to the user's line that applied the op
-                with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}",
-                                          scope=gradient_scope(node.source.scope))):
-                    _send_back(node, g, grads, relevant, create_graph)
-    if release:
-        for node in order:
-            if type(node) is TapeNode:
+            if g is not None:
+                _reach(node, g, grads, relevant, targets, found, visit, create_graph)
+            if release and type(node) is TapeNode:  # (its rules have run, or never will)
                 node.release()
     return found
+
+
+def _reach(node: TapeNode | Leaf, g: Any, grads: dict, relevant: set | None,
+           targets: set | None, found: list, visit: Callable[[Any, Any], None] | None,
+           create_graph: bool) -> None:
+    """The walk reaches `node` with its complete gradient `g`: stop there (a leaf, a target),
+    or apply the rules of its parents."""
+    if visit is not None:
+        visit(node, g)
+    if type(node) is Leaf or (targets is not None and node in targets):
+        found.append((node, g))
+    elif relevant is not None and node not in relevant:
+        return
+    elif node.source is None:
+        _send_back(node, g, grads, relevant, create_graph)
+    else:  # the ops of this rule belong to the user's line that applied the op
+        with on_behalf_of(replace(node.source, note=f"grad of {node.op.name}",
+                                  scope=gradient_scope(node.source.scope))):
+            _send_back(node, g, grads, relevant, create_graph)
 
 
 def gradient_scope(scope: str) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import weakref
 from contextlib import ContextDecorator
 from functools import lru_cache
+from itertools import count
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,10 @@ from teachflow.graph import Value
 from teachflow.ops.op import Op
 
 _new = object.__new__
+
+#: Each tape node and leaf is numbered as it is made: a node is made after its parents, so its
+#: number is larger than theirs, and backward walks the tape in the reverse of this order.
+_numbers = count()
 
 # --- Gradient mode ------------------------------------------------------------------------------
 
@@ -100,8 +105,8 @@ class Tracked:
 class TapeNode:
     """One recorded op application: what backward needs to send cotangents to the inputs."""
 
-    __slots__ = ("backend", "dtype", "inputs", "op", "out", "params", "parents", "released",
-                 "shape", "source", "tensors")
+    __slots__ = ("backend", "dtype", "inputs", "number", "op", "out", "params", "parents",
+                 "released", "shape", "source", "tensors")
 
     def __init__(self, op, params, parents, inputs, out, backend, shape, dtype,
                  tensors=None) -> None:
@@ -116,6 +121,7 @@ class TapeNode:
         self.dtype = dtype
         self.source = None  # the user's line, when known (staging records it)
         self.released = False  # backward() has run through it and let go of what it kept
+        self.number = next(_numbers)  # (made after its parents: see `_numbers`)
 
     def operand(self, j: int, tensor_type: type) -> Any:
         """What a gradient rule gets of input `j`: a tensor again (of `tensor_type`, on the tape
@@ -155,10 +161,11 @@ class Leaf:
     It refers to its tensor weakly, so a leaf tensor that nothing else uses can still be freed.
     """
 
-    __slots__ = ("dtype", "shape", "tensor")
+    __slots__ = ("dtype", "number", "shape", "tensor")
     parents = ()
 
     def __init__(self, tensor: Any) -> None:
+        self.number = next(_numbers)
         self.tensor = weakref.ref(tensor)
         self.shape = tensor.shape
         self.dtype = tensor.dtype
@@ -214,6 +221,7 @@ def record(op, args: tuple, params: dict, out: Any, backend: Any) -> TapeNode | 
     node.out = out if plan.out or (type(out) is not backend.array_type and None in shape) \
         else None
     node.dtype, node.source, node.released = dtype, None, False
+    node.number = next(_numbers)
     return node
 
 

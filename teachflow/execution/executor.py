@@ -28,7 +28,10 @@ control flow around their code: ``if``/``else``, ``while True: ... break``, ``fo
 When the graph carries a memory plan (`teachflow.memory`, made by the pass ``plan_memory``), each
 planned value is written into its view of an arena made once per executor and thread, and the
 source says so: ``v2 = matmul(x, w, out=slot0_v2)`` writes ``v2`` into slot 0, where an earlier
-value, read for the last time, was. A warm call then allocates only what it returns.
+value, read for the last time, was. A value the plan writes in place of a dying operand has
+that operand's slot, shape and dtype, so it is that operand's view: ``v3 = add(v2, b,
+out=slot0_v3)`` writes over ``v2`` with nothing more to do. A warm call then allocates only what
+it returns.
 
 Only nodes that the requested outputs depend on are emitted: like ``Session.run`` in TensorFlow,
 a graph computes what is fetched and nothing else.
@@ -177,6 +180,8 @@ class Source:
         plan = getattr(graph, "memory_plan", None)
         if plan is None:
             return []
+        # The planner gave slots by this very rule, for the graph's outputs; fetching fewer, a
+        # planned value may be returned now, which the rule leaves in memory of its own.
         allowed = plannable_values(graph, outputs)
         slot_of = {b.value: b.slot for b in plan.buffers}
         planned = [v for node in graph.live(outputs)[0] for v in node.outputs
@@ -188,7 +193,8 @@ class Source:
             self.out_of[v] = self.names.claim(f"slot{slot_of[v.id]}_v{v.id}")
         views = ", ".join(self.out_of[v] for v in planned) + ("," if len(planned) == 1 else "")
         return [(0, f"{views} = {self.bind('arena', arena)}()  # this thread's planned memory "
-                    f"({len(plan.slot_sizes)} slots, {arena.nbytes} bytes), made once", None)]
+                    f"({_count(len(plan.slot_sizes), 'slot')}, {arena.nbytes:,} bytes), made once",
+                 None)]
 
     def name_arguments(self, inputs: Sequence[Value], captures: Sequence[Value]) -> None:
         """Name the function's arguments by their own names, then the state it reads from
@@ -320,6 +326,10 @@ class _Names:
             name, i = f"{base}_{i}", i + 1
         self._taken.add(name)
         return name
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _is_literal_tuple(value: Any) -> bool:

@@ -6,8 +6,8 @@
 - `writable`: which values a plan may give a buffer (`plannable`, `plannable_values`): the rule
   the planner and the executor share.
 - `schedule`: an order of the nodes that frees memory early (a greedy rule, stated there).
-- `slots`: making a plan: each intermediate given a reused slot by interval colouring, or the
-  memory of an operand that dies where it is made (in place).
+- `slots`: making a plan: each value `plannable_values` allows given the memory of an operand
+  that dies where it is made (in place), or a reused slot by interval colouring, largest first.
 - `arena`: the memory of a plan's slots, made once per executor and thread, and a view of it
   for each planned value, which its kernel writes into (``out=``).
 """

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 class Buffer:
     """The memory of one planned value: `size` bytes in slot `slot`, from step `first_use` to
     step `last_use` of the schedule. `in_place_of` is the id of the operand whose memory the
-    value takes over (an elementwise op may write where its dying operand was), else None."""
+    value takes over (an elementwise op may write where its dying operand was), else None: a
+    fact for the learner, which the executor needs not read, since the value has the operand's
+    slot, shape and dtype, and so the operand's very view of the arena."""
 
     value: int
     size: int
@@ -28,7 +30,7 @@ class Buffer:
 @dataclass(frozen=True)
 class MemoryPlan:
     """Every planned buffer, and the size of each slot (the largest buffer it holds): the
-    slots together are the plan's *arena*."""
+    slots together are the plan's *arena* (`teachflow.memory.arena` lays them out)."""
 
     buffers: tuple[Buffer, ...]
     slot_sizes: tuple[int, ...]
@@ -39,13 +41,3 @@ class MemoryPlan:
     @property
     def arena_bytes(self) -> int:
         return sum(self.slot_sizes)
-
-    def offsets(self, alignment: int = 64) -> tuple[int, ...]:
-        """Where each slot starts in one arena of all of them, each start rounded up to
-        `alignment` bytes (a cache line; more than any dtype needs)."""
-        starts, end = [], 0
-        for size in self.slot_sizes:
-            end = -(-end // alignment) * alignment
-            starts.append(end)
-            end += size
-        return tuple(starts)

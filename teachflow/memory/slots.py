@@ -1,133 +1,121 @@
-"""Buffers in reused slots: interval colouring of the live ranges (lesson 8).
+"""Buffers in reused slots: interval colouring of the live ranges, largest first (lesson 8).
 
 Two intermediates whose live ranges do not overlap can be written into the same memory, one
-after the other. Which can share is a colouring of an *interval graph*, and for intervals the
-simple greedy works: walk the values in the order they are made, hand each a slot no live value
-holds, and take a slot back when its value's last reader has run. The slot given is the *best
-fit*: the smallest free slot at least as large as the value, else the largest free slot, grown
-to fit (the arena grows by the difference only, where a new slot would grow it by the whole).
-That is TFLite's "greedy by first use" planner; XLA's and TFLite's "greedy by size" order the
-values largest first instead, which packs odd sizes tighter, but the order a schedule makes
-values is the one a learner can replay by hand, step by step.
+after the other. A *slot* is such memory: bytes that values of any dtype and shape hold in turn,
+as large as the largest of them; the slots together are the plan's *arena*. Which values share
+a slot is a colouring of an *interval graph*; the rule here is the "greedy by size" of TFLite's
+and XLA's arena planners, with slots where they assign byte offsets:
 
-In place: an elementwise op whose kernel may write over its operand (`Op.out_may_alias`: a
-ufunc reads each element before writing it) writes its result where an operand was, when the
-operand dies at that very step and is the result's shape and dtype. A slot is bytes: values of
-any dtype and shape may share it, one after the other; each slot is its own allocation (NumPy
-aligns its start to 16 bytes at least, enough for every dtype), or, in one arena,
-starts where `MemoryPlan.offsets` says, rounded up to 64 bytes.
+1. **in place** first: an elementwise op whose kernel may write over its operand
+   (`Op.out_may_alias`: a ufunc reads each element before writing it) writes its result where
+   an operand was, when the operand dies at that very step, has the result's shape and dtype,
+   and no other operand of the op is a view of it. The two are then one buffer's range, from
+   the operand's first step to the result's last (a chain ``exp``, ``* 2``, ``tanh`` is one);
+2. then the values, **largest first** (ties: the one made first), each into the smallest slot
+   that is free for its whole range, else into the largest free one, grown to fit, else into
+   a new slot.
 
-What is planned: a node's result held as an intermediate (`liveness`), of a size its shape
-says, but
-- not what the call is given, its state, its constants or its outputs (their owners hold them);
-- not a view, nor the result of an op whose kernel may return its operand's memory (`aliases`:
-  NumPy's basic indexing gives a view): such a value keeps its operand's slot held instead;
-- not the results of a node that owns graphs, nor what such a node reads (a branch may return
-  its operand as it is), nor memory a returned view shows.
+Largest first, because a big value placed late finds only slots too small, and grows one by
+the difference: in the order the schedule makes values (TFLite's "greedy by first use"), a
+12-layer MLP's training step needs an arena 1.23x its planned values' liveness peak; largest
+first, 1.07x (`bench/memory_plan.py`). A learner can still replay it by hand: sort, then fit.
+
+What is planned: exactly the values `writable.plannable_values` allows, the rule the executor
+applies too (a kernel that takes ``out=``, a shape known now, memory that never escapes the
+call). A view reads its operand's memory: the operand's range reaches as far as its views' do
+(`liveness`). The executor needs nothing but each value's slot: a value written in place of
+its operand has the operand's slot, shape and dtype, so it is the same view of the arena, and
+its kernel writes over the operand (``add(slot0_v3, b, out=slot0_v4)``, ``v3`` being
+``slot0_v3``). `Buffer.in_place_of` says it for the learner.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from teachflow.graph import Graph, Node, Value, subgraphs
+from teachflow.graph import Graph, Node, Value
 from teachflow.memory.liveness import LiveRange, live_ranges
 from teachflow.memory.plan import Buffer, MemoryPlan
-
-#: Ops not marked as views whose kernel may still return (part of) its first operand's memory:
-#: ``x[1:3]`` is a NumPy view, and ``sum_like`` with nothing to sum reshapes.
-MAY_RETURN_OPERAND = frozenset({"getitem", "gather", "sum_like"})
-
-
-def aliases(node: Node) -> bool:
-    """Whether `node`'s result may be its first operand's memory."""
-    return node.op.view or node.op.name in MAY_RETURN_OPERAND
+from teachflow.memory.writable import plannable_values
 
 
 @dataclass(frozen=True)
 class Decision:
-    """How a buffer got its slot: `reason` is ``"new"``, ``"reused"`` (after `freed_by`, whose
-    last reader ran at step `freed_at`) or ``"in_place"`` (of `freed_by`)."""
+    """How a buffer got its slot: `reason` is ``"new"`` (the slot's first value),
+    ``"reused"`` (after `freed_by`, the slot's value before it, whose last reader ran at step
+    `freed_at`) or ``"in_place"`` (over `freed_by`, which dies at step `freed_at`)."""
 
-    buffer: Buffer | None
+    buffer: Buffer
     reason: str
     freed_by: int | None = None
     freed_at: int | None = None
 
 
 def planned_ranges(graph: Graph, schedule: Sequence[Node]) -> list[LiveRange]:
-    """The live ranges of the values a plan gives memory to, in the order they are made; a
-    value's range reaches as far as the ranges of the values that may be its memory."""
-    ranges = {r.value: r for r in live_ranges(graph, schedule)}
-    owner: dict[Value, Value] = {}
-    for node in schedule:
-        if aliases(node) and isinstance(node.inputs[0], Value):
-            owner[node.output] = owner.get(node.inputs[0], node.inputs[0])
-    unplannable = {owner.get(v, v) for v in graph.outputs}
-    reach: dict[Value, int] = {}
-    for node in schedule:
-        if subgraphs(node):
-            unplannable.update(owner.get(o, o) for o in node.inputs if isinstance(o, Value))
-            unplannable.update(node.outputs)
-        for o in node.inputs:
-            if isinstance(o, Value) and o in owner:
-                base = owner[o]
-                reach[base] = max(reach.get(base, 0), ranges[o].last_use)
-    planned = []
-    for v, r in ranges.items():
-        if (r.held != "intermediate" or not r.size_known or r.size == 0 or v in owner
-                or v in unplannable):
-            continue
-        last = max(r.last_use, reach.get(v, r.last_use))
-        planned.append(LiveRange(v, r.size, r.first_use, last, r.held))
-    return planned
+    """The live ranges of the values a plan gives memory to (`plannable_values`), in the order
+    they are made."""
+    allowed = plannable_values(graph)
+    return [r for r in live_ranges(graph, schedule) if r.value in allowed]
 
 
-def in_place_operand(node: Node, value: Value, holder: dict[int, LiveRange],
-                     step: int) -> LiveRange | None:
-    """The range of the operand `value` may be written over: `node` is elementwise and may
-    write over its operands, and the operand holds a slot (`holder`), has `value`'s shape and
-    dtype, and dies at `step`."""
+def in_place_chains(schedule: Sequence[Node], ranges: list[LiveRange]) -> list[list[LiveRange]]:
+    """The ranges grouped into chains, each value of a chain written in place of the one
+    before it (most chains are one value long)."""
+    memory_of: dict[Value, Value] = {}  # a view -> the value whose memory it shows
+    for node in schedule:
+        if node.op.view and isinstance(node.inputs[0], Value):
+            memory_of[node.output] = memory_of.get(node.inputs[0], node.inputs[0])
+    range_of = {r.value: r for r in ranges}
+    chain_of: dict[Value, list[LiveRange]] = {}
+    chains: list[list[LiveRange]] = []
+    for r in ranges:
+        over = in_place_operand(r.value, range_of, memory_of)
+        if over is not None:  # (`over` dies here: no other value was written over it)
+            chain_of[r.value] = chain_of[over]
+            chain_of[r.value].append(r)
+        else:
+            chain_of[r.value] = [r]
+            chains.append(chain_of[r.value])
+    return chains
+
+
+def in_place_operand(value: Value, range_of: dict[Value, LiveRange],
+                     memory_of: dict[Value, Value]) -> Value | None:
+    """The operand `value` may be written over: its node is elementwise and may write over its
+    operands, and the operand is planned (`range_of`), has `value`'s shape and dtype, dies at
+    the node's step, and is not seen through a view by another operand of the node."""
+    node, step = value.producer, range_of[value].first_use
     if not (node.op.elementwise and node.op.out_may_alias and len(node.outputs) == 1):
         return None
-    operands = {o for o in node.inputs if isinstance(o, Value)
-                and o.spec.shape == value.spec.shape and o.spec.dtype == value.spec.dtype}
-    return next((h for h in holder.values() if h.value in operands and h.last_use == step),
-                None)
+    operands = [o for o in node.inputs if isinstance(o, Value)]
+    for o in operands:
+        if (o in range_of and range_of[o].last_use == step and o.spec.shape == value.spec.shape
+                and o.spec.dtype == value.spec.dtype
+                and not any(memory_of.get(p) is o for p in operands)):
+            return o
+    return None
 
 
 def assign_slots(graph: Graph, schedule: Sequence[Node]) -> tuple[MemoryPlan, list[Decision]]:
     """A plan for `schedule` (the nodes in the order they run), and how each buffer got its
-    slot."""
+    slot, in the order the values are made."""
+    chains = in_place_chains(schedule, planned_ranges(graph, schedule))
     sizes: list[int] = []
-    holder: dict[int, LiveRange] = {}  # slot -> the range it holds now
-    last_held: dict[int, LiveRange] = {}  # a free slot -> the range it held last
-    held: dict[Value, int] = {}  # planned values still live -> their slots
-    decisions: list[Decision] = []
-    ranges = sorted(planned_ranges(graph, schedule), key=lambda r: r.first_use)
-    for r in ranges:  # (the sort is stable: a node's results stay in order)
-        for slot, h in list(holder.items()):  # slots whose value's last reader has run
-            if h.last_use < r.first_use:
-                last_held[slot] = h
-                del holder[slot], held[h.value]
-        over = in_place_operand(r.value.producer, r.value, holder, r.first_use)
-        if over is not None:
-            slot = held.pop(over.value)
-            decision = Decision(None, "in_place", over.value.id, r.first_use)
-        elif last_held:
-            slot = best_fit(sizes, list(last_held), r.size)
-            freed = last_held.pop(slot)
-            decision = Decision(None, "reused", freed.value.id, freed.last_use)
+    held: list[list[list[LiveRange]]] = []  # slot -> the chains it holds
+    for chain in sorted(chains, key=lambda c: (-c[0].size, c[0].first_use)):
+        first, last = chain[0].first_use, chain[-1].last_use
+        free = [s for s in range(len(sizes))
+                if all(c[-1].last_use < first or last < c[0].first_use for c in held[s])]
+        if free:
+            slot = best_fit(sizes, free, chain[0].size)
         else:
-            slot, decision = len(sizes), Decision(None, "new")
+            slot = len(sizes)
             sizes.append(0)
-        sizes[slot] = max(sizes[slot], r.size)
-        holder[slot], held[r.value] = r, slot
-        buffer = Buffer(r.value.id, r.size, r.first_use, r.last_use, slot,
-                        over.value.id if over is not None else None)
-        decisions.append(replace(decision, buffer=buffer))
-    return MemoryPlan(tuple(d.buffer for d in decisions), tuple(sizes)), decisions
+            held.append([])
+        sizes[slot] = max(sizes[slot], chain[0].size)
+        held[slot].append(chain)
+    return decisions_of(held, sizes)
 
 
 def best_fit(sizes: list[int], free: list[int], size: int) -> int:
@@ -137,3 +125,29 @@ def best_fit(sizes: list[int], free: list[int], size: int) -> int:
     if fits:
         return min(fits, key=lambda s: (sizes[s], s))
     return max(free, key=lambda s: (sizes[s], -s))
+
+
+def decisions_of(held: list[list[list[LiveRange]]], sizes: list[int]
+                 ) -> tuple[MemoryPlan, list[Decision]]:
+    """The plan of slots holding chains of ranges, its slots numbered in the order they are
+    first used, and each buffer's decision, in the order the values are made."""
+    order = sorted(range(len(held)), key=lambda s: min(c[0].first_use for c in held[s]))
+    decisions = []
+    for slot, old in enumerate(order):
+        before: LiveRange | None = None  # the slot's value before, in the schedule's order
+        for chain in sorted(held[old], key=lambda c: c[0].first_use):
+            for r in chain:
+                if before is None:
+                    decision = Decision(Buffer(r.value.id, r.size, r.first_use, r.last_use,
+                                               slot), "new")
+                else:
+                    over = before.value.id if r is not chain[0] else None
+                    decision = Decision(Buffer(r.value.id, r.size, r.first_use, r.last_use,
+                                               slot, over),
+                                        "reused" if over is None else "in_place",
+                                        before.value.id, before.last_use)
+                decisions.append(decision)
+                before = r
+    decisions.sort(key=lambda d: (d.buffer.first_use, d.buffer.value))
+    plan = MemoryPlan(tuple(d.buffer for d in decisions), tuple(sizes[s] for s in order))
+    return plan, decisions

@@ -196,7 +196,7 @@ def _rule(group: Group) -> str:
 def _sentence(group: Group, fused: FusedGroup, node: Node) -> str:
     """What the kernel does instead of its nodes, and where and why the group stops."""
     members = group.nodes
-    if len(members) == 1:  # (rule 5 of grouping.py: it broadcasts into a bigger result)
+    if len(members) == 1:  # (rule 6 of grouping.py: it broadcasts into a bigger result)
         return (f"%{members[0].id} {members[0].op.name} runs as a kernel of its own, "
                 f"{fused.name} ({format_node(node)}): it writes more elements than it reads (its "
                 "operands broadcast), which the kernel does at the speed of memory, and NumPy's "
@@ -228,6 +228,9 @@ _WHY = {
     "not elementwise": "{readers}: not elementwise",
     "cycle": "{readers}: joining would make a cycle (it also reads a value computed outside "
              "from this group's)",
+    "read before": "{readers}: a node outside read the group's values before it, so the kernel "
+                   "runs ahead of it: joined, its result would be one of the kernel's results, "
+                   "held in memory from there, and free none of the group's values",
 }
 
 

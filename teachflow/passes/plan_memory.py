@@ -6,8 +6,9 @@ correct only for the order of the nodes it was made for. It does two things, eac
 
 1. it puts the nodes in an order that frees memory early (`memory.schedule`: among the nodes
    ready to run, the one that frees the most bytes net; kept only where it lowers the peak);
-2. it gives each intermediate of that order a slot of memory, reused once the value before it
-   in the slot is dead, or the memory of an operand that dies where it is made
+2. it gives each intermediate the executor can write into (`memory.writable`: the one rule
+   both follow) the memory of an operand that dies where it is made (in place), or a slot of
+   memory, reused by values whose ranges do not overlap, largest values first
    (`memory.slots`), and hangs the plan on the graph it returns (`Graph.memory_plan`).
 
 Each decision is a change that says why, in a sentence: ``moved %12 before %10: it frees
@@ -73,8 +74,7 @@ def _slotted(decision: Decision, values: dict[int, Value]) -> Change:
                       f"{value} reuses slot {b.slot}, freed by %{decision.freed_by} at step "
                       f"{decision.freed_at}")
     return Change("new_slot", (node.id,), (node.id,), "a new slot",
-                  f"{value} gets slot {b.slot} ({_size(b.size)}): no slot is free at step "
-                  f"{b.first_use}")
+                  f"{value} gets slot {b.slot} ({_size(b.size)}), the first value it holds")
 
 
 def _size(n: int) -> str:
