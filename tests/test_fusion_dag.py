@@ -351,3 +351,23 @@ def test_a_multi_output_kernel_runs_in_blocks_and_in_the_stepper_values() -> Non
     from teachflow.viz.values import stage_values
     values, _ = stage_values(compiled.graph, [x], {})
     assert all(v.id in values for v in kernel.outputs)
+
+
+def test_a_broadcast_into_a_bigger_result_is_a_kernel_of_its_own() -> None:
+    """Rule 6: one node that writes more elements than it reads (an outer product) gets a
+    kernel; one that writes no more (same shapes, a row added to every row) stays as it is."""
+    x, y = tfl.randn(300), tfl.randn(200)
+    compiled = tfl.compile(lambda x, y: x.reshape(300, 1) * y.reshape(1, 200), x, y)
+    fused = [n for n in compiled.graph.nodes if hasattr(n.op, "group")]
+    assert [[m.op.name for m in n.op.group.members] for n in fused] == [["mul"]]
+    change, = next(s for s in compiled.snapshots if s.pass_name == "fuse").changes
+    assert change.rule == "a broadcast into a bigger result -> a kernel of its own"
+    assert "writes more elements than it reads" in change.sentence
+    np.testing.assert_array_equal(compiled(x, y).numpy(),
+                                  np.multiply.outer(x.numpy(), y.numpy()))
+
+    a, b, row = tfl.randn(300, 200), tfl.randn(300, 200), tfl.randn(200)
+    for f in (lambda a, b, row: a * b, lambda a, b, row: a + row):
+        graph = tfl.compile(f, a, b, row).graph
+        assert not group_nodes(graph)
+        assert not any(hasattr(n.op, "group") for n in graph.nodes)

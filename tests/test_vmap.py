@@ -176,6 +176,18 @@ def test_per_example_gradients_are_one_batched_graph() -> None:
     assert counts[0] == counts[1] == counts[2], counts  # the graph does not grow with the batch
 
 
+def test_the_per_example_outer_products_run_as_a_kernel_of_their_own() -> None:
+    """matmul's rule makes each example's ``xᵀ g`` (one term) a broadcast product, which
+    fusion gives a kernel (grouping.py's rule 6), not NumPy's broadcasting loop."""
+    w, xs, ys = per_example_grads(64)
+    compiled = tfl.compile(tfl.vmap(tfl.grad(loss), in_axes=(None, 0, 0)), w, xs, ys)
+    kernels = [n for n in compiled.graph.nodes if hasattr(n.op, "group")]
+    assert [(m.op.name, m.spec.shape) for n in kernels for m in n.op.group.members
+            if len(n.op.group.members) == 1] == [("mul", (64, 4, 3))]
+    want = np.stack([tfl.grad(loss)(w, xs[k], ys[k]).numpy() for k in range(64)])
+    np.testing.assert_allclose(compiled(w, xs, ys).numpy(), want, rtol=1e-12, atol=1e-14)
+
+
 def test_each_node_says_which_rule_made_it() -> None:
     w, xs, ys = per_example_grads(4)
     compiled = tfl.compile(tfl.vmap(tfl.grad(loss), in_axes=(None, 0, 0)), w, xs, ys)

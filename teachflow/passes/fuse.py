@@ -187,6 +187,8 @@ def _fuse(rewriter: Rewriter, group: Group, index: int, returned: set[Value]) ->
 
 def _rule(group: Group) -> str:
     outputs = len(group.outputs)
+    if len(group.nodes) == 1:
+        return "a broadcast into a bigger result -> a kernel of its own"
     return ("elementwise ops -> one kernel" if outputs == 1
             else f"elementwise ops -> one kernel with {outputs} results")
 
@@ -194,6 +196,11 @@ def _rule(group: Group) -> str:
 def _sentence(group: Group, fused: FusedGroup, node: Node) -> str:
     """What the kernel does instead of its nodes, and where and why the group stops."""
     members = group.nodes
+    if len(members) == 1:  # (rule 6 of grouping.py: it broadcasts into a bigger result)
+        return (f"%{members[0].id} {members[0].op.name} runs as a kernel of its own, "
+                f"{fused.name} ({format_node(node)}): it writes more elements than it reads (its "
+                "operands broadcast), which the kernel does at the speed of memory, and NumPy's "
+                "broadcasting loop a row at a time.")
     names = [f"%{n.id} {n.op.name}" for n in members]
     if len(names) > 8:
         names = [*names[:4], f"... ({len(names) - 6:,} more)", *names[-2:]]
