@@ -128,6 +128,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/layout.py
 	$(PY) bench/devices.py
 	$(PY) bench/per_example_grads.py
+	$(PY) bench/transforms_peer.py
 	$(PY) bench/stepper.py
 	$(PY) bench/stepper_browser.py
 	$(PY) bench/check.py
