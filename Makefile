@@ -127,6 +127,9 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/compile_time.py
 	$(PY) bench/layout.py
 	$(PY) bench/devices.py
+	$(PY) bench/memory_plan.py
+	$(PY) bench/memory_order.py
+	$(PY) bench/checkpoint.py
 	$(PY) bench/per_example_grads.py
 	$(PY) bench/transforms_peer.py
 	$(PY) bench/stepper.py
