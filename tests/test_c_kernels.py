@@ -810,3 +810,22 @@ def test_the_fuse_pass_says_the_same_whether_a_kernel_was_compiled_or_cached(tmp
                      for _ in range(2))
     assert [c.sentence for c in first] == [c.sentence for c in second]
     assert "Built for cpu as C, compiled by" in first[0].sentence
+
+
+@needs_cc
+@pytest.mark.parametrize(("given", "expected"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_openmp_threads_sleep_after_a_kernel_unless_the_user_says_otherwise(given, expected):
+    """Spinning OpenMP threads would steal the cores of the BLAS threads of the next matrix
+    product: the first kernel loaded sets OpenMP's wait policy to passive, unless the user set
+    one."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if given is not None:
+        env["OMP_WAIT_POLICY"] = given
+    code = ("import os, teachflow as tfl\n"
+            "x = tfl.rand(100_000)\n"
+            "f = tfl.compile(lambda x: (x * 2.0 + 1.0).tanh(), x)\n"
+            "f(x)\n"
+            "print(os.environ.get('OMP_WAIT_POLICY'))\n")
+    ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert ran.stdout.strip() == expected
