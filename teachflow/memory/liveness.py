@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from teachflow.graph import Graph, Node, Value, subgraphs
 
@@ -100,20 +100,23 @@ def _last_reads(schedule: Sequence[Node]) -> dict[Value, int]:
             if isinstance(o, Value)}
 
 
+def views_of(nodes: Sequence[Node]) -> dict[Value, Value]:
+    """For each view the nodes make, the value whose memory it is (through views of views)."""
+    memory: dict[Value, Value] = {}
+    for node in nodes:
+        if node.op.view and isinstance(node.inputs[0], Value):
+            memory[node.output] = memory.get(node.inputs[0], node.inputs[0])
+    return memory
+
+
 def _views_keep_their_memory(schedule: Sequence[Node],
                              ranges: dict[Value, LiveRange]) -> list[LiveRange]:
-    """A view read at step k keeps the memory it sees alive to step k: its operand's range
-    reaches as far as its views' do (latest first, so a view of a view reaches the base)."""
-    for node in reversed(schedule):
-        if not node.op.view:
-            continue
-        base = next((o for o in node.inputs if isinstance(o, Value)), None)
-        if base is None or base not in ranges:
-            continue
-        seen, held = ranges[node.output], ranges[base]
-        if seen.last_use > held.last_use:
-            ranges[base] = LiveRange(base, held.size, held.first_use, seen.last_use, held.held,
-                                     held.size_known)
+    """A view read at step k keeps the memory it sees alive to step k: the range of the value
+    whose memory it is reaches as far as its views' do."""
+    for view, base in views_of(schedule).items():
+        seen, held = ranges[view], ranges.get(base)
+        if held is not None and seen.last_use > held.last_use:
+            ranges[base] = replace(held, last_use=seen.last_use)
     return list(ranges.values())
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from teachflow.graph import Graph, Node, Value, subgraphs
-from teachflow.memory.liveness import default_schedule, peak_bytes, value_bytes
+from teachflow.memory.liveness import default_schedule, peak_bytes, value_bytes, views_of
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,7 @@ def _run(graph: Graph, order: Sequence[Node]) -> list[Node]:
 def memory_of(graph: Graph) -> dict[Value, Value]:
     """The value whose memory each value is: a view's operand's (through views of views), and
     every other value its own."""
-    owner: dict[Value, Value] = {v: v for v in graph.values()}
-    for node in graph.nodes:
-        if node.op.view and isinstance(node.inputs[0], Value):
-            owner[node.output] = owner.get(node.inputs[0], node.inputs[0])
-    return owner
+    return {v: v for v in graph.values()} | views_of(graph.nodes)
 
 
 class _Bytes:

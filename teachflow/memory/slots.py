@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from teachflow.graph import Graph, Node, Value
-from teachflow.memory.liveness import LiveRange, live_ranges
+from teachflow.memory.liveness import LiveRange, live_ranges, views_of
 from teachflow.memory.plan import Buffer, MemoryPlan
 from teachflow.memory.writable import plannable_values
 
@@ -62,10 +62,7 @@ def planned_ranges(graph: Graph, schedule: Sequence[Node]) -> list[LiveRange]:
 def in_place_chains(schedule: Sequence[Node], ranges: list[LiveRange]) -> list[list[LiveRange]]:
     """The ranges grouped into chains, each value of a chain written in place of the one
     before it (most chains are one value long)."""
-    memory_of: dict[Value, Value] = {}  # a view -> the value whose memory it shows
-    for node in schedule:
-        if node.op.view and isinstance(node.inputs[0], Value):
-            memory_of[node.output] = memory_of.get(node.inputs[0], node.inputs[0])
+    memory_of = views_of(schedule)  # a view -> the value whose memory it shows
     range_of = {r.value: r for r in ranges}
     chain_of: dict[Value, list[LiveRange]] = {}
     chains: list[list[LiveRange]] = []
