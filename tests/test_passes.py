@@ -26,7 +26,7 @@ from teachflow.graph import Graph, Value, format_node
 from teachflow.ops import OPS
 from teachflow.ops.op import Op
 from teachflow.passes import DEFAULT_PIPELINE, PASSES, Change, as_pass, diff_changes, rewrite
-from teachflow.passes.constant_fold import MAX_ELEMENTS, constant_fold
+from teachflow.passes.constant_fold import MAX_ELEMENTS, SMALL_ARRAY, constant_fold
 from teachflow.passes.simplify import RULES
 
 X = np.array([[0.5, -1.0, 2.0], [1.5, -0.25, 3.0]])
@@ -421,6 +421,38 @@ def test_the_size_cap_is_inclusive_and_a_parameter() -> None:
     after, changes = constant_fold(graph, max_elements=4)
     assert ops(after) == ["full", "sum", "add", "add"]  # four ones are folded, five are not
     assert [c.nodes for c in changes] == [(graph.nodes[0].id,), (graph.nodes[1].id,)]
+
+
+def test_one_value_repeated_is_folded_to_a_broadcast_of_that_value() -> None:
+    """``ones(256, 32) * 0.5`` folds to 0.5 broadcast: a view that holds one number, not an array
+    of 32 KiB held for the whole call (the backward pass's seed of a mean over a batch is such
+    a value). Up to `SMALL_ARRAY` elements it is folded as an array, as before."""
+    x = tfl.randn(256, 32)
+    f = lambda x: x + (tfl.ones(256, 32) * 0.5).exp()
+    graph = tfl.trace(f, x)
+    after, changes = constant_fold(graph)
+    assert ops(after) == ["broadcast_to", "add"]
+    (view, _) = after.nodes
+    small = view.inputs[0]
+    assert small.kind == "const" and small.shape == () and view.params["shape"] == (256, 32)
+    np.testing.assert_allclose(small.data, np.exp(0.5), rtol=1e-6)
+    assert max(c.data.size for c in after.constants if c in after.live()[1]) == 1
+    assert [c.kind for c in changes] == ["replaced"] * 3
+    assert "one value" in changes[-1].sentence and "repeated" in changes[-1].sentence
+    assert_same(run(after, x), eager(f, x))
+    few = tfl.trace(lambda x: x + tfl.ones(SMALL_ARRAY) * 0.5, tfl.randn(SMALL_ARRAY))
+    assert ops(constant_fold(few)[0]) == ["add"]  # small: an array, as plain to read
+
+
+def test_a_broadcast_of_many_values_is_left_to_run() -> None:
+    """A vector broadcast to a matrix outgrows its operand: folded, it would be an array that
+    running the node makes as a view. The vector itself is folded."""
+    x = tfl.randn(128, 16)
+    f = lambda x: x * tfl.broadcast_to(tfl.arange(16.0), (128, 16))
+    after, _ = constant_fold(tfl.trace(f, x))
+    assert ops(after) == ["broadcast_to", "mul"]
+    assert after.nodes[0].inputs[0].kind == "const" and after.nodes[0].inputs[0].shape == (16,)
+    assert_same(run(after, x), eager(f, x))
 
 
 def test_captured_weights_are_never_folded() -> None:
