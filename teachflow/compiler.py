@@ -229,7 +229,8 @@ class _Verifier:
 
     def __init__(self, graph: Graph, examples: list[Tensor] | None) -> None:
         nodes = list(every_node(graph))
-        self.skip = any(n.op.random for n in nodes)  # random ops draw differently per run
+        # Random ops draw differently per run; collectives need the other ranks to run too.
+        self.skip = any(n.op.impure for n in nodes)
         if self.skip:
             return
         rng = np.random.default_rng(0)
