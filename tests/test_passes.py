@@ -35,8 +35,8 @@ XI = np.array([[1, -2, 3], [4, 0, -6]])
 SQUARE = np.arange(9.0).reshape(3, 3)
 STATUSES = {"added", "replaced", "merged", "fused", "placed", "moved", "new_slot", "reused",
             "in_place", "kept"}
-EVERY_PASS = ["inline", "simplify", "constant_fold", "cse", "dce", "place", "partition", "fuse",
-              "plan_memory"]
+EVERY_PASS = ["inline", "simplify", "constant_fold", "cse", "dce", "bucket_all_reduce", "place",
+              "partition", "fuse", "plan_memory"]
 
 
 def t(data: Any) -> tfl.Tensor:
@@ -727,7 +727,8 @@ def test_lineage_reaches_back_to_the_trace_through_the_whole_pipeline() -> None:
 def test_the_default_pipeline_is_the_documented_one() -> None:
     compiled = tfl.compile(_busy, t(X), t(Y))
     assert [s.pass_name for s in compiled.snapshots] == ["trace", *DEFAULT_PIPELINE]
-    assert DEFAULT_PIPELINE[-6:] == ("cse", "dce", "place", "partition", "fuse", "plan_memory")
+    assert DEFAULT_PIPELINE[-7:] == ("cse", "dce", "bucket_all_reduce", "place", "partition",
+                                     "fuse", "plan_memory")
     assert any(hasattr(n.op, "group") for n in compiled.graph.nodes)
 
 

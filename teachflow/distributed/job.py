@@ -56,7 +56,9 @@ def world_size() -> int:
 def all_reduce(t: Any, op: str = "sum") -> Tensor:
     """Every rank's `t` reduced (``"sum"``, ``"mean"``, ``"max"``, ``"min"``), on every rank: a
     new tensor (`t` is left as it is). Differentiable for sum and mean."""
-    return bind(_all_reduce, as_tensor(t), reduction=op)
+    t = as_tensor(t)
+    _all_reduce.abstract_eval(t, reduction=op)  # (eagerly too: a bad `op` named before it runs)
+    return bind(_all_reduce, t, reduction=op)
 
 
 def broadcast(t: Tensor, src: int = 0) -> Tensor:
