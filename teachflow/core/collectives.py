@@ -38,7 +38,7 @@ class CollectiveError(TeachflowError, RuntimeError):
 
 
 @dataclass(frozen=True)
-class World:
+class Job:
     """The job this process has joined: its rank, how many ranks there are, and the engine's
     module (``torch.distributed``; None for a world of one, which needs none)."""
 
@@ -47,7 +47,7 @@ class World:
     engine: Any = None
 
 
-_world: World | None = None
+_job: Job | None = None
 
 
 def engine() -> Any:
@@ -61,52 +61,52 @@ def engine() -> Any:
 
 
 def join(rank: int, size: int, address: str = "127.0.0.1", port: int | None = None,
-         timeout: float = 300.0) -> World:
+         timeout: float = 300.0) -> Job:
     """Join the job of `size` ranks as `rank`, meeting the others at `address`:`port` (rank 0
     listens there). A world of one joins nothing."""
-    global _world
-    if _world is not None:
-        raise CollectiveError(f"this process has joined a job already (rank {_world.rank} of "
-                              f"{_world.size})", op="distributed.init",
+    global _job
+    if _job is not None:
+        raise CollectiveError(f"this process has joined a job already (rank {_job.rank} of "
+                              f"{_job.size})", op="distributed.init",
                               hint="call tfl.distributed.shutdown() first to leave it")
     if not 0 <= rank < size:
         raise CollectiveError(f"rank {rank} is not one of a world of {size} (0 to {size - 1})",
                               op="distributed.init")
     if size == 1:
-        _world = World(0, 1)
-        return _world
+        _job = Job(0, 1)
+        return _job
     if port is None:
         raise CollectiveError("a job of several ranks needs the port rank 0 listens on",
                               op="distributed.init", hint="set MASTER_PORT")
     dist = engine()
     dist.init_process_group("gloo", init_method=f"tcp://{address}:{port}", rank=rank,
                             world_size=size, timeout=datetime.timedelta(seconds=timeout))
-    _world = World(rank, size, dist)
-    return _world
+    _job = Job(rank, size, dist)
+    return _job
 
 
 def leave() -> None:
     """Leave the job (if any): the engine's connections close."""
-    global _world
-    if _world is not None and _world.engine is not None:
-        _world.engine.destroy_process_group()
-    _world = None
+    global _job
+    if _job is not None and _job.engine is not None:
+        _job.engine.destroy_process_group()
+    _job = None
 
 
-def world() -> World:
+def job() -> Job:
     """The job joined; a `CollectiveError` saying how to join one if none is."""
-    if _world is None:
+    if _job is None:
         raise CollectiveError(
             "this process has joined no job: a collective needs the other ranks",
             op="all_reduce",
             hint="run the function with tfl.distributed.launch(fn, world_size), or call "
                  "tfl.distributed.init() in a script started by torchrun (or "
                  "tfl.distributed.init(world_size=1) to try it in one process)")
-    return _world
+    return _job
 
 
 def joined() -> bool:
-    return _world is not None
+    return _job is not None
 
 
 def all_reduce_(array: np.ndarray, op: str = "sum", async_op: bool = False) -> Any:
@@ -114,7 +114,7 @@ def all_reduce_(array: np.ndarray, op: str = "sum", async_op: bool = False) -> A
     `async_op`, returns a handle whose ``wait()`` finishes it (meanwhile the array is the
     engine's), as ``torch.distributed``'s; else None. A ``mean`` is finished by the caller's
     ``wait`` too: the division by the world size happens there."""
-    w = world()
+    w = job()
     if w.engine is None:  # a world of one: the reduction of one array is the array
         return _Done() if async_op else None
     dist = w.engine
@@ -130,7 +130,7 @@ def all_reduce_(array: np.ndarray, op: str = "sum", async_op: bool = False) -> A
 
 def broadcast_(array: np.ndarray, src: int = 0) -> None:
     """Overwrite every rank's `array` with rank `src`'s, in place."""
-    w = world()
+    w = job()
     if w.engine is not None:
         w.engine.broadcast(_engine_tensor(array), src=src)
 

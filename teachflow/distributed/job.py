@@ -45,12 +45,12 @@ def is_initialized() -> bool:
 
 def rank() -> int:
     """Which process of the job this is: 0 to ``world_size() - 1``."""
-    return collectives.world().rank
+    return collectives.job().rank
 
 
 def world_size() -> int:
     """How many processes the job has."""
-    return collectives.world().size
+    return collectives.job().size
 
 
 def all_reduce(t: Any, op: str = "sum") -> Tensor:

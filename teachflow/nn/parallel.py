@@ -48,7 +48,7 @@ class DistributedDataParallel(Module):
         super().__init__()
         self.module = module
         self.bucket_mb = bucket_mb
-        collectives.world()  # (a clear error here, if this process has joined no job)
+        collectives.job()  # (a clear error here, if this process has joined no job)
         for p in module.parameters():
             collectives.broadcast_(p._data, 0)
         params = [p for p in module.parameters() if p.requires_grad]
