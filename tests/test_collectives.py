@@ -163,6 +163,7 @@ def test_the_pass_merges_small_all_reduces_into_buckets_in_order(world_of_one) -
     assert grouped == [[(3,), (3, 16), (16,)], [(16, 16)], [(16,), (16, 8)]]
     assert [c.kind for c in stage.changes] == ["bucketed", "bucketed"]
     assert all("become one" in c.sentence for c in stage.changes)
+    assert all(f"%{i}" in c.sentence for c in stage.changes for i in c.nodes)
     assert ops_of(stage.graph).count("all_reduce") == 3
     assert ops_of(stage.graph).count("concatenate") == 2
     one = ops_of(bucket_all_reduce(before, bucket_mb=25)[0])

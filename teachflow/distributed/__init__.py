@@ -23,5 +23,10 @@ from teachflow.distributed.job import (
 )
 from teachflow.distributed.launch import launch
 
-__all__ = ["CollectiveError", "all_reduce", "broadcast", "init", "is_initialized", "launch",
+# (`CollectiveError`, a foundation's, is reachable here too; it is a `tfl.TeachflowError`.)
+__all__ = ["all_reduce", "broadcast", "init", "is_initialized", "launch",
            "rank", "shutdown", "world_size"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]

@@ -158,3 +158,10 @@ class _Reducer:
             "ranks' gradients differ", op="DistributedDataParallel",
             hint="every parameter must take part in the loss (remove unused layers, or add "
                  "0 * p.sum() for each to the loss)")
+
+
+__all__ = ["DistributedDataParallel"]
+
+
+def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)
+    return [*__all__, *(name for name in globals() if name.startswith("__"))]
