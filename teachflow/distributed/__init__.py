@@ -11,7 +11,7 @@ explains it, and ``tfl.nn.parallel.DistributedDataParallel`` uses it.
   and ending them all, with the rank that failed and why, if one does.
 """
 
-from teachflow.core.collectives import CollectiveError
+from teachflow.core.collectives import CollectiveError as CollectiveError
 from teachflow.distributed.job import (
     all_reduce,
     broadcast,
