@@ -230,3 +230,42 @@ def test_import_teachflow_does_not_load_torch() -> None:
 def test_joining_twice_is_refused(world_of_one) -> None:
     with pytest.raises(tfl.TeachflowError, match="joined a job already"):
         collectives.join(0, 1)
+
+
+def test_without_the_extra_a_job_of_several_says_how_to_install_it(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # (import torch now raises ImportError)
+    monkeypatch.setitem(sys.modules, "torch.distributed", None)
+    with pytest.raises(tfl.TeachflowError, match="torch is not installed") as err:
+        collectives.join(0, 2, port=1)
+    assert err.value.hint == 'pip install "teachflow[distributed]"'
+    assert not collectives.joined()
+    monkeypatch.setitem(sys.modules, "cloudpickle", None)
+    with pytest.raises(tfl.TeachflowError, match="cloudpickle, which is not installed"):
+        tfl.distributed.launch(print, 2)
+
+
+class HalfUsed(tfl.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.used, self.unused = tfl.nn.Linear(2, 2), tfl.nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.used(x)
+
+
+def test_eager_ddp_averages_in_buckets_and_names_parameters_left_without_a_gradient(
+        world_of_one) -> None:
+    tfl.manual_seed(0)
+    plain = tfl.nn.Linear(3, 2)
+    model = tfl.nn.parallel.DistributedDataParallel(tfl.nn.Linear(3, 2), bucket_mb=1e-5)
+    model.module.load_state_dict(plain.state_dict())
+    assert "buckets of" in repr(model) and len(model._buckets) == 2  # (24 and 8 bytes)
+    x = tfl.tensor([[1.0, 2.0, 3.0]])
+    model(x).sum().backward()
+    plain(x).sum().backward()
+    for p, q in zip(model.parameters(), plain.parameters(), strict=True):
+        np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy())
+    half = tfl.nn.parallel.DistributedDataParallel(HalfUsed())
+    half(tfl.ones(1, 2)).sum().backward()
+    with pytest.raises(tfl.AutodiffError, match="gave no gradient to 2 parameter"):
+        half(tfl.ones(1, 2))
