@@ -132,6 +132,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/checkpoint.py
 	$(PY) bench/per_example_grads.py
 	$(PY) bench/transforms_peer.py
+	$(PY) bench/ddp.py
 	$(PY) bench/stepper.py
 	$(PY) bench/stepper_browser.py
 	$(PY) bench/check.py

@@ -14,7 +14,8 @@ matrix) is left to run: it is a view, and folded it would be an array.
 
 Three things are never folded:
 
-- random ops (``randn``): their result must change from call to call (see the CSE pass on purity);
+- random ops (``randn``): their result must change from call to call (see the CSE pass on purity),
+  and collectives (``all_reduce``): their result depends on the other processes too;
 - control flow (a ``cond``, a loop): its graphs are folded inside, each on its own;
 - results bigger than `MAX_ELEMENTS`: materialising ``zeros(10000, 10000)`` as a constant would
   put 400 MB into the graph to save one cheap kernel call; and, once the pass has made
@@ -65,7 +66,7 @@ def constant_fold(graph: Graph, max_elements: int = MAX_ELEMENTS,
 
         def decide(node: Node, rewriter: Rewriter) -> Value | None:
             nonlocal folded
-            if (node.op.random or subgraphs(node) or not 0 <= node.spec.size <= max_elements
+            if (node.op.impure or subgraphs(node) or not 0 <= node.spec.size <= max_elements
                     or any(isinstance(o, Value) and o not in known for o in node.inputs)):
                 return None
             value = repeated(node, uniform)
