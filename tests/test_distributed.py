@@ -115,3 +115,37 @@ def test_two_ranks_on_half_batches_take_one_process_s_steps_eager_and_staged() -
                 np.testing.assert_array_equal(p, s)  # the ranks agree exactly
                 np.testing.assert_allclose(p, q, rtol=1e-5, atol=1e-6)
         assert not np.allclose(rank0[staged][0][0], rank0[staged][-1][0])  # (they did move)
+
+
+JOB = """\
+import teachflow as tfl
+tfl.distributed.init()  # RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: set by torchrun
+r = tfl.distributed.rank()
+total = tfl.distributed.all_reduce(tfl.tensor([float(r + 1), 10.0]), op="sum")
+print(f"rank {r} of {tfl.distributed.world_size()}: {total.numpy().tolist()}", flush=True)
+tfl.distributed.shutdown()
+"""
+
+
+def test_a_script_that_calls_init_runs_under_torchrun(tmp_path) -> None:
+    """`init()` joins the job torchrun describes in the environment: the same script runs on
+    many machines. Here torchrun starts two ranks on this one, every socket on 127.0.0.1."""
+    import shutil
+    import socket
+    import subprocess
+    import sys
+
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    if torchrun is None:
+        pytest.skip("torchrun is not beside this Python")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "job.py").write_text(JOB)
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([torchrun, "--nnodes=1", "--nproc-per-node=2", "--master-addr=127.0.0.1",
+                           f"--master-port={port}", "job.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank"))
+    assert lines == ["rank 0 of 2: [3.0, 20.0]", "rank 1 of 2: [3.0, 20.0]"], done.stdout
