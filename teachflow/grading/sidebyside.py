@@ -41,6 +41,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'"
 def report(found: Compared, k: int, window: int, common: int) -> str:
     """The whole page for what `teachflow.grading.similarity.compare` found."""
     shown = found.pairs[:found.top]
+    count = len(found.pairs)
     parts = [
         "<!doctype html>", '<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
@@ -54,9 +55,9 @@ def report(found: Compared, k: int, window: int, common: int) -> str:
         f"<p>Answers (solution cells and added code cells) compared after normalising names, "
         f"numbers, strings and layout; {k}-token k-grams winnowed in windows of {window} "
         f"(as MOSS); the master's code, and code found in more than {common} submissions, "
-        f"ignored. Score: shared fingerprints over all of the pair's. {len(found.pairs)} "
-        f"pair{'s' * (len(found.pairs) != 1)} share something; the {len(shown)} most alike "
-        f"are shown.</p>",
+        f"ignored. Score: shared fingerprints over all of the pair's. {count} "
+        f"pair{' shares' if count == 1 else 's share'} something; the {len(shown)} most "
+        f"alike are shown.</p>",
     ]
     if found.skipped:
         parts.append("<p>Skipped (not notebooks):</p><ul>"
@@ -92,20 +93,34 @@ def _pair(number: int, pair: Alike) -> str:
 
 
 def _marked(this: Answers, other: Answers,
-            shared: frozenset[int]) -> dict[str, dict[int, set[str]]]:
+            shared: frozenset[int]) -> dict[str, dict[int, str]]:
     """{cell label: {line: where `other` has the same code}} for `this`'s matching lines."""
-    marked: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    lines: dict[str, dict[int, dict[str, set[int]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(set)))
     for h in shared:
-        elsewhere = {f"{other.name}'s {label}, line{'s' * (a != b)} {a}"
-                     + (f"-{b}" if a != b else "")
-                     for label, a, b in other.prints[h]}
         for label, begin, end in this.prints[h]:
             for line in range(begin, end + 1):
-                marked[label][line] |= elsewhere
-    return marked
+                for other_label, other_begin, other_end in other.prints[h]:
+                    lines[label][line][other_label].update(range(other_begin, other_end + 1))
+    return {label: {line: "; ".join(f"{other.name}'s {other_label}, {_ranges(numbers)}"
+                                    for other_label, numbers in sorted(where.items()))
+                    for line, where in by_line.items()}
+            for label, by_line in lines.items()}
 
 
-def _side(answers: Answers, label: str, marked: dict[int, set[str]]) -> str:
+def _ranges(numbers: set[int]) -> str:
+    """Line numbers as a reader writes them: ``lines 1-4, 9``."""
+    spans: list[list[int]] = []
+    for number in sorted(numbers):
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    text = ", ".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spans)
+    return f"line{'s' * (len(numbers) > 1)} {text}"
+
+
+def _side(answers: Answers, label: str, marked: dict[int, str]) -> str:
     source = answers.cells.get(label)
     if source is None:
         return f'<div><div class="who">{escape(answers.name)}</div><pre>(no such cell)</pre></div>'
@@ -114,8 +129,7 @@ def _side(answers: Answers, label: str, marked: dict[int, set[str]]) -> str:
     for number, text in enumerate(source.splitlines() or [""], 1):
         code = f'<span class="ln">{number:>{width}}</span> {escape(text)}'
         if number in marked:
-            where = "; ".join(sorted(marked[number]))
-            code = f'<mark title="{escape(where)}">{code}</mark>'
+            code = f'<mark title="{escape(marked[number])}">{code}</mark>'
         lines.append(code)
     return (f'<div><div class="who">{escape(answers.name)}</div>'
             f'<pre>{chr(10).join(lines)}</pre></div>')

@@ -219,10 +219,10 @@ class Compared:
     top: int
 
     def summary(self) -> str:
-        shown = self.pairs[:self.top]
-        lines = [f"compared {self.submissions} submissions in {self.seconds:.1f} s: "
-                 f"{len(self.pairs)} pair{'s' * (len(self.pairs) != 1)} share code beyond "
-                 f"the master's" + (f"; the {len(shown)} most alike:" if shown else ".")]
+        shown, count = self.pairs[:self.top], len(self.pairs)
+        lines = [f"compared {self.submissions} submissions in {self.seconds:.1f} s: {count} "
+                 f"pair{' shares' if count == 1 else 's share'} code beyond the master's"
+                 + (f"; the {len(shown)} most alike:" if shown else ".")]
         lines += [f"  {pair.line()}" for pair in shown]
         lines += [f"skipped {note}" for note in self.skipped]
         lines.append(f"report: {self.out} (it flags pairs to read; it does not grade)")
