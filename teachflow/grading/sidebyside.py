@@ -27,7 +27,8 @@ body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 80em;
 table.ranking { border-collapse: collapse; margin: 1em 0; }
 table.ranking td, table.ranking th { padding: .25em .8em; border-bottom: 1px solid #ddd;
                                      text-align: left; }
-.sbs { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; margin-bottom: 1.5em; }
+.sbs { display: grid; grid-template-columns: minmax(0, 1fr) minmax(0, 1fr); gap: 1em;
+       margin-bottom: 1.5em; }
 .who { font-weight: 600; margin-bottom: .2em; overflow-wrap: anywhere; }
 pre { background: #f6f8fa; padding: .6em; overflow-x: auto; margin: 0;
       font: 13px/1.4 ui-monospace, monospace; }
@@ -74,7 +75,7 @@ def _ranking(pairs: list[Alike]) -> str:
     rows = "".join(
         f'<tr><td><a href="#pair-{n}">{n}</a></td><td>{p.score:.0%}</td>'
         f"<td>{escape(p.first.name)}</td><td>{escape(p.second.name)}</td>"
-        f"<td>{len(p.shared)}</td><td>{p.first_share:.0%} / {p.second_share:.0%}</td></tr>"
+        f"<td>{p.count}</td><td>{p.first_share:.0%} / {p.second_share:.0%}</td></tr>"
         for n, p in enumerate(pairs, 1))
     return ('<table class="ranking"><tr><th>#</th><th>score</th><th>first</th><th>second</th>'
             "<th>shared fingerprints</th><th>share of each</th></tr>" + rows + "</table>")

@@ -109,8 +109,7 @@ def winnow(hashes: list[int], window: int = WINDOW) -> list[int]:
         span = hashes[start:start + window]
         if not span:
             break
-        low = min(span)
-        at = start + max(i for i, h in enumerate(span) if h == low)
+        at = start + len(span) - 1 - span[::-1].index(min(span))
         if not kept or kept[-1] != at:
             kept.append(at)
     return kept
@@ -168,24 +167,28 @@ def answers_of(path: Path, name: str, bundle: Bundle, k: int = K,
 
 @dataclass
 class Alike:
-    """Two submissions and what they share: `score` (Jaccard), and each one's share."""
+    """Two submissions and what they share: `count` fingerprints, `score` (Jaccard), each
+    one's share, and (for the pairs a report shows) the `shared` fingerprints themselves."""
 
     first: Answers
     second: Answers
-    shared: frozenset[int]
+    count: int
     score: float
     first_share: float
     second_share: float
+    shared: frozenset[int] = frozenset()
 
     def line(self) -> str:
         return (f"{self.score:5.0%}  {self.first.name} ~ {self.second.name}  "
-                f"({len(self.shared)} fingerprints: {self.first_share:.0%} of "
+                f"({self.count} fingerprints: {self.first_share:.0%} of "
                 f"{self.first.name}'s, {self.second_share:.0%} of {self.second.name}'s)")
 
 
-def rank(answers: list[Answers], ignored: set[int], common: int = 10) -> list[Alike]:
+def rank(answers: list[Answers], ignored: set[int], common: int = 10,
+         detail: int = 20) -> list[Alike]:
     """Every pair that shares a fingerprint, most alike first (`ignored`: the master's; a
-    fingerprint in more than `common` submissions is ignored too)."""
+    fingerprint in more than `common` submissions is ignored too). The first `detail` pairs
+    get their `shared` fingerprints, for the report; the rest, only how many."""
     index: dict[int, list[int]] = defaultdict(list)
     for number, answer in enumerate(answers):
         for h in answer.prints:
@@ -196,15 +199,14 @@ def rank(answers: list[Answers], ignored: set[int], common: int = 10) -> list[Al
     pairs: Counter[tuple[int, int]] = Counter()
     for h in counted:
         pairs.update(combinations(index[h], 2))
-    found = []
-    for (i, j), shared in pairs.items():
-        first, second = answers[i], answers[j]
-        found.append(Alike(first, second,
-                           frozenset(h for h in first.prints
-                                     if h in counted and h in second.prints),
-                           shared / (sizes[i] + sizes[j] - shared),
-                           shared / sizes[i], shared / sizes[j]))
-    return sorted(found, key=lambda p: (-p.score, -len(p.shared), p.first.name, p.second.name))
+    found = sorted((Alike(answers[i], answers[j], shared, shared / (sizes[i] + sizes[j] - shared),
+                          shared / sizes[i], shared / sizes[j])
+                    for (i, j), shared in pairs.items()),
+                   key=lambda p: (-p.score, -p.count, p.first.name, p.second.name))
+    for pair in found[:detail]:
+        pair.shared = frozenset(h for h in pair.first.prints
+                                if h in counted and h in pair.second.prints)
+    return found
 
 
 @dataclass
@@ -251,7 +253,7 @@ def compare(submissions: Iterable[str | os.PathLike[str]], bundle: str | os.Path
             answers.append(answers_of(path, name, loaded, k, window))
         except NotebookError as error:
             skipped.append(f"{path}: {error.message}")
-    pairs = rank(answers, given_hashes(loaded, k), common)
+    pairs = rank(answers, given_hashes(loaded, k), common, detail=top)
     found = Compared(Path(out), pairs, len(answers), skipped, 0.0, top)
     found.seconds = time.perf_counter() - start
     Path(out).write_text(report(found, k=k, window=window, common=common), encoding="utf-8")
