@@ -142,7 +142,8 @@ SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
                          "help": "the gradebook Canvas exported (a submission matches the "
                                  "row whose SIS Login ID is its name)"}),
         (("--column",), {"required": True, "metavar": "NAME",
-                         "help": "the assignment's column (final_score, or score)"}),
+                         "help": "the assignment's column, as Canvas shows it: grades.csv's "
+                                 "final_score (its score where there is none)"}),
         (("--out",), {"required": True, "metavar": "FILE.csv", "help": "the file to import"}),
     ]),
     "similarity": (similarity_command, "rank pairs of submissions by how alike their "
