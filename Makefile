@@ -136,6 +136,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/stepper.py
 	$(PY) bench/stepper_browser.py
 	$(PY) bench/check.py
+	$(PY) bench/similarity.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
