@@ -1,4 +1,4 @@
-"""Exercise 3, a pass of your own: CSE: the cells of ``03_cse_pass.ipynb``."""
+"""Exercise 3, a pass of your own, CSE: the cells of ``03_cse_pass.ipynb``."""
 
 from __future__ import annotations
 

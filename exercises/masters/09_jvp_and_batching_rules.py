@@ -1,4 +1,4 @@
-"""Exercise 9, jVP and batching rules: the cells of ``09_jvp_and_batching_rules.ipynb``."""
+"""Exercise 9, JVP and batching rules: the cells of ``09_jvp_and_batching_rules.ipynb``."""
 
 from __future__ import annotations
 
