@@ -36,9 +36,9 @@ def cells() -> list:
         `traced_step(bucket_mb)` builds lesson 10's replicated training step (an MLP
         64 → 128 → 64 → 10 in float32, wrapped in `DistributedDataParallel` with buckets of
         `bucket_mb` megabytes) and compiles it on a batch of 64 digits, in a world of one
-        that it joins and leaves (once for each `bucket_mb`: it remembers what it compiled). Its traced graph holds one `all_reduce` per gradient, in the
-        order backward makes them (the last layer's first); after the pass
-        `bucket_all_reduce`, one per bucket.
+        that it joins and leaves (once for each `bucket_mb`: it remembers what it compiled).
+        Its traced graph holds one `all_reduce` per gradient, in the order backward makes them
+        (the last layer's first); after the pass `bucket_all_reduce`, one per bucket.
         """),
         given("traced_step", """
         from functools import cache
@@ -112,7 +112,7 @@ def cells() -> list:
         """),
         solution("bucket", """
         def bucket(sizes, bucket_mb):
-            \"\"\"The positions of `sizes` (bytes, in order) grouped as bucket_all_reduce does.\"\"\"
+            \"\"\"The positions of `sizes` (bytes, in order), grouped as the pass does.\"\"\"
             ### BEGIN SOLUTION
             limit = bucket_mb * 2**20
             result, held = [], 0
@@ -212,7 +212,7 @@ def cells() -> list:
 
 
         def combine(gradients, counts):
-            \"\"\"The whole batch's gradient, from each rank's gradient and its number of rows.\"\"\"
+            \"\"\"The whole batch's gradient, from each rank's gradient and row count.\"\"\"
             ### BEGIN SOLUTION
             total = sum(np.asarray(g) * n for g, n in zip(gradients, counts, strict=True))
             return total / sum(counts)
