@@ -36,7 +36,8 @@ body { font: 15px/1.45 system-ui, sans-serif; color: #1d2330; max-width: 52rem;
        margin: 2rem auto; padding: 0 1rem; }
 h1 { font-size: 1.4rem; margin-bottom: .2rem; }
 .score { font-size: 2rem; font-weight: 600; margin: .6rem 0; }
-.late { background: #fff4e0; border-left: 4px solid #e69500; padding: .5rem .8rem; }
+.late, .on-time { border-left: 4px solid #e69500; padding: .5rem .8rem; background: #fff4e0; }
+.on-time { border-color: #3a9a58; background: #eef6f0; }
 .test { border: 1px solid #d6dae3; border-radius: 6px; margin: .6rem 0; padding: .5rem .8rem; }
 .test header { display: flex; gap: .8rem; align-items: baseline; }
 .badge { font-weight: 600; padding: .05rem .5rem; border-radius: 4px; font-size: .85rem; }
@@ -83,8 +84,8 @@ def feedback_html(name: str, judged: Judged, result: dict, visibility: str,
     parts = [f"<h1>Feedback: {_e(name)}</h1>",
              f'<p class="score">{result["score"]:g} / {max_score:g}</p>']
     if late is not None:
-        parts.append(f'<p class="late">Tests: {score:g} / {max_score:g}. '
-                     f"{_e(late.sentence(percent))}</p>")
+        parts.append(f'<p class="{"late" if late.days else "on-time"}">'
+                     f"Tests: {score:g} / {max_score:g}. {_e(late.sentence(percent))}</p>")
     passed = sum(entry["status"] == "passed" for entry in shown)
     parts.append(f"<h2>Tests: {passed} of {len(shown)} passed</h2>")
     parts += [_shown(entry) for entry in shown]
