@@ -18,7 +18,11 @@ import pytest
 
 import teachflow as tfl
 from teachflow.core.errors import GradingError
-from teachflow.grading import assign, credit, deadlines, grade, sandbox, seeds
+from teachflow.grading import assign, credit, deadlines, grade, judge, sandbox, seeds
+from teachflow.grading.failures import PASSED
+from teachflow.grading.feedback import VISIBILITIES, feedback_html
+from teachflow.grading.grade import results_json
+from teachflow.grading.judge import Judged
 from teachflow.grading.notebook import AuthoringError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,6 +276,21 @@ def test_hidden_visibility_hidden_counts_them_only(course: Path, tmp_path: Path)
     assert bad.returncode == 2 and "invalid choice: 'later'" in bad.stderr
 
 
+def test_each_visibility_shows_hidden_tests_as_it_says() -> None:
+    judged = Judged([judge.TestOutcome("cell", "test_seen", PASSED, 1, False),
+                     judge.TestOutcome("cell", "test_secret", "failed", 2, True,
+                                       ["assert answer() == 42"])], ["a note <b>"], 1.5)
+    pages = {visibility: feedback_html("x", judged, results_json(judged, False, visibility),
+                                       visibility) for visibility in VISIBILITIES}
+    assert "test_secret" not in pages["hidden"] and "1 hidden test count" in pages["hidden"]
+    assert "shown once grades are published" in pages["after_published"]
+    for visibility in VISIBILITIES:
+        assert "== 42" not in pages[visibility]  # (a hidden test's line: --hidden-details)
+        assert "a note &lt;b&gt;" in pages[visibility] and "Graded in 1.5 s" in pages[visibility]
+    assert "This hidden test failed; what it checks is not shown." in pages["visible"]
+    assert "1 / 3" in pages["visible"] and "0 / 2" in pages["visible"]
+
+
 # -- partial credit ------------------------------------------------------------------------------
 
 
@@ -372,6 +391,10 @@ def test_gradescope_reads_the_time_and_due_date_from_submission_metadata(
     done = teachflow_command("gradescope", course / "build" / "grading", "--out", autograder,
                              "--late-penalty", "10", "--hidden-visibility", "after_published")
     assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(autograder) as archive:
+        assert json.loads(archive.read("course.json")) == {
+            "due": None, "late_penalty": 10, "hidden_visibility": "after_published"}
+        assert "late penalty 10% per started day" in archive.read("README.md").decode()
     right = course / "subs" / "early.ipynb"
     ran, late = _gradescope(autograder, tmp_path / "late", right,
                             _metadata("2026-03-02T23:30:00.123456-08:00"))  # 1 day 30 min late

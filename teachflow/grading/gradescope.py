@@ -127,6 +127,10 @@ Written by `teachflow gradescope`. Upload this zip as the autograder of a Grades
 - **Each submission**: `run_autograder` grades the notebook named `{notebook}` (or the only
   notebook submitted) with `teachflow grade`: the learner's code in bubblewrap, the tests
   outside it. Hidden tests say only whether they passed until `--hidden-details` is given.
+- **Course options** (`course.json`): due date {due}, late penalty {penalty} per started day,
+  hidden tests' visibility `{visibility}`. A submission's time is the `created_at` of the
+  `submission_metadata.json` Gradescope writes; without `--due`, the due date is its
+  `assignment.due_date`.
 - `grading/` holds the hidden tests: this zip is for instructors only.
 """
 
@@ -154,7 +158,9 @@ def autograder(bundle: str | os.PathLike[str], out: str | os.PathLike[str],
     versions = {"major": MIN_PYTHON[0], "minor": MIN_PYTHON[1], "base_image": BASE_IMAGE}
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         _add(archive, "README.md", README.format(
-            notebook=loaded.notebook, version=teachflow_version(), **versions).encode())
+            notebook=loaded.notebook, version=teachflow_version(), due=due or "from Gradescope",
+            penalty="none" if late_penalty is None else f"{late_penalty:g}%",
+            visibility=hidden_visibility, **versions).encode())
         _add(archive, "setup.sh", SETUP.format(wheel=wheel_name, **versions).encode(),
              executable=True)
         _add(archive, "run_autograder", RUN.format(notebook=_quoted(loaded.notebook)).encode(),

@@ -23,7 +23,9 @@ test cell, hidden tests included, with the learner's names bound to
 `teachflow.grading.remote.Remote` proxies (or to their values, when those are plain data). A
 given cell that uses a learner's name (``model = make_model()``) runs beside the learner's
 code in the worker, and its names are proxies too. A test cell that needs a name the worker
-lacks, that only a failed solution cell defines, is explained by that cell's failure.
+lacks, that only a failed solution cell defines, is explained by that cell's failure. Each
+test function starts from fixed seeds on both sides (`teachflow.grading.seeds`), and is worth
+its share of its cell's points (`teachflow.grading.credit`).
 
 Everything the submission holds is untrusted: a file that is not JSON or not a notebook, test
 or given cells edited, removed, reordered or duplicated (their text is not read at all) are
