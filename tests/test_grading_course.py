@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -14,11 +15,13 @@ import zipfile
 from pathlib import Path
 
 import grading_notebooks as notebooks
+import numpy as np
 import pytest
 
 import teachflow as tfl
 from teachflow.core.errors import GradingError
 from teachflow.grading import assign, credit, deadlines, grade, judge, sandbox, seeds
+from teachflow.grading.check import check_namespace
 from teachflow.grading.failures import PASSED
 from teachflow.grading.feedback import VISIBILITIES, feedback_html
 from teachflow.grading.grade import results_json
@@ -354,6 +357,22 @@ def test_another_seed_would_have_graded_otherwise(course: Path, tmp_path: Path,
     status = {t["name"]: t["status"] for t in results(tmp_path / "r", "early")["tests"]}
     assert status["test_draws: test_coin_beats_numpy"] == "failed"
     assert status["test_draws: test_same_draws_on_both_sides"] == "passed"
+
+
+def test_a_check_in_the_kernel_gives_it_its_generators_back(course: Path) -> None:
+    namespace = {"__name__": "__main__", "random": random, "np": np, "tfl": tfl,
+                 "scale": lambda x, k: x * k, "coin": random.random, "init": tfl.randn}
+    random.seed(123)
+    np.random.seed(123)
+    tfl.manual_seed(123)
+    expected = (random.random(), np.random.rand(), tfl.randn(2).numpy().tolist())
+    random.seed(123)
+    np.random.seed(123)
+    tfl.manual_seed(123)
+    report = check_namespace(course / "subs" / "early.ipynb", namespace)
+    coin = next(t for r in report.results for t in r.tests if t.name == "test_coin_beats_numpy")
+    assert coin.status == PASSED  # (seeded: 0.84 > 0.55)
+    assert (random.random(), np.random.rand(), tfl.randn(2).numpy().tolist()) == expected
 
 
 # -- Gradescope ----------------------------------------------------------------------------------
