@@ -271,7 +271,8 @@ def test_hidden_visibility_hidden_counts_them_only(course: Path, tmp_path: Path)
     half = results(tmp_path / "r", "half")
     assert [t["visibility"] for t in half["tests"]].count("hidden") == 1
     page = (tmp_path / "r" / "half" / "feedback.html").read_text()
-    assert "test_negative" not in page and "1 hidden test count toward the score" in page
+    assert "test_negative" not in page
+    assert "1 hidden test counts toward the score; it is not shown" in page
     assert "late_days" not in (tmp_path / "r" / "grades.csv").read_text()  # (no --due)
     bad = teachflow_command("grade", course / "subs" / "half.ipynb", "--bundle",
                             course / "build" / "grading", "--out", tmp_path / "r",

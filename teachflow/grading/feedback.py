@@ -93,7 +93,8 @@ def feedback_html(name: str, judged: Judged, result: dict, visibility: str,
         count = f"{len(hidden)} hidden test{'s' * (len(hidden) != 1)}"
         parts.append(f"<h2>Hidden tests ({len(hidden)})</h2>")
         if visibility == "hidden":
-            parts.append(f"<p>{count} count toward the score; they are not shown.</p>")
+            verbs = ("counts", "it is") if len(hidden) == 1 else ("count", "they are")
+            parts.append(f"<p>{count} {verbs[0]} toward the score; {verbs[1]} not shown.</p>")
         elif visibility == "visible":
             parts += [_shown(entry) for entry in hidden]
         else:
