@@ -119,10 +119,10 @@ SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
                                  "(default: 10 timeouts, at least 300)"}),
         (("--hidden-details",), {"action": "store_true",
                                  "help": "write why a hidden test failed in full, its line "
-                                         "and the values it compared (learners see them once "
-                                         "grades are published, the expected answer "
-                                         "included); by default only 'failed' or 'not done "
-                                         "yet'"}),
+                                         "and the values it compared (learners see them when "
+                                         "--hidden-visibility shows the test, the expected "
+                                         "answer included); by default only 'failed' or 'not "
+                                         "done yet'"}),
         (("--memory",), {"type": int, "default": 2048, "metavar": "MB",
                          "help": "memory of a learner's process (default 2048)"}),
         (("--no-isolation",), {"action": "store_true",
