@@ -274,7 +274,7 @@ def test_results_are_in_gradescopes_format(graded: Path) -> None:
     assert all(t.keys() == {"name", "score", "max_score", "status", "output", "visibility"}
                for t in right["tests"])
     assert [t["visibility"] for t in right["tests"]] == ["visible", "visible",
-                                                         "after_published"]
+                                                         "after_due_date"]
     assert {t["status"] for t in right["tests"]} == {"passed"}
 
 

@@ -24,6 +24,7 @@ The chapters, in reading order:
 - `cells`: a code cell read without running it: its Python, the names it defines and uses;
 - `regions`: the marked regions, and the stub that replaces an answer;
 - `testcell`: a test cell's tests run by pytest itself (parametrize, fixtures, marks);
+- `credit`: partial credit: a cell's points shared by its tests, ``@tfl.grading.points(n)``;
 - `authoring`: the rules a master keeps, and the notebook learners get;
 - `bundle`: the grading bundle's format (``manifest.json``), written and loaded;
 - `explain`: values in plain words, and how two values differ;
@@ -31,6 +32,7 @@ The chapters, in reading order:
 - `failures`: why a test did not pass, in a sentence, with the line it came from;
 - `shell`: IPython as a notebook's kernel sets it up (magics such as ``%matplotlib``);
 - `runner`: the learner's cells run as a kernel would; each test cell's tests at its place;
+- `seeds`: each test starts from fixed seeds, on both sides of the wall;
 - `wire`: plain data across the sandbox's wall, and the messages that carry it;
 - `sandbox`: how a worker is walled in (bubblewrap, a user id of its own, limits);
 - `worker`: the learner's code, answering the tests' calls (gradients included);
@@ -39,6 +41,8 @@ The chapters, in reading order:
 - `judge`: one notebook judged by the one route of check and grade;
 - `check`: ``teachflow check`` and ``tfl.grading.check()``, and the report they print;
 - `assign`: ``teachflow assign``, the master checked, graded, and both folders written;
+- `deadlines`: due dates, submission times and late penalties;
+- `feedback`: ``feedback.html``, the learner's own report of a grade;
 - `grade`: ``teachflow grade``: a class in parallel, results.json and grades.csv;
 - `gradescope`: ``teachflow gradescope``: the same grading as a Gradescope autograder;
 - `canvas`: ``teachflow export``: the grades as a file Canvas's gradebook imports;
@@ -50,6 +54,7 @@ The chapters, in reading order:
 from teachflow.grading.assign import Assignment, assign
 from teachflow.grading.bundle import Bundle, BundleCell, load_bundle
 from teachflow.grading.check import Report, check, check_notebook
+from teachflow.grading.credit import points
 from teachflow.grading.grade import Graded, grade
 from teachflow.grading.gradescope import autograder
 from teachflow.grading.notebook import AuthoringError, NotebookError
@@ -68,6 +73,7 @@ __all__ = [
     "check_notebook",
     "grade",
     "load_bundle",
+    "points",
 ]
 
 

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from teachflow.grading import regions
+from teachflow.grading import credit, regions
 from teachflow.grading.cells import (
     TEST_PREFIX,
     defined_names,
@@ -209,6 +209,10 @@ def _test_cell(cell: Cell) -> ExerciseCell:
         raise _refuse(cell, "is a test cell with no test function",
                       "write its tests as pytest functions: def test_something(): assert ...")
     visible_tests = test_functions(_parses(cell, visible, " once its hidden tests are removed"))
+    shared = credit.problem(points, tests, cell.source)
+    if shared is not None:
+        raise _refuse(cell, shared, "a test's @tfl.grading.points come out of its cell's "
+                                    "points; the tests without it share what is left")
     return ExerciseCell(cell, visible, tuple(tests), tuple(visible_tests),
                         frozenset(defined_names(cell.source)),
                         frozenset(used_names(cell.source) - defined_names(cell.source)))

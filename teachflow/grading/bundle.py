@@ -31,7 +31,9 @@ hidden tests included (their markers are comments, so line numbers match the mas
 ``defines`` are the names a code cell binds at its top level (a solution cell's, as the answer
 binds them) and ``uses`` the global names a test cell reads: which cells its tests depend on,
 and which names of a learner's notebook its tests may call. ``points`` belong to the test cell,
-shared by its tests. ``index`` counts from 0 in the master's list of cells.
+shared by its tests (evenly, but for those ``@tfl.grading.points(n)`` gives their own, read from
+the cell's ``source``: `teachflow.grading.credit`). ``index`` counts from 0 in the master's list
+of cells.
 
 `load_bundle` reads the file back with plain ``json``, into frozen dataclasses, checking every
 key; it imports nothing, and nothing from a submission is ever part of it.

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from teachflow.core.errors import GradingError
-from teachflow.grading import runner
+from teachflow.grading import runner, seeds
 from teachflow.grading.bundle import Bundle, of_notebook
 from teachflow.grading.failures import NOT_DONE, PASSED
 from teachflow.grading.judge import run_exercise, worker_cells
@@ -181,8 +181,9 @@ def check_namespace(path: str | os.PathLike[str], namespace: dict[str, Any],
     start, path = time.perf_counter(), Path(path).resolve()
     exercise, program = _exercise_of(path)
     worker = Worker(namespace)
-    return _checked(path, exercise, program, lambda: KernelChannel(worker, limits), limits,
-                    start, kernel=True)
+    with seeds.kept():  # (each test seeds the kernel's generators: it gets its own back)
+        return _checked(path, exercise, program, lambda: KernelChannel(worker, limits), limits,
+                        start, kernel=True)
 
 
 def _checked(path: Path, exercise: Bundle, program: list[tuple[float, Cell]],

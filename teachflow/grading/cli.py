@@ -56,7 +56,9 @@ def grade_command(args: argparse.Namespace) -> int:
 
     done = grade(args.submissions, args.bundle, args.out, jobs=args.jobs, timeout=args.timeout,
                  memory_mb=args.memory, isolation="none" if args.no_isolation else None,
-                 budget=args.budget, hidden_details=args.hidden_details)
+                 budget=args.budget, hidden_details=args.hidden_details,
+                 due=args.due, late_penalty=args.late_penalty, submitted_at=args.submitted_at,
+                 hidden_visibility=args.hidden_visibility)
     print(done.summary())
     return OK
 
@@ -64,7 +66,8 @@ def grade_command(args: argparse.Namespace) -> int:
 def gradescope_command(args: argparse.Namespace) -> int:
     from teachflow.grading.gradescope import BASE_IMAGE, autograder
 
-    path = autograder(args.bundle, args.out)
+    path = autograder(args.bundle, args.out, due=args.due, late_penalty=args.late_penalty,
+                      hidden_visibility=args.hidden_visibility)
     print(f"wrote {path}: upload it as the assignment's autograder (a Gradescope "
           f"\"Programming Assignment\"; base image: {BASE_IMAGE}; README.md inside says more)")
     return OK
@@ -87,6 +90,23 @@ def similarity_command(args: argparse.Namespace) -> int:
     print(found.summary())
     return OK
 
+
+#: The options for a whole course, of both grade and gradescope (`teachflow.grading.deadlines`).
+DEADLINE: list[tuple[tuple[str, ...], dict[str, object]]] = [
+    (("--due",), {"metavar": "ISO8601",
+                  "help": "the due date, with its time zone (2026-03-01T23:59:00-05:00); on "
+                          "Gradescope, the assignment's due date when not given"}),
+    (("--late-penalty",), {"type": float, "metavar": "PERCENT",
+                           "help": "percent of the points taken off per started day late "
+                                   "(never below 0); grades.csv gains late_days, penalty, "
+                                   "final_score"}),
+]
+VISIBILITY: tuple[tuple[str, ...], dict[str, object]] = (
+    ("--hidden-visibility",), {"default": "after_due_date",
+                               "choices": ["hidden", "after_due_date", "after_published",
+                                           "visible"],
+                               "help": "Gradescope's visibility of hidden tests' entries "
+                                       "(default after_due_date); visible tests stay visible"})
 
 #: name -> (function, help, [(argument names, keyword arguments for add_argument)])
 SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
@@ -121,20 +141,27 @@ SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
                                  "(default: 10 timeouts, at least 300)"}),
         (("--hidden-details",), {"action": "store_true",
                                  "help": "write why a hidden test failed in full, its line "
-                                         "and the values it compared (learners see them once "
-                                         "grades are published, the expected answer "
-                                         "included); by default only 'failed' or 'not done "
-                                         "yet'"}),
+                                         "and the values it compared (learners see them when "
+                                         "--hidden-visibility shows the test, the expected "
+                                         "answer included); by default only 'failed' or 'not "
+                                         "done yet'"}),
         (("--memory",), {"type": int, "default": 2048, "metavar": "MB",
                          "help": "memory of a learner's process (default 2048)"}),
         (("--no-isolation",), {"action": "store_true",
                                "help": "run learners' code without a sandbox (trusted code "
                                        "only: it can read your files)"}),
+        *DEADLINE,
+        (("--submitted-at",), {"metavar": "TIMES.csv",
+                               "help": "when each submission was made: columns submission "
+                                       "(its name, file name or path) and submitted_at (ISO "
+                                       "8601 with a time zone); needed with --due"}),
+        VISIBILITY,
     ]),
     "gradescope": (gradescope_command, "write a Gradescope autograder for a bundle", [
         (("bundle",), {"metavar": "DIR/grading", "help": "the grading bundle"}),
         (("--out",), {"required": True, "metavar": "autograder.zip",
                       "help": "the autograder to upload"}),
+        *DEADLINE, VISIBILITY,
     ]),
     "export": (export_command, "write the grades as a Canvas gradebook import", [
         (("results",), {"metavar": "RESULTS", "help": "the folder teachflow grade wrote"}),

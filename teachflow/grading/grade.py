@@ -11,10 +11,16 @@ class, and writes
 - ``RESULTS/<submission>/results.json`` in Gradescope's format: ``score``,
   ``execution_time``, ``output`` (the notes on the submission, in words) and one entry per
   test function (``name`` "grade_id: test", ``score``, ``max_score``, ``status``,
-  ``output``: why it failed, ``visibility``: "visible", or "after_published" for a hidden
-  test, so learners see it once grades are out);
+  ``output``: why it failed, ``visibility``: "visible", or ``--hidden-visibility`` for a
+  hidden test: by default "after_due_date", so learners see it once the due date is past);
+- ``RESULTS/<submission>/feedback.html``: the same, for the learner to read
+  (`teachflow.grading.feedback`);
 - ``RESULTS/grades.csv``: one row per submission (``submission``, ``score``, ``max_score``,
   then one column per test cell's ``grade_id``), the file to paste into a grade book.
+
+With ``--due`` (`teachflow.grading.deadlines`), each submission's time is checked against the
+due date before anything is graded, grades.csv gains ``late_days``, ``penalty`` and
+``final_score``, and results.json's ``score`` is the final score.
 
 ``<submission>`` is the file's stem; when two submissions share a stem (``alice/hw.ipynb``,
 ``bob/hw.ipynb``) their folders' names are joined in front (``alice-hw``, ``bob-hw``), and a
@@ -40,13 +46,16 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from teachflow.core.errors import GradingError
 from teachflow.grading import sandbox
 from teachflow.grading.bundle import Bundle, load_bundle
+from teachflow.grading.deadlines import Late, deadline
 from teachflow.grading.failures import PASSED
+from teachflow.grading.feedback import VISIBILITIES, feedback_html
 from teachflow.grading.judge import Judged, TestOutcome, grade_submission
 
 WARNING = """\
@@ -129,19 +138,24 @@ def submission_names(paths: Sequence[Path]) -> dict[Path, str]:
     return names
 
 
-def results_json(judged: Judged, hidden_details: bool = False) -> dict[str, Any]:
+def results_json(judged: Judged, hidden_details: bool = False,
+                 visibility: str = "after_due_date", late: Late | None = None,
+                 percent: float = 0.0) -> dict[str, Any]:
     """A submission's result in Gradescope's autograder format (a hidden test's output in
-    general terms, unless `hidden_details`: see the module's docstring)."""
+    general terms, unless `hidden_details`: see the module's docstring; its visibility
+    `visibility`); past the due date (`late`), the score is the final score."""
     tests = [{"name": f"{t.cell}: {t.name}", "score": round(t.score, 6),
               "max_score": round(t.max_score, 6),
               "status": "passed" if t.status == PASSED else "failed",
               "output": "\n".join(t.lines if hidden_details or not t.hidden
                                   else _hidden_output(t)),
-              "visibility": "after_published" if t.hidden else "visible"}
+              "visibility": visibility if t.hidden else "visible"}
              for t in judged.tests]
     passed = sum(t.status == PASSED for t in judged.tests)
-    output = [f"{passed} of {len(judged.tests)} tests passed.", *judged.notes]
-    return {"score": round(sum(t.score for t in judged.tests), 6),
+    output = [f"{passed} of {len(judged.tests)} tests passed.",
+              *([late.sentence(percent)] if late else []), *judged.notes]
+    score = sum(t.score for t in judged.tests) if late is None else late.final
+    return {"score": round(score, 6),
             "execution_time": round(judged.seconds, 3), "output": "\n".join(output),
             "tests": tests}
 
@@ -156,10 +170,15 @@ def _hidden_output(test: TestOutcome) -> list[str]:
     return [f"This hidden test {why}; what it checks is not shown.", *own]
 
 
-def write_results(folder: Path, judged: Judged, hidden_details: bool = False) -> None:
+def write_results(folder: Path, judged: Judged, hidden_details: bool = False,
+                  visibility: str = "after_due_date", late: Late | None = None,
+                  percent: float = 0.0) -> None:
+    """Write results.json and feedback.html into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").write_text(
-        json.dumps(results_json(judged, hidden_details), indent=1) + "\n", encoding="utf-8")
+    result = results_json(judged, hidden_details, visibility, late, percent)
+    (folder / "results.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    (folder / "feedback.html").write_text(
+        feedback_html(folder.name, judged, result, visibility, late, percent), encoding="utf-8")
 
 
 def _check_placement(bundle: Bundle, submissions: list[Path], out: Path,
@@ -184,11 +203,15 @@ def grade(submissions: Iterable[str | os.PathLike[str]], bundle: str | os.PathLi
           out: str | os.PathLike[str], jobs: int = 2, timeout: float = 30.0,
           memory_mb: int = 2048, isolation: str | None = None,
           progress: bool = True, budget: float | None = None,
-          hidden_details: bool = False) -> Graded:
+          hidden_details: bool = False, due: str | datetime | None = None,
+          late_penalty: float | None = None,
+          submitted_at: str | os.PathLike[str] | dict[str, datetime] | None = None,
+          hidden_visibility: str = "after_due_date") -> Graded:
     """Grade `submissions` against the bundle at `bundle` into `out` (see the module's
     docstring). `isolation`: one of `sandbox.ISOLATIONS`, or None for the strongest that
     works here (a `GradingError` when none does); `budget`: seconds for all of one
-    submission's cells and calls (`sandbox.Limits.budget` when None)."""
+    submission's cells and calls (`sandbox.Limits.budget` when None); `due`,
+    `late_penalty`, `submitted_at`: `teachflow.grading.deadlines`."""
     start = time.perf_counter()
     loaded = load_bundle(bundle)
     paths = notebooks(submissions)
@@ -196,6 +219,11 @@ def grade(submissions: Iterable[str | os.PathLike[str]], bundle: str | os.PathLi
         raise GradingError(f"--jobs {jobs}, --timeout {timeout:g}, --memory {memory_mb}, "
                            f"--budget {budget}: jobs, timeout and budget must be positive, "
                            f"memory at least 256 MB", op="grade")
+    if hidden_visibility not in VISIBILITIES:
+        raise GradingError(f"--hidden-visibility {hidden_visibility}: one of "
+                           f"{', '.join(VISIBILITIES)}", op="grade")
+    names = submission_names(paths)
+    late_by = deadline(names, due, late_penalty, submitted_at)
     reasons: list[str] = []
     if isolation is None:
         isolation, reasons = sandbox.find_isolation(allow_none=False)
@@ -204,14 +232,20 @@ def grade(submissions: Iterable[str | os.PathLike[str]], bundle: str | os.PathLi
     _check_placement(loaded, paths, results, isolation)
     results.mkdir(parents=True, exist_ok=True)
     limits = sandbox.Limits(timeout=timeout, memory_mb=memory_mb, total=budget)
-    names = submission_names(paths)
     scores: dict[str, dict[str, float]] = {}
+    lateness: dict[str, Late] = {}
     for path, judged in _progress(_graded(paths, loaded, isolation, limits, jobs), len(paths),
                                   progress):
-        write_results(results / names[path], judged, hidden_details)
         scores[names[path]] = judged.cell_scores(loaded)
-    _write_csv(results / GRADES, [names[p] for p in paths], scores, loaded)
-    totals = {name: sum(cells.values()) for name, cells in scores.items()}
+        late = None if late_by is None else late_by.late(
+            names[path], sum(scores[names[path]].values()), loaded.total_points)
+        if late is not None:
+            lateness[names[path]] = late
+        write_results(results / names[path], judged, hidden_details, hidden_visibility, late,
+                      0.0 if late_by is None else late_by.percent)
+    _write_csv(results / GRADES, [names[p] for p in paths], scores, loaded, lateness)
+    totals = {name: lateness[name].final if name in lateness else sum(cells.values())
+              for name, cells in scores.items()}
     return Graded(results, names, totals, loaded.total_points, time.perf_counter() - start,
                   isolation)
 
@@ -252,15 +286,20 @@ def _progress(items: Iterator[Any], total: int, show: bool) -> Iterator[Any]:
 
 
 def _write_csv(path: Path, names: list[str], scores: dict[str, dict[str, float]],
-               bundle: Bundle) -> None:
+               bundle: Bundle, lateness: dict[str, Late] | None = None) -> None:
+    """grades.csv (with ``late_days``, ``penalty`` and ``final_score`` when there is a due
+    date: `lateness`)."""
     cells = list(bundle.points)
+    late = ["late_days", "penalty", "final_score"] if lateness else []
     with path.open("w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file)
-        writer.writerow(["submission", "score", "max_score", *cells])
+        writer.writerow(["submission", "score", "max_score", *cells, *late])
         for name in names:
             row = scores[name]
+            after = [lateness[name].days, _number(lateness[name].penalty),
+                     _number(lateness[name].final)] if lateness else []
             writer.writerow([name, _number(sum(row.values())), _number(bundle.total_points),
-                             *(_number(row[c]) for c in cells)])
+                             *(_number(row[c]) for c in cells), *after])
 
 
 def _number(value: float) -> str:

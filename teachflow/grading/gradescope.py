@@ -19,6 +19,11 @@ written here holds:
   copies its ``results.json`` where Gradescope reads it; a submission with no notebook gets a
   results.json that says so;
 - ``grading/``: the bundle;
+- ``course.json``: the course's options given to ``teachflow gradescope`` (``--due``,
+  ``--late-penalty``, ``--hidden-visibility``), which ``run_autograder`` grades with; the
+  submission's time is the ``created_at`` of the ``submission_metadata.json`` Gradescope
+  writes, and the due date, when ``--due`` was not given, its ``assignment.due_date``
+  (`teachflow.grading.deadlines`);
 - the wheel.
 
 Both scripts read ``AUTOGRADER_ROOT`` (default ``/autograder``); ``setup.sh`` reads
@@ -39,16 +44,21 @@ import shutil
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import teachflow
 from teachflow.core.errors import GradingError
 from teachflow.grading.bundle import MANIFEST, load_bundle
+from teachflow.grading.deadlines import gradescope_times, parse_time
+from teachflow.grading.feedback import VISIBILITIES
 from teachflow.grading.grade import grade
 from teachflow.viz.assets import widgets_folder
 
 #: The image to choose in Gradescope's autograder settings (setup.sh works on both).
 BASE_IMAGE = "Ubuntu 24.04 (or 22.04), the Base variant"
 MIN_PYTHON = (3, 11)
+COURSE = "course.json"
+METADATA = "submission_metadata.json"
 
 SETUP = """\
 #!/usr/bin/env bash
@@ -117,13 +127,28 @@ Written by `teachflow gradescope`. Upload this zip as the autograder of a Grades
 - **Each submission**: `run_autograder` grades the notebook named `{notebook}` (or the only
   notebook submitted) with `teachflow grade`: the learner's code in bubblewrap, the tests
   outside it. Hidden tests say only whether they passed until `--hidden-details` is given.
+- **Course options** (`course.json`): due date {due}, late penalty {penalty} per started day,
+  hidden tests' visibility `{visibility}`. A submission's time is the `created_at` of the
+  `submission_metadata.json` Gradescope writes; without `--due`, the due date is its
+  `assignment.due_date`.
 - `grading/` holds the hidden tests: this zip is for instructors only.
 """
 
 
-def autograder(bundle: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
-    """Write the autograder zip for the bundle at `bundle` to `out` (see the docstring)."""
+def autograder(bundle: str | os.PathLike[str], out: str | os.PathLike[str],
+               due: str | None = None, late_penalty: float | None = None,
+               hidden_visibility: str = "after_due_date") -> Path:
+    """Write the autograder zip for the bundle at `bundle` to `out` (see the docstring);
+    `due`, `late_penalty` and `hidden_visibility` are ``teachflow grade``'s."""
     loaded = load_bundle(bundle)
+    if due is not None:
+        parse_time(due, "--due")
+    if hidden_visibility not in VISIBILITIES or (late_penalty is not None
+                                                 and not 0 <= late_penalty <= 100):
+        raise GradingError(f"--hidden-visibility {hidden_visibility}, --late-penalty "
+                           f"{late_penalty}: one of {', '.join(VISIBILITIES)}, and a percent",
+                           op="gradescope")
+    course = {"due": due, "late_penalty": late_penalty, "hidden_visibility": hidden_visibility}
     wheel_name, wheel = build_wheel()
     path = Path(out)
     if path.suffix != ".zip":
@@ -133,7 +158,9 @@ def autograder(bundle: str | os.PathLike[str], out: str | os.PathLike[str]) -> P
     versions = {"major": MIN_PYTHON[0], "minor": MIN_PYTHON[1], "base_image": BASE_IMAGE}
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         _add(archive, "README.md", README.format(
-            notebook=loaded.notebook, version=teachflow_version(), **versions).encode())
+            notebook=loaded.notebook, version=teachflow_version(), due=due or "from Gradescope",
+            penalty="none" if late_penalty is None else f"{late_penalty:g}%",
+            visibility=hidden_visibility, **versions).encode())
         _add(archive, "setup.sh", SETUP.format(wheel=wheel_name, **versions).encode(),
              executable=True)
         _add(archive, "run_autograder", RUN.format(notebook=_quoted(loaded.notebook)).encode(),
@@ -142,6 +169,7 @@ def autograder(bundle: str | os.PathLike[str], out: str | os.PathLike[str]) -> P
             source = loaded.path / name
             if source.exists():
                 _add(archive, f"grading/{name}", source.read_bytes())
+        _add(archive, COURSE, (json.dumps(course, indent=1) + "\n").encode())
         _add(archive, wheel_name, wheel)
     return path
 
@@ -215,9 +243,31 @@ def run(root: str | Path, notebook: str) -> int:
         return 0
     private = Path(tempfile.mkdtemp(prefix="teachflow-results-"))
     try:
-        done = grade(chosen, root / "source" / "grading", private, jobs=1, progress=False)
+        done = grade(chosen, root / "source" / "grading", private, jobs=1, progress=False,
+                     **_course(root, chosen[0]))
         shutil.copyfile(private / done.names[chosen[0]] / "results.json", results)
+    except GradingError as error:  # (a deadline without a time: said, never "on time")
+        results.write_text(json.dumps({
+            "score": 0.0, "output": f"This submission could not be graded: {error.message}",
+            "tests": []}, indent=1) + "\n", encoding="utf-8")
+        return 1
     finally:
         shutil.rmtree(private, ignore_errors=True)
     return 0
+
+
+def _course(root: Path, notebook: Path) -> dict[str, Any]:
+    """``grade``'s options for a whole course: course.json's, the due date and the
+    submission's time from Gradescope's submission_metadata.json."""
+    course = root / "source" / COURSE
+    options = json.loads(course.read_text(encoding="utf-8")) if course.exists() else {}
+    due, late_penalty = options.get("due"), options.get("late_penalty")
+    found: dict[str, Any] = {"hidden_visibility": options.get("hidden_visibility",
+                                                              "after_due_date")}
+    metadata = root / METADATA
+    if metadata.exists():
+        created, due_date = gradescope_times(metadata)
+        due = due or due_date
+        found["submitted_at"] = {str(notebook): created}
+    return {**found, "due": due, "late_penalty": late_penalty}
 

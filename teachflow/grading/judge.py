@@ -23,7 +23,9 @@ test cell, hidden tests included, with the learner's names bound to
 `teachflow.grading.remote.Remote` proxies (or to their values, when those are plain data). A
 given cell that uses a learner's name (``model = make_model()``) runs beside the learner's
 code in the worker, and its names are proxies too. A test cell that needs a name the worker
-lacks, that only a failed solution cell defines, is explained by that cell's failure.
+lacks, that only a failed solution cell defines, is explained by that cell's failure. Each
+test function starts from fixed seeds on both sides (`teachflow.grading.seeds`), and is worth
+its share of its cell's points (`teachflow.grading.credit`).
 
 Everything the submission holds is untrusted: a file that is not JSON or not a notebook, test
 or given cells edited, removed, reordered or duplicated (their text is not read at all) are
@@ -42,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from teachflow.core.errors import TeachflowError
-from teachflow.grading import remote, sandbox
+from teachflow.grading import credit, remote, sandbox, seeds
 from teachflow.grading.bundle import Bundle, BundleCell
 from teachflow.grading.cells import defined_names, used_names
 from teachflow.grading.failures import FAILED, NOT_DONE, PASSED, CellFailure
@@ -182,9 +184,10 @@ def grade_submission(path: Path, bundle: Bundle, isolation: str,
                      limits: sandbox.Limits) -> Judged:
     """Grade the notebook at `path` against `bundle`; never raises for a bad submission."""
     start = time.perf_counter()
-    tests = [TestOutcome(cell.grade_id or "", name, FAILED, cell.points / len(cell.tests),
-                         name in cell.hidden_tests)
-             for cell in bundle.test_cells for name in cell.tests]
+    tests = [TestOutcome(cell.grade_id or "", name, FAILED, points, name in cell.hidden_tests)
+             for cell in bundle.test_cells  # (each test's share of its cell's points)
+             for name, points in credit.test_points(cell.points, cell.tests,
+                                                    cell.source).items()]
     try:
         submitted = read_submission(path)
     except (TeachflowError, OSError, ValueError) as error:
@@ -233,6 +236,7 @@ def run_exercise(bundle: Bundle, program: list[tuple[float, Cell]], submission: 
                                for name in defined_names(entry.source)}) - trusted_names
     cells = [*(cell for _, cell in program), *(_cell(e) for e in bundle.test_cells)]
     runner = TestRunner(cells, fresh_namespace([_cell(e) for e in trusted]), kernel)
+    runner.before_test = lambda: _seed_both_sides(submission)
     for entry in bundle.cells:  # a solution cell defines what the master's does, whatever
         if entry.role == "solution" and entry.index in runner.defines:  # the learner wrote
             runner.defines[entry.index] |= frozenset(entry.defines)
@@ -255,6 +259,12 @@ def run_exercise(bundle: Bundle, program: list[tuple[float, Cell]], submission: 
             _bind(runner.namespace, uses, remote_names, bound, submission)
             results.append((entry, runner.run_tests(_cell(entry), hidden=hidden)))
     return results
+
+
+def _seed_both_sides(submission: Submission) -> None:
+    """Each test starts from fixed seeds, here and in the worker (`seeds`)."""
+    seeds.seed_everything(seeds.SEED)
+    submission.seed(seeds.SEED)
 
 
 def _bind(namespace: dict[str, Any], uses: set[str], remote_names: set[str], bound: set[str],

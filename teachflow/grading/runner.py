@@ -25,7 +25,7 @@ import ast
 import builtins
 import contextlib
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,7 +172,10 @@ class Runner:
 
 class TestRunner(Runner):
     """Runs test cells against the namespace (the tests' side): the learner's names in it are
-    proxies of the worker's (`teachflow.grading.remote`), and failures are the worker's."""
+    proxies of the worker's (`teachflow.grading.remote`), and failures are the worker's.
+    `before_test`, when set, is called as each test function starts (`seeds`)."""
+
+    before_test: Callable[[], None] | None = None
 
     def _providers(self, name: str, before: int) -> list[Cell]:
         return [self.cells[i] for i, names in self.defines.items()
@@ -235,7 +238,7 @@ class TestRunner(Runner):
             status, lines = explain_failure(error, self.places, filename)
             return TestCellResult(cell, status, lines=lines + self._name_hint(error, cell))
         names = test_functions(tree)
-        cases = run_cell_tests(self.namespace, names, filename)
+        cases = run_cell_tests(self.namespace, names, filename, self.before_test)
         results = [self._result(name, [c for c in cases if c.function == name], filename,
                                 cell) for name in names]
         notes = self._raised(used_names(source) - defined_names(source), cell.index)

@@ -17,17 +17,20 @@ meet one route, and check and grade give the same verdicts.
   worker that runs again the cells that had run, leaving out those that killed one: one bad
   cell costs its own tests only. A cell that merely raised runs again (what it bound before
   raising is bound again, as in the kernel it was written in).
+- The worker's random generators start from fixed seeds (`teachflow.grading.seeds`): before
+  its cells run, and again as each test starts (`seed`), also after a restart.
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from teachflow.grading import sandbox, wire
+from teachflow.grading import sandbox, seeds, wire
 from teachflow.grading.failures import FAILED, NOT_DONE, SubmissionFailure
 from teachflow.grading.notebook import Cell
 
@@ -143,6 +146,7 @@ class Submission:
         self.starts = 0
         self.spent = 0.0                       # seconds of requests, against the budget
         self.over_time: dict[tuple[str, ...], str] = {}  # functions whose call timed out
+        self.seeded: int | None = None         # the seed the running test started from
 
     # -- the worker's life -----------------------------------------------------------------
 
@@ -162,10 +166,25 @@ class Submission:
             except WorkerStopped as stopped:
                 self.starts = MAX_STARTS
                 raise WorkerStopped(f"the worker did not start: {stopped.reason}") from None
+            self._seed(seeds.SEED)
             for cell in self.cells[:self.done]:
                 if cell.index not in self.killed and not self._run(cell):
                     break
+            if self.seeded is not None:
+                self._seed(self.seeded)  # (the test goes on as if the worker had not stopped)
         return self.channel
+
+    def seed(self, seed: int) -> None:
+        """Start the worker's random generators afresh from `seed`: each test does. A worker
+        not started yet is seeded when it starts."""
+        self.seeded = seed
+        if self.channel is not None:
+            self._seed(seed)
+
+    def _seed(self, seed: int) -> None:
+        if self.channel is not None:
+            with contextlib.suppress(WorkerStopped):  # (the test's own request says why)
+                self._ask({"op": "seed", "seed": seed}, {}, "seeding the random generators")
 
     def run_to(self, count: int) -> None:
         """Run the program's cells up to the `count`-th (those not run yet)."""

@@ -13,7 +13,9 @@ notebook defined. pytest then collects, sets up fixtures, runs, and reports each
 case of a parametrized one); a hook keeps each report's exception for
 `teachflow.grading.failures` to put in words, and what the test printed.
 
-A test *function* passes when each of its cases does; its points are the function's.
+A test *function* passes when each of its cases does; its points are the function's
+(`teachflow.grading.credit`). Each test starts from fixed seeds (`before`, which grading gives
+`teachflow.grading.seeds`' seeding of both sides).
 """
 
 from __future__ import annotations
@@ -63,9 +65,10 @@ class _Reports:
     collection: str = ""  # why collecting the cell's tests failed
 
 
-def run_cell_tests(namespace: dict[str, Any], tests: list[str],
-                   filename: str) -> list[Case]:
-    """Run the test functions `tests` of the namespace a cell ran in, with pytest."""
+def run_cell_tests(namespace: dict[str, Any], tests: list[str], filename: str,
+                   before: Callable[[], None] | None = None) -> list[Case]:
+    """Run the test functions `tests` of the namespace a cell ran in, with pytest; `before`
+    is called as each test starts, before its fixtures are set up."""
     import pytest
 
     module = types.ModuleType(filename)
@@ -85,7 +88,7 @@ def run_cell_tests(namespace: dict[str, Any], tests: list[str],
                      *(f"-p no:{name}" for name in _UNUSED_PLUGINS), str(folder / "cell")]
         arguments = [part for argument in arguments for part in argument.split(" ", 1)]
         with _no_plugin_autoload():
-            code = pytest.main(arguments, plugins=[_Plugin(module, reports)])
+            code = pytest.main(arguments, plugins=[_Plugin(module, reports, before)])
     if reports.interrupted:
         raise KeyboardInterrupt
     if code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
@@ -120,9 +123,12 @@ def _no_plugin_autoload() -> Iterator[None]:
 class _Plugin:
     """Collects the cell's module, and keeps each test's report and exception."""
 
-    def __init__(self, module: types.ModuleType, reports: _Reports) -> None:
+    def __init__(self, module: types.ModuleType, reports: _Reports,
+                 before: Callable[[], None] | None = None) -> None:
         self.module, self.reports = module, reports
         self.errors: dict[tuple[str, str], BaseException] = {}
+        if before is not None:  # (first of the setup hooks: fixtures draw from seeds too)
+            self.pytest_runtest_setup = _first(lambda item: before())
 
     def pytest_collect_file(self, file_path: Path, parent: Any) -> Any:
         return _module_collector(self.module).from_parent(parent, path=file_path)
@@ -153,6 +159,12 @@ class _Plugin:
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
         if isinstance(excinfo.value, KeyboardInterrupt):  # (not pytest's Interrupted)
             self.reports.interrupted = True
+
+
+def _first(hook: Callable[..., None]) -> Callable[..., None]:
+    import pytest
+
+    return pytest.hookimpl(tryfirst=True)(hook)
 
 
 def _skip_reason(report: Any) -> str:

@@ -12,6 +12,7 @@ the same in all three, which is why a check and a grade cannot disagree.
 ``{"op": "get", "path": ["model", "weight"]}``   a name's value, if plain data, else its kind
 ``{"op": "call", "path": ["my_softmax"], "args": ..., "kwargs": ..., "grad": true}``
 ``{"op": "vjp", "call": 7, "cotangents": [...], "grad": false}``
+``{"op": "seed", "seed": 0}``         start the random generators afresh (`teachflow.grading.seeds`)
 
 A ``call`` runs under the tests' gradient mode (``grad``). A tensor that comes in on a tape is
 a leaf here; when the result is on a tape too, the worker keeps the call (its input leaves and
@@ -146,6 +147,8 @@ class Worker:
             return self.call(request, arrays)
         if op == "vjp":
             return self.vjp(request, arrays)
+        if op == "seed":
+            return self.seed(request["seed"]), {}
         return _error("ValueError", [f"unknown request {op!r}"]), {}
 
     # -- the notebook's cells ----------------------------------------------------------------
@@ -164,6 +167,14 @@ class Worker:
             self.runner = Runner(notebook, fresh_namespace(notebook))
         else:
             self.runner = Runner(notebook, self.namespace, ran_by_kernel=True)
+        return {"ok": True}
+
+    def seed(self, seed: Any) -> dict[str, Any]:
+        """Seed the learner's random generators: before its cells run, and as each test
+        starts (`teachflow.grading.seeds`)."""
+        from teachflow.grading.seeds import seed_everything
+
+        seed_everything(int(seed))
         return {"ok": True}
 
     def run(self, index: int) -> dict[str, Any]:
