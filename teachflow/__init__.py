@@ -83,10 +83,12 @@ from teachflow.tensor.factories import (
     eye,
     full,
     full_like,
+    linspace,
     manual_seed,
     ones,
     ones_like,
     rand,
+    randint,
     randn,
     tensor,
     zeros,
@@ -128,6 +130,25 @@ from teachflow.tensor.functions import (
     var,
     where,
 )
+from teachflow.tensor.functions import (  # reductions, scans and movement of issue 33
+    all,
+    any,
+    argsort,
+    chunk,
+    cumprod,
+    cumsum,
+    diagonal,
+    flip,
+    logsumexp,
+    prod,
+    roll,
+    sort,
+    split,
+    topk,
+    tril,
+    triu,
+)
+from teachflow.tensor.einsum import einsum
 from teachflow.tensor.tensor import Tensor, as_tensor
 from teachflow.tracing.builder import placeholder
 from teachflow.tracing.python_state.world import SideEffectWarning
@@ -146,11 +167,10 @@ uint8 = _np.dtype("uint8")
 #: PyTorch's module-level names for what teachflow spells otherwise (see `__getattr__`).
 _FOREIGN = {
     "clamp": "tfl.clip(x, min, max)", "pow": "x ** y", "std": "x.var(axis).sqrt()",
-    "mm": "a @ b", "bmm": "a @ b", "dot": "a @ b", "matmul_": "a @ b", "einsum": "@ and .sum()",
+    "mm": "a @ b", "bmm": "a @ b", "dot": "a @ b", "matmul_": "a @ b",
     "from_numpy": "tfl.tensor(array) (a copy) or tfl.as_tensor(array) (shared)",
     "add": "x + y", "sub": "x - y", "mul": "x * y", "div": "x / y", "neg": "-x",
-    "linspace": "tfl.tensor(np.linspace(start, stop, n))", "randint": "tfl.tensor("
-    "np.random.randint(low, high, size))", "rand_like": "tfl.rand(*x.shape)",
+    "rand_like": "tfl.rand(*x.shape)",
     "randn_like": "tfl.randn(*x.shape)", "empty": "tfl.zeros(shape)", "no_grad_": "tfl.no_grad()",
     "bool": "'bool' (a dtype name)", "long": "tfl.int64", "float": "tfl.float32",
     "double": "tfl.float64", "half": "tfl.float16",
@@ -289,6 +309,9 @@ __all__ = [
     "while_loop",
     "zeros",
     "zeros_like",
+    # reductions, scans, movement and creation of issue 33
+    "all", "any", "argsort", "chunk", "cumprod", "cumsum", "diagonal", "einsum", "flip",
+    "linspace", "logsumexp", "prod", "randint", "roll", "sort", "split", "topk", "tril", "triu",
 ]
 
 
