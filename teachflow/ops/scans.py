@@ -124,18 +124,26 @@ any = Op("any", lambda xp: lambda x, *, axis, keepdims: x.any(axis=axis, keepdim
 # --- Along one axis -------------------------------------------------------------------------------
 
 
+def _check_axis(x: TensorSpec, axis: int) -> None:
+    if not 0 <= axis < x.ndim:
+        raise RuleError(f"axis {axis} is out of range for a tensor of {x.ndim} dimensions",
+                        hint="a 0-d tensor has no axis to run along" if not x.ndim else None)
+
+
 def _scan_rule(name: str):
-    def rule(x: TensorSpec, *, axis: int, **_: Any) -> TensorSpec:
-        if not 0 <= axis < x.ndim:
-            raise RuleError(f"axis {axis} is out of range for a tensor of {x.ndim} dimensions",
-                            hint="a 0-d tensor has no axis to scan" if not x.ndim else None)
-        if name == "argsort":
-            if x.dtype.kind not in "biuf":
-                raise RuleError(f"{x.dtype.name} values have no order", kind=DTypeError)
-            return TensorSpec(x.shape, np.dtype(np.int64))
+    """cumsum, cumprod: the shape of x, in NumPy's dtype (int32 sums in int64, bools count)."""
+    def rule(x: TensorSpec, *, axis: int) -> TensorSpec:
+        _check_axis(x, axis)
         return TensorSpec(x.shape, _reduction_dtype(name, x.dtype))
 
     return rule
+
+
+def _argsort_rule(x: TensorSpec, *, axis: int, descending: bool) -> TensorSpec:
+    _check_axis(x, axis)
+    if x.dtype.kind not in "biuf":
+        raise RuleError(f"{x.dtype.name} values have no order", kind=DTypeError)
+    return TensorSpec(x.shape, np.dtype(np.int64))
 
 
 def _batch_one_axis(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
@@ -198,6 +206,6 @@ cumsum = Op("cumsum", lambda xp: lambda x, *, axis: x.cumsum(axis=axis), _scan_r
 cumprod = Op("cumprod", lambda xp: lambda x, *, axis: x.cumprod(axis=axis),
              _scan_rule("cumprod"), grads=(_cumprod_grad,), jvp=_cumprod_jvp,
              batch=_batch_one_axis)
-argsort = Op("argsort", _argsort_kernel, _scan_rule("argsort"),
+argsort = Op("argsort", _argsort_kernel, _argsort_rule,
              flops=lambda out, x: int(max(x.size, 0) * max(np.log2(max(x.size, 1)), 1)),
              defaults={"descending": False}, jvp=no_tangent, batch=_batch_one_axis)
