@@ -78,6 +78,7 @@ from teachflow.staged.function import (
     function,
 )
 from teachflow.tensor import eager as _eager  # installs the eager interpreter behind `bind`
+from teachflow.tensor.einsum import einsum
 from teachflow.tensor.factories import (
     arange,
     eye,
@@ -130,7 +131,7 @@ from teachflow.tensor.functions import (
     var,
     where,
 )
-from teachflow.tensor.functions import (  # reductions, scans and movement of issue 33
+from teachflow.tensor.scans_and_movement import (
     all,
     any,
     argsort,
@@ -148,7 +149,6 @@ from teachflow.tensor.functions import (  # reductions, scans and movement of is
     tril,
     triu,
 )
-from teachflow.tensor.einsum import einsum
 from teachflow.tensor.tensor import Tensor, as_tensor
 from teachflow.tracing.builder import placeholder
 from teachflow.tracing.python_state.world import SideEffectWarning
@@ -225,27 +225,37 @@ __all__ = [
     "TensorSpec",
     "TraceError",
     "abs",
+    # reductions, scans, movement and creation of issue 33
+    "all",
+    "any",
     "arange",
     "argmax",
     "argmin",
+    "argsort",
     "as_tensor",
     "broadcast_to",
     "cat",
     "checkpoint",
+    "chunk",
     "clip",
     "clone",
     "compile",
     "concatenate",
     "cond",
+    "cumprod",
+    "cumsum",
     "data",
     "device",
     "devices",
+    "diagonal",
     "distributed",
+    "einsum",
     "enable_grad",
     "exp",
     "export_onnx",
     "eye",
     "flatten",
+    "flip",
     "float16",
     "float32",
     "float64",
@@ -263,9 +273,11 @@ __all__ = [
     "jacfwd",
     "jacrev",
     "jvp",
+    "linspace",
     "load",
     "log",
     "log_softmax",
+    "logsumexp",
     "manual_seed",
     "matmul",
     "max",
@@ -280,16 +292,21 @@ __all__ = [
     "optim",
     "permute",
     "placeholder",
+    "prod",
     "rand",
+    "randint",
     "randn",
     "relu",
     "reshape",
+    "roll",
     "save",
     "script",
     "set_logical_devices",
     "sigmoid",
     "softmax",
     "softplus",
+    "sort",
+    "split",
     "sqrt",
     "squeeze",
     "stack",
@@ -298,8 +315,11 @@ __all__ = [
     "tanh",
     "tensor",
     "testing",
+    "topk",
     "trace",
     "transpose",
+    "tril",
+    "triu",
     "uint8",
     "unsqueeze",
     "value_and_grad",
@@ -309,9 +329,6 @@ __all__ = [
     "while_loop",
     "zeros",
     "zeros_like",
-    # reductions, scans, movement and creation of issue 33
-    "all", "any", "argsort", "chunk", "cumprod", "cumsum", "diagonal", "einsum", "flip",
-    "linspace", "logsumexp", "prod", "randint", "roll", "sort", "split", "topk", "tril", "triu",
 ]
 
 

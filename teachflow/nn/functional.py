@@ -318,8 +318,8 @@ def _reduce(x: Tensor, reduction: str) -> Tensor:
 
 
 __all__ = ["conv2d", "cross_entropy", "dropout", "embedding", "layer_norm", "linear",
-           "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh",
-           "pad", "scaled_dot_product_attention"]
+           "log_softmax", "mse_loss", "pad", "relu", "scaled_dot_product_attention", "sigmoid",
+           "softmax", "tanh"]
 
 
 def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)

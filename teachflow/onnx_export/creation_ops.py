@@ -1,10 +1,12 @@
-"""Making tensors in ONNX's words: ``full``, ``arange``, ``linspace`` and ``eye``; moving one to a device
-(``to_device``, ``copy``); and the random ones, which cannot be exported (`REFUSED` says why).
+"""Making tensors in ONNX's words: ``full``, ``arange``, ``linspace`` and ``eye``; moving one to a
+device (``to_device``, ``copy``); and the random ones, which cannot be exported (`REFUSED` says
+why).
 
 A tensor made from constants is made when the model runs, as teachflow's graph makes it:
 ``ConstantOfShape``, ``Range``, ``EyeLike``, in a dtype onnxruntime takes, cast to the one asked
-for (``linspace``'s values are NumPy's, a constant). Random numbers are another matter: ONNX's random operators draw from the runtime's own
-generator, so no seed makes them teachflow's numbers.
+for (``linspace``'s values are NumPy's, a constant). Random numbers are another matter: ONNX's
+random operators draw from the runtime's own generator, so no seed makes them teachflow's
+numbers.
 """
 
 from __future__ import annotations

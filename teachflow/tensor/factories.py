@@ -2,7 +2,8 @@
 
 Python floats become float32, the default of deep-learning frameworks (NumPy would pick float64);
 a NumPy array keeps its dtype. `zeros`, `ones`, `full`, `arange`, `linspace`, `eye`, `randn`,
-`rand` and `randint` are ops (see `teachflow.ops.creation`), so inside a staged function they become nodes of the graph.
+`rand` and `randint` are ops (see `teachflow.ops.creation`), so inside a staged function they
+become nodes of the graph.
 A tensor is made on the device asked for, else the one ``with tfl.device(...)`` pins, else the
 CPU.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -240,9 +241,8 @@ class Movement:
             raise ShapeError(f"split sections {list(sizes)} must be sizes that add up to {n}, "
                              f"the size of axis {a} of a tensor of shape {self.shape}",
                              op="split")
-        starts = np.cumsum([0, *sizes])
-        return tuple(self[(slice(None),) * a + (slice(int(b), int(e)),)]
-                     for b, e in zip(starts[:-1], starts[1:], strict=True))
+        starts = [int(s) for s in np.cumsum([0, *sizes])]
+        return tuple(self[(slice(None),) * a + (slice(b, e),)] for b, e in pairwise(starts))
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple:
         """`chunks` pieces along `dim` of ``ceil(size / chunks)`` each, as PyTorch's chunk

@@ -4,7 +4,8 @@
 (``t.cumsum(0)``, ``t.cumprod(0)``) and order (``t.sort()``, ``t.argsort()``, ``t.topk(k)``).
 
 Each reduces along some axes (all of them by default, ``axis=None``), through `bind` with an op of
-`teachflow.ops.reduction` or `teachflow.ops.scans`, or is composed from such ops and elementwise ones (`var`, `softmax`).
+`teachflow.ops.reduction` or `teachflow.ops.scans`, or is composed from such ops and elementwise
+ones (`var`, `softmax`, `logsumexp`; `sort` and `topk` index by `argsort`'s positions).
 PyTorch's ``dim=`` and ``keepdim=`` name the axes too (see `teachflow.tensor.habits`). `Tensor`
 inherits them from `Reductions`; their functions (``tfl.sum``, ``tfl.softmax``) are in
 `teachflow.tensor.functions`.
@@ -193,8 +194,10 @@ class Reductions:
             raise ArgumentError(f"{op.name} runs along one axis: name it", op=op.name,
                                 hint=f"x.{op.name}(0), or x.flatten().{op.name}(0) for NumPy's "
                                      "flattened running total")
-        x = self if dtype is None else self.astype(dtype)
-        return bind(op, x, axis=one_axis(op.name, axis, self.shape))
+        if dtype is None:
+            return bind(op, self, axis=one_axis(op.name, axis, self.shape))
+        out = bind(op, self.astype(dtype), axis=one_axis(op.name, axis, self.shape))
+        return out.astype(dtype)  # (NumPy would sum int32 into int64; dtype= says otherwise)
 
     def argsort(self, axis: int = LAST_AXIS, descending: bool = False, stable: bool = True,
                 **other: Any) -> Tensor:
@@ -214,9 +217,9 @@ class Reductions:
         came from)."""
         if other:
             (axis,) = named("sort", other, axis=axis)
+        axis = one_axis("sort", axis, self.shape)
         indices = self.argsort(axis, descending)
-        return ValuesAndIndices(along(self, indices, one_axis("sort", axis, self.shape)),
-                                indices)
+        return ValuesAndIndices(along(self, indices, axis), indices)
 
     def topk(self, k: int, axis: int = LAST_AXIS, largest: bool = True, sorted: bool = True,
              **other: Any) -> ValuesAndIndices:
