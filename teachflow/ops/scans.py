@@ -191,11 +191,13 @@ def _cumprod_jvp(op: Op, primals: tuple, tangents: tuple, out: Any, params: dict
 
 
 def _argsort_kernel(xp: Any):
+    stable = {"kind": "stable"} if xp is np else {}  # (CuPy's sort is always stable)
+
     def argsort(x: Any, *, axis: int, descending: bool) -> Any:
         if not descending:
-            return xp.argsort(x, axis=axis, kind="stable")
+            return xp.argsort(x, axis=axis, **stable)
         back = (slice(None),) * axis + (slice(None, None, -1),)
-        found = xp.argsort(x[back], axis=axis, kind="stable")[back]
+        found = xp.argsort(x[back], axis=axis, **stable)[back]
         return (x.shape[axis] - 1) - found
 
     return argsort

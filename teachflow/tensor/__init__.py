@@ -24,7 +24,5 @@ beside it. The chapters, in reading order:
 - `factories`: making tensors (``tfl.tensor``, ``zeros``, ``randn``, ...);
 - `functions`: the functions ``tfl.exp``, ``tfl.sum``, ``tfl.reshape``, ``tfl.matmul``, one
   section per kind as above (``tfl.where``, ``tfl.concatenate`` among them);
-- `scans_and_movement`: the functions of the scans and the newer movement (``tfl.sort``,
-  ``tfl.cumsum``, ``tfl.flip``, ``tfl.split``, ...);
 - `einsum`: ``tfl.einsum("bij,bjk->bik", a, b)``, lowered to the functions above.
 """
