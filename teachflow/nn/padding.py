@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from teachflow.core.errors import ShapeError
+from teachflow.core.spec import is_int
 from teachflow.tensor.factories import full
 from teachflow.tensor.functions import concatenate
 from teachflow.tensor.tensor import Tensor, as_tensor
@@ -34,12 +35,13 @@ def pad(input: Any, pad: Sequence[int], mode: str = "constant", value: float | N
     gradient adds up what each element gave."""
     x = as_tensor(input)
     if mode not in _PAD_MODES or not isinstance(pad, Sequence) or len(pad) % 2 or \
-            len(pad) > 2 * x.ndim or not all(isinstance(p, int) for p in pad):
+            len(pad) > 2 * x.ndim or not all(is_int(p) for p in pad):
         raise ShapeError(f"pad takes an even number (at most {2 * x.ndim}) of ints and a mode "
                          f"among {', '.join(_PAD_MODES)}; got pad={pad!r}, mode={mode!r} for "
                          f"shape {x.shape}", op="pad",
                          hint="e.g. F.pad(x, (1, 1, 2, 0)): the last axis by 1 on each side, "
                               "the one before by 2 before it")
+    pad = [int(p) for p in pad]
     for k in range(len(pad) // 2):
         axis, (before, after) = x.ndim - 1 - k, pad[2 * k:2 * k + 2]
         n = x.shape[axis]

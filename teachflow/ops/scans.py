@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from teachflow.core.dispatch import bind
-from teachflow.core.errors import DTypeError
+from teachflow.core.errors import DTypeError, ShapeError
 from teachflow.ops import creation, tangents
 from teachflow.ops.elementwise import where
 from teachflow.ops.op import Op, RuleError, TensorSpec, no_tangent
@@ -59,8 +59,8 @@ def _moved_back(x: Any, order: tuple[int, ...]) -> Any:
 
 def _known(x: Any, op: str) -> None:
     if None in x.shape:
-        raise RuleError(f"the gradient of {op} needs every size, and this tensor's shape is "
-                        f"{x.shape}", hint="trace with known sizes (no None)")
+        raise ShapeError(f"the gradient of {op} needs every size, and this tensor's shape is "
+                         f"{x.shape}", op=op, hint="trace with known sizes (no None)")
 
 
 def _reversed_last(x: Any) -> Any:
