@@ -541,7 +541,177 @@ COMPOSED_CASES = [
     unary("astype-float64", lambda x: x.astype("float64"), lambda x: x.astype("float64")),
 ]
 
+# --- Reductions, scans, movement, einsum and attention of issue 33 -----------------------------
+# Each NumPy side is the formula written out (or NumPy's function of the same meaning).
+
+
+def _one_axis(data: st.DataObject, shape: tuple) -> int:
+    return data.draw(st.integers(-len(shape), len(shape) - 1), label="axis")
+
+
+def _logsumexp(data: st.DataObject, shape: tuple) -> Callable:
+    axis, keepdims = data.draw(axes(len(shape)), label="axis"), data.draw(st.booleans())
+    return lambda x: np.log(np.sum(np.exp(x), axis=axis, keepdims=keepdims)) if isinstance(
+        x, np.ndarray) else x.logsumexp(axis, keepdims=keepdims)
+
+
+def _running(name: str) -> Callable:
+    def draw(data: st.DataObject, shape: tuple) -> Callable:
+        axis = _one_axis(data, shape)
+        return lambda x: getattr(np, name)(x, axis=axis) if isinstance(x, np.ndarray) else \
+            getattr(tfl, name)(x, dim=axis)
+    return draw
+
+
+def _sorted(data: st.DataObject, shape: tuple) -> Callable:
+    axis, descending = _one_axis(data, shape), data.draw(st.booleans(), label="descending")
+
+    def sort(x):
+        if isinstance(x, np.ndarray):
+            ascending = np.sort(x, axis=axis)
+            return np.flip(ascending, axis) if descending else ascending
+        return x.sort(axis, descending=descending)[0]
+    return sort
+
+
+def _topk(data: st.DataObject, shape: tuple) -> Callable:
+    axis = _one_axis(data, shape)
+    k = data.draw(st.integers(0, shape[axis]), label="k")
+    largest = data.draw(st.booleans(), label="largest")
+
+    def topk(x):
+        if isinstance(x, np.ndarray):
+            order = np.sort(x, axis=axis)
+            order = np.flip(order, axis) if largest else order
+            return np.take(order, np.arange(k), axis=axis)
+        return tfl.topk(x, k, dim=axis, largest=largest).values
+    return topk
+
+
+def _flip(data: st.DataObject, shape: tuple) -> Callable:
+    dims = tuple(data.draw(st.lists(st.integers(0, len(shape) - 1), unique=True), label="dims"))
+    return lambda x: np.flip(x, dims) if isinstance(x, np.ndarray) else x.flip(dims)
+
+
+def _roll(data: st.DataObject, shape: tuple) -> Callable:
+    shift = data.draw(st.integers(-5, 5), label="shift")
+    axis = data.draw(st.none() | st.integers(-len(shape), len(shape) - 1), label="axis")
+    return lambda x: np.roll(x, shift, axis) if isinstance(x, np.ndarray) else \
+        x.roll(shift, axis)
+
+
+def _repeat(data: st.DataObject, shape: tuple) -> Callable:
+    reps = tuple(data.draw(st.lists(st.integers(1, 3), min_size=len(shape),
+                                    max_size=len(shape) + 1), label="repeats"))
+    return lambda x: np.tile(x, reps) if isinstance(x, np.ndarray) else x.repeat(*reps)
+
+
+def _split(data: st.DataObject, shape: tuple) -> Callable:
+    """The pieces joined back in reverse order: each piece's gradient goes to its own place."""
+    axis = data.draw(st.integers(0, len(shape) - 1), label="axis")
+    size = data.draw(st.integers(1, 4), label="split_size")
+    chunks = data.draw(st.booleans(), label="chunk")
+
+    def split(x):
+        if isinstance(x, np.ndarray):
+            n = x.shape[axis]
+            step = -(-n // size) if chunks else size
+            pieces = [np.take(x, np.arange(s, min(s + step, n)), axis=axis)
+                      for s in range(0, n, step)]
+            return np.concatenate(pieces[::-1], axis=axis)
+        pieces = x.chunk(size, axis) if chunks else tfl.split(x, size, dim=axis)
+        return tfl.cat(list(pieces[::-1]), axis)
+    return split
+
+
+def _triangle(data: st.DataObject, shape: tuple) -> Callable:
+    name = data.draw(st.sampled_from(["tril", "triu"]), label="triangle")
+    k = data.draw(st.integers(-3, 3), label="diagonal")
+    return lambda x: getattr(np, name)(x, k) if isinstance(x, np.ndarray) else \
+        getattr(x, name)(diagonal=k)
+
+
+def _diagonal(data: st.DataObject, shape: tuple) -> Callable:
+    a, b = data.draw(st.permutations(range(len(shape))), label="dims")[:2]
+    offset = data.draw(st.integers(-3, 3), label="offset")
+    return lambda x: np.diagonal(x, offset, a, b) if isinstance(x, np.ndarray) else \
+        tfl.diagonal(x, offset, a, b)
+
+
+def _pad(data: st.DataObject, shape: tuple) -> Callable:
+    mode = data.draw(st.sampled_from(["constant", "replicate", "reflect", "circular"]),
+                     label="mode")
+    widths = [tuple(data.draw(st.integers(-1 if mode == "constant" and side > 1 else 0,
+                                          {"reflect": side - 1, "circular": side}.get(mode, 3)),
+                              label="width") for _ in range(2)) for side in shape[::-1]]
+    numpy_mode = {"replicate": "edge", "circular": "wrap"}.get(mode, mode)
+
+    def pad(x):
+        if not isinstance(x, np.ndarray):
+            return tfl.nn.functional.pad(x, [w for pair in widths for w in pair], mode=mode,
+                                         value=0.5)
+        for k, (before, after) in enumerate(widths):
+            axis = x.ndim - 1 - k
+            x = np.take(x, np.arange(max(-before, 0), x.shape[axis] - max(-after, 0)), axis)
+            pair = [(0, 0)] * x.ndim
+            pair[axis] = (max(before, 0), max(after, 0))
+            extra = {"constant_values": 0.5} if mode == "constant" else {}
+            x = np.pad(x, pair, mode=numpy_mode, **extra)
+        return x
+    return pad
+
+
+def _einsum(data: st.DataObject) -> Example:
+    equation, shapes_ = data.draw(st.sampled_from([
+        ("ij,jk->ik", [(2, 3), (3, 4)]), ("bij,bjk->bik", [(2, 2, 3), (2, 3, 2)]),
+        ("i,j->ij", [(3,), (2,)]), ("ii->i", [(3, 3)]), ("ii", [(3, 3)]),
+        ("bij->jb", [(2, 3, 4)]), ("ij,ij->", [(2, 3), (2, 3)]),
+        ("ij,jk,kl->li", [(2, 3), (3, 2), (2, 2)]), ("bhqd,bhkd->bhqk", [(1, 2, 3, 2)] * 2)]),
+        label="equation")
+    rng = rng_from(data)
+    return Example([values(rng, s) for s in shapes_],
+                   lambda *xs: tfl.einsum(equation, *xs), lambda *xs: np.einsum(equation, *xs))
+
+
+def _attention(data: st.DataObject) -> Example:
+    """softmax(q k^T / sqrt(E) (masked)) v, written out."""
+    batch, length, source, e, ev = data.draw(st.tuples(
+        st.integers(1, 2), st.integers(1, 4), st.integers(1, 4), st.integers(1, 3),
+        st.integers(1, 3)), label="sizes")
+    causal = data.draw(st.booleans(), label="is_causal")
+    rng = rng_from(data)
+
+    def ref(q, k, v):
+        scores = q @ np.swapaxes(k, -1, -2) / e ** 0.5  # (a Python float: weak, as NumPy's rules)
+        if causal:
+            scores = np.where(np.tril(np.ones((length, source), bool)), scores, -np.inf)
+        return softmax(scores) @ v
+
+    return Example([values(rng, (batch, length, e)), values(rng, (batch, source, e)),
+                    values(rng, (batch, source, ev))],
+                   lambda q, k, v: tfl.nn.functional.scaled_dot_product_attention(
+                       q, k, v, is_causal=causal), ref)
+
+
+SCAN_AND_MOVEMENT_CASES = [
+    _reduction("prod", "any"),
+    same_expression("logsumexp", _logsumexp),
+    same_expression("cumsum", _running("cumsum"), min_dims=1),
+    same_expression("cumprod", _running("cumprod"), min_dims=1),
+    same_expression("sort", _sorted, "distinct", min_dims=1),
+    same_expression("topk", _topk, "distinct", min_dims=1),
+    same_expression("flip", _flip, min_dims=1),
+    same_expression("roll", _roll, min_dims=1),
+    same_expression("repeat", _repeat),
+    same_expression("split-chunk", _split, min_dims=1),
+    same_expression("tril-triu", _triangle, min_dims=2),
+    same_expression("diagonal", _diagonal, min_dims=2),
+    same_expression("pad", _pad),
+    OpCase("einsum", _einsum),
+    OpCase("scaled_dot_product_attention", _attention),
+]
+
 #: Every differentiable op of the public API, each with a readable pytest id.
 DIFFERENTIABLE_CASES = (UNARY_CASES + BINARY_CASES + SCALAR_CASES + WHERE_CASES + CLIP_CASES
                         + NUMPY_UFUNC_CASES + MATMUL_CASES + INDEX_CASES + REDUCTION_CASES
-                        + SHAPE_CASES + COMPOSED_CASES)
+                        + SHAPE_CASES + COMPOSED_CASES + SCAN_AND_MOVEMENT_CASES)

@@ -242,12 +242,19 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
     "arange_float": lambda t: tfl.arange(0.5, device=t["x"].device, dtype="float64"),
     "eye": lambda t: tfl.eye(3, 4, device=t["x"].device),
     "zeros_like": lambda t: tfl.zeros_like(t["x"]) + t["x"],
+    "prod": lambda t: t["b"].prod(axis=(0, 2)),
+    "all_any": lambda t: tfl.stack([t["x"].all(axis=0), (t["x"] > 0).any(axis=0)]),
+    "cumsum": lambda t: t["b"].cumsum(1),
+    "cumprod": lambda t: t["x"].cumprod(0),
+    "argsort": lambda t: t["x"].argsort(1, descending=True),
+    "sort_topk": lambda t: t["b"].sort(0).values + t["b"].topk(2, 0).values.sum(0),
+    "linspace": lambda t: tfl.linspace(-1, 1, 5, device=t["x"].device),
 }
 
 # Ops the table cannot show by value: random draws differ between generators, `to_device`
 # only runs when a tensor changes device (see the `.to` tests below), and `copy` only where
 # the partition pass moves a value between the devices of a staged graph.
-NOT_IN_TABLE = {"normal", "uniform", "to_device", "copy"}
+NOT_IN_TABLE = {"normal", "uniform", "randint", "to_device", "copy"}
 
 
 GRADIENTS: dict[str, tuple[tuple[str, ...], Callable[..., tfl.Tensor]]] = {
@@ -265,6 +272,8 @@ GRADIENTS: dict[str, tuple[tuple[str, ...], Callable[..., tfl.Tensor]]] = {
     "join": (("x", "y"), lambda x, y: (tfl.stack([x, y]).reshape(6, 4)
                                        * tfl.concatenate([x, y])).T.sum()),
     "mixed_dtypes": (("x", "d"), lambda x, d: (x * d).sum()),
+    "scans": (("x", "p"), lambda x, p: (p.prod(axis=0) + x.cumsum(1).sum(0)).sum()
+              + (p.cumprod(1) * x).sum() + x.sort(1).values[:, 0].sum() + x.logsumexp(1).sum()),
 }
 
 

@@ -128,6 +128,16 @@ MAKE: dict[str, Callable[[str], tuple]] = {
     "fori_loop": lambda d: (lambda x: tfl.fori_loop(0, 3, lambda i, x: x[::-1], x),
                             (arr((3,), d),)),
     "call": lambda d: (calling(tfl.function(lambda x: x[::-1])), (arr((3,), d),)),
+    "prod": unary(lambda x: (x.prod(), x.prod(axis=1))),
+    "all": unary(lambda x: (x.all(), x.all(axis=0))),
+    "any": unary(lambda x: (x.any(), x.any(axis=1))),
+    "cumsum": unary(lambda x: (x.cumsum(0), x.cumsum(1))),
+    "cumprod": unary(lambda x: (x.cumprod(0), x.cumprod(1))),
+    # (distinct values: onnxruntime's TopK and a stable sort agree on ties only by chance)
+    "argsort": lambda d: (lambda x: (x.argsort(1), x.argsort(0, descending=True)),
+                          (np.array([[2, 0, 1], [1, 2, 0]], dtype=d) if d != "bool" else
+                           np.array([[True, False]]),)),
+    "linspace": lambda d: (lambda x: x + tfl.linspace(0, 4, 3, dtype=d), (arr((2, 3), d),)),
 }
 
 

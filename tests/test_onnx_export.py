@@ -263,6 +263,39 @@ CASES: list[tuple[str, Callable, tuple]] = [
     ("arange-int32-steps", lambda x: x + tfl.arange(2, 12, 3, dtype="int32"), (arr((4,), I32),)),
     ("eye", lambda x: x @ tfl.eye(3), (arr((2, 3)),)),
     ("eye-rectangular-int", lambda x: x + tfl.eye(2, 3, dtype="int64"), (arr((2, 3), I64),)),
+    # reductions, scans, movement, einsum, attention and creation of issue 33
+    *((f"prod-{d}", lambda x: (x.prod(), x.prod(axis=1), x.prod(axis=0, keepdims=True)),
+       (arr((3, 4), d, -2, 3),)) for d in (F16, F32, F64, I32, I64)),
+    *((f"all-any-{d}", lambda x: (x.all(), x.any(1), x.all(0, keepdims=True), x.any((0, 1))),
+       (arr((3, 4), d, 0, 2),)) for d in (F32, F64, I32, U8, B)),
+    *((f"cumsum-{d}", lambda x: (x.cumsum(0), x.cumsum(1)), (arr((3, 4), d),))
+      for d in (F16, F32, F64, I32, I64, B)),
+    *((f"cumprod-{d}", lambda x: (x.cumprod(0), x.cumprod(2)), (arr((3, 2, 4), d, -2, 3),))
+      for d in (F16, F32, F64, I32, I64)),
+    *((f"sort-{d}", lambda x: (x.argsort(1), x.argsort(0, descending=True), x.sort(1)[0],
+                               x.topk(2, 0)[0], x.topk(3, largest=False)[1]),
+       (np.stack([RNG.permutation(5) for _ in range(3)]).astype(d),))
+      for d in (F16, F32, F64, I32, I64, U8)),
+    ("sort-bool", lambda x: x.argsort(1), (np.array([[True, False, False]]),)),
+    ("logsumexp", lambda x: (x.logsumexp(1), x.logsumexp((0, 1), keepdims=True)), (arr((3, 4)),)),
+    ("flip-roll", lambda x: (x.flip(0), x.flip((0, 1)), x.roll(1, 1), x.roll((2, -1), (0, 1)),
+                             x.roll(3)), (arr((3, 4)),)),
+    ("repeat-split-chunk", lambda x: (x.repeat(2, 1, 3), *x.split(2, 1), *x.split([1, 2]),
+                                      *x.chunk(2, 1)), (arr((3, 4)),)),
+    ("tril-triu-diagonal", lambda x: (x.tril(), x.triu(1), x.tril(-1), x.diagonal(),
+                                      x.diagonal(1, 1, 2)), (arr((2, 3, 4)),)),
+    ("tril-bool", lambda x: x.tril(), (arr((3, 3), B),)),
+    *((f"pad-{mode}", lambda x, mode=mode: tfl.nn.functional.pad(x, (2, 1, 1, 0), mode=mode),
+       (arr((2, 3, 4)),)) for mode in ("constant", "replicate", "reflect", "circular")),
+    ("pad-crop", lambda x: tfl.nn.functional.pad(x, (-1, 2), value=5.0), (arr((2, 4)),)),
+    ("einsum", lambda a, b: (tfl.einsum("bij,bjk->bik", a, b), tfl.einsum("bij->j", a),
+                             tfl.einsum("bii->bi", b[:, :3, :3])),
+     (arr((2, 3, 4)), arr((2, 4, 5)))),
+    ("attention", lambda q, k, v: (tfl.nn.functional.scaled_dot_product_attention(q, k, v),
+                                   tfl.nn.functional.scaled_dot_product_attention(
+                                       q, k, v, is_causal=True)),
+     (arr((2, 3, 4)), arr((2, 3, 4)), arr((2, 3, 5)))),
+    ("linspace", lambda x: x + tfl.linspace(-1, 2, 7), (arr((7,)),)),
 ]
 
 

@@ -33,11 +33,13 @@ KINDS = {
         clamp_ copy"""),
     "reductions": ("reductions.py", "functions.py: Reductions", """
         sum mean max min argmax argmin var softmax log_softmax
-        amax amin std all any norm prod cumsum"""),
+        prod all any logsumexp cumsum cumprod sort argsort topk
+        amax amin std norm"""),
     "movement": ("movement.py", "functions.py: Movement", """
         __getitem__ __setitem__ __iter__ reshape view transpose T permute swapaxes unsqueeze
         squeeze flatten broadcast_to concatenate cat stack
-        t mT ravel view_as reshape_as contiguous expand expand_as expand_dims repeat gather
+        flip roll repeat split chunk tril triu diagonal
+        t mT ravel view_as reshape_as contiguous expand expand_as expand_dims gather
         zero_ fill_"""),
     "linalg": ("linalg.py", "functions.py: Linear algebra", """
         __matmul__ __rmatmul__ matmul
@@ -52,7 +54,9 @@ KINDS = {
         is_leaf grad_fn __repr__ __deepcopy__ __copy__ __reduce__ backward detach as_tensor
         nelement ndimension requires_grad_ detach_ data register_post_accumulate_grad_hook"""),
     "creation": (None, "factories.py", """
-        tensor zeros ones full zeros_like ones_like full_like arange eye randn rand"""),
+        tensor zeros ones full zeros_like ones_like full_like arange eye randn rand
+        linspace randint"""),
+    "einsum": (None, "einsum.py", "einsum"),
 }
 
 #: The kinds of op, whose methods and functions both are named for them.

@@ -5,9 +5,10 @@
     loss = tfl.nn.functional.mse_loss(model(x), y)
 
 The chapters: `module` (what a module is: parameters found by attribute, names, modes, state),
-`functional` (the computations, as functions), `layers` (the modules that call them), `utils`
-(for the training loop: gradients clipped by their norm), `parallel` (data parallelism: a module
-replicated over the processes of a job, ``DistributedDataParallel``).
+`padding` (``F.pad``), `functional` (the computations, as functions), `layers` (the modules
+that call them), `utils` (for the training loop: gradients clipped by their norm), `parallel`
+(data parallelism: a module replicated over the processes of a job,
+``DistributedDataParallel``).
 """
 
 from teachflow.nn import functional, parallel, utils

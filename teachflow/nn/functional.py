@@ -1,7 +1,7 @@
 """``tfl.nn.functional``: the layers' computations as plain functions (PyTorch's ``F``).
 
 Everything here is composed of teachflow's primitive ops, so it runs eagerly, traces into a
-graph, and differentiates, with no rule of its own. Two are worth reading:
+graph, and differentiates, with no rule of its own. A few are worth reading:
 
 - `cross_entropy` is ``-log_softmax(logits)[target]`` averaged over the batch. Picking each
   row's target column is a product with a *one-hot* matrix (a comparison of the targets with
@@ -10,6 +10,8 @@ graph, and differentiates, with no rule of its own. Two are worth reading:
 - `dropout` draws a random mask where the graph runs (a random op, which no pass may fold or
   merge: two draws are two different masks) and scales what it keeps by ``1 / (1 - p)``, so
   that the expected value is unchanged and evaluation needs no scaling.
+- `scaled_dot_product_attention` is two matrix products with a softmax between them, and the
+  compiler shows what fusion makes of the scaling, the mask and the softmax in between.
 - `conv2d` is *im2col* and one matrix product, as cuDNN's first algorithm and Caffe did: each
   place of the kernel over the image reads a strided slice of the (padded) input, the slices
   stacked are the columns, and the kernel flattened is the matrix that multiplies them. Slices,
@@ -26,6 +28,7 @@ import numpy as np
 from teachflow.core import dispatch
 from teachflow.core.errors import DTypeError, IndexingError, ShapeError, TeachflowError, name_scope
 from teachflow.graph import Value
+from teachflow.nn.padding import pad
 from teachflow.tensor.factories import arange, rand, zeros
 from teachflow.tensor.functions import (
     concatenate,
@@ -263,6 +266,38 @@ def _zero_padded(x: Tensor, top: int, bottom: int, left: int, right: int) -> Ten
                         *band(n, c, h + top + bottom, right)], axis=3)
 
 
+def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
+                                 dropout_p: float = 0.0, is_causal: bool = False,
+                                 scale: float | None = None) -> Tensor:
+    """Attention, as PyTorch's: ``softmax(q @ k^T * scale + mask) @ v``, with `scale`
+    ``1 / sqrt(E)`` by default (E: the last axis of q and k). A boolean `attn_mask` (or
+    ``is_causal``, a lower triangle) keeps the scores where it is True and sets the others to
+    -inf; a float one is added. Written from teachflow's ops, no kernel of its own: two matmuls
+    and, between them, elementwise work and softmax's reductions, which the compiler fuses."""
+    q, k, v = (as_tensor(t) for t in (query, key, value))
+    if min(q.ndim, k.ndim, v.ndim) < 2 or q.shape[-1] != k.shape[-1] or \
+            k.shape[-2] != v.shape[-2]:
+        raise ShapeError(f"attention takes query (..., L, E), key (..., S, E) and value "
+                         f"(..., S, Ev); got {q.shape}, {k.shape} and {v.shape}",
+                         op="scaled_dot_product_attention",
+                         hint="query and key share their last axis, key and value their "
+                              "second-to-last")
+    if is_causal and attn_mask is not None:
+        raise ShapeError("give attn_mask or is_causal, not both",
+                         op="scaled_dot_product_attention")
+    scale = 1.0 / float(np.sqrt(q.shape[-1])) if scale is None else float(scale)
+    scores = (q @ k.swapaxes(-2, -1)) * scale
+    if is_causal:
+        attn_mask = np.tril(np.ones((q.shape[-2], k.shape[-2]), dtype=bool))
+    if attn_mask is not None:
+        mask = attn_mask if isinstance(attn_mask, Tensor | np.ndarray) else as_tensor(attn_mask)
+        scores = where(mask, scores, -np.inf) if mask.dtype == np.bool_ else scores + mask
+    weights = softmax(scores, -1)
+    if dropout_p:
+        weights = dropout(weights, dropout_p)
+    return weights @ v
+
+
 def check_probability(p: Any, op: str) -> float:
     if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
         raise TeachflowError(f"the drop probability must be a number in [0, 1], not {p!r}",
@@ -283,7 +318,8 @@ def _reduce(x: Tensor, reduction: str) -> Tensor:
 
 
 __all__ = ["conv2d", "cross_entropy", "dropout", "embedding", "layer_norm", "linear",
-           "log_softmax", "mse_loss", "relu", "sigmoid", "softmax", "tanh"]
+           "log_softmax", "mse_loss", "pad", "relu", "scaled_dot_product_attention", "sigmoid",
+           "softmax", "tanh"]
 
 
 def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)

@@ -1,10 +1,12 @@
-"""Making tensors in ONNX's words: ``full``, ``arange`` and ``eye``; moving one to a device
-(``to_device``, ``copy``); and the random ones, which cannot be exported (`REFUSED` says why).
+"""Making tensors in ONNX's words: ``full``, ``arange``, ``linspace`` and ``eye``; moving one to a
+device (``to_device``, ``copy``); and the random ones, which cannot be exported (`REFUSED` says
+why).
 
 A tensor made from constants is made when the model runs, as teachflow's graph makes it:
 ``ConstantOfShape``, ``Range``, ``EyeLike``, in a dtype onnxruntime takes, cast to the one asked
-for. Random numbers are another matter: ONNX's random operators draw from the runtime's own
-generator, so no seed makes them teachflow's numbers.
+for (``linspace``'s values are NumPy's, a constant). Random numbers are another matter: ONNX's
+random operators draw from the runtime's own generator, so no seed makes them teachflow's
+numbers.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ _RANDOM = ("ONNX's {} draws from onnxruntime's own generator, so the model could
 #: The ops that cannot be exported, and why.
 REFUSED: dict[str, str] = {"normal": _RANDOM.format("RandomNormal"),
                            "uniform": _RANDOM.format("RandomUniform"),
+                           "randint": _RANDOM.format("RandomUniform"),
                            "all_reduce": "an all-reduce exchanges data with other processes, and "
                                          "an ONNX model runs in one (export the model's forward "
                                          "pass, without the training step's collectives)"}
@@ -49,6 +52,13 @@ def _arange(e: Emitter, node: Node) -> str:
     return out if inner == dtype else e.cast(out, dtype)
 
 
+def _linspace(e: Emitter, node: Node) -> str:
+    """The values, as NumPy computes them (its last is `stop` exactly, where ONNX's ``Range``
+    would add the step up to it): a constant of the model."""
+    p = node.params
+    return e.const(np.linspace(p["start"], p["stop"], p["num"], dtype=p["dtype"]))
+
+
 def _eye(e: Emitter, node: Node) -> str:
     p, dtype = node.params, node.spec.dtype
     inner = carrier("EyeLike", dtype)
@@ -65,4 +75,5 @@ def _to_device(e: Emitter, node: Node) -> str:
 
 #: Converters by op name (`teachflow.onnx_export.emitter.CONVERTERS` has every module's).
 CONVERTERS: dict[str, Convert] = {"full": _full, "arange": _arange, "eye": _eye,
+                                  "linspace": _linspace,
                                   "to_device": _to_device, "copy": _to_device}

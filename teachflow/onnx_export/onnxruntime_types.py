@@ -64,6 +64,8 @@ KERNELS: dict[str, dict[str, str]] = {
     "EyeLike": {"T1": "float32 float64 int32 int64 uint64",
                 "T2": "float32 float64 int32 int64 uint64"},
     "Where": {"T": "float32 float64 int8 int32 int64 uint8 uint32"},
+    "CumSum": {"T": "float32 float64 int32 int64", "T2": "int32 int64"},
+    "TopK": {"T": "float32 float64 int8 int16 int32 int64 uint8", "I": "int64"},
 }
 
 #: Dtypes that hold every value of a dtype, narrowest first (bools as 0 and 1).

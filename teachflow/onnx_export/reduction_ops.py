@@ -1,5 +1,5 @@
 """Reductions in ONNX's words: sums, means, extremes and where they are, and how many elements
-a reduction combines.
+a reduction combines; products, truth, running totals and sorting (`teachflow.ops.scans`).
 
 Each is one ONNX ``Reduce`` operator over the same axes, with two differences from NumPy to
 mind. ONNX reduces *every* axis when it is given none, so ``axis=()`` (reduce none) is an
@@ -109,9 +109,65 @@ def _count_of(e: Emitter, node: Node) -> str:
     return e.cast(e.add("ReduceProd", [picked], keepdims=0), dtype)
 
 
+# --- Products, truth, running totals and order (`teachflow.ops.scans`) ---------------------------
+
+
+def _prod(e: Emitter, node: Node) -> str:
+    """``ReduceProd``, in NumPy's dtype for it (int32 elements multiply in int64)."""
+    dtype = node.spec.dtype
+    inner = carrier("ReduceProd", dtype, same_bits=True)
+    out = reduce(e, "ReduceProd", e.input(node.inputs[0], inner), node.params["axis"],
+                 node.params["keepdims"])
+    return out if inner == dtype else e.cast(out, dtype)
+
+
+def _truth(op_type: str) -> Convert:
+    """all (any): each element as true or false (a Cast to bool, as NumPy reads numbers), then
+    the smallest (largest) of them as 0s and 1s."""
+    def convert(e: Emitter, node: Node) -> str:
+        ones = e.cast(e.cast(e.input(node.inputs[0]), BOOL), np.int32)
+        return e.cast(reduce(e, op_type, ones, node.params["axis"], node.params["keepdims"]),
+                      BOOL)
+    return convert
+
+
+def _cumsum(e: Emitter, node: Node) -> str:
+    dtype = node.spec.dtype
+    inner = carrier("CumSum", dtype, same_bits=True)
+    out = e.add("CumSum", [e.input(node.inputs[0], inner),
+                           e.const(np.asarray(node.params["axis"], np.int64))])
+    return out if inner == dtype else e.cast(out, dtype)
+
+
+def _cumprod(e: Emitter, node: Node) -> str:
+    """ONNX has no running product: each output j is a ``ReduceProd`` of the input with the
+    elements after j replaced by 1 (an n x n triangle of a ``Where``), n products of n."""
+    (x,), axis, dtype = node.inputs, node.params["axis"], node.spec.dtype
+    inner = carrier("ReduceProd", dtype, same_bits=True)
+    n = x.shape[axis]
+    where = carrier("Where", inner)
+    rows = e.add("Unsqueeze", [e.input(x, where), e.ints([axis])])  # (..., 1, n, ...)
+    kept = np.tril(np.ones((n, n), dtype=bool)).reshape((n, n) + (1,) * (x.ndim - axis - 1))
+    masked = e.add("Where", [e.const(kept), rows, e.const(np.ones((), where))])
+    out = e.add("ReduceProd", [masked if where == inner else e.cast(masked, inner)],
+                axes=[axis + 1], keepdims=0)
+    return out if inner == dtype else e.cast(out, dtype)
+
+
+def _argsort(e: Emitter, node: Node) -> str:
+    """``TopK`` of all n elements, sorted, the largest first when descending: its indices."""
+    (x,), axis = node.inputs, node.params["axis"]
+    name = e.input(x, carrier("TopK", np.uint8 if x.dtype == BOOL else x.dtype))
+    _, indices = e.add("TopK", [name, e.ints([x.shape[axis]])], outputs=2, axis=axis,
+                       largest=int(node.params["descending"]), sorted=1)
+    return indices
+
+
 #: Converters by op name (`teachflow.onnx_export.emitter.CONVERTERS` has every module's).
 CONVERTERS: dict[str, Convert] = {
     "sum": _sum, "mean": _mean, "count_of": _count_of,
     "max": _extreme("ReduceMax", "Max"), "min": _extreme("ReduceMin", "Min"),
     "argmax": _position("ArgMax"), "argmin": _position("ArgMin"), "log_softmax": _log_softmax,
+    "prod": _prod, "all": _truth("ReduceMin"), "any": _truth("ReduceMax"), "cumsum": _cumsum,
+    "cumprod": _cumprod, "argsort": _argsort,
 }

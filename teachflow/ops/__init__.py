@@ -5,19 +5,21 @@
 - `elementwise`: arithmetic, transcendental functions, activations, comparisons, clip, casts,
   copies
 - `reduction`: sum, mean, max, min; argmax, argmin; log_softmax (one op for its gradient)
+- `scans`: prod, all, any; cumsum, cumprod (running sums and products); argsort
 - `views`: reshape, transpose, broadcast_to, and moving a batch axis
 - `index_rules`, `index_batching`: how indexing finds its shape and writes, and how it batches
 - `shape`: indexing, concatenate, stack
 - `linalg`: matmul
-- `creation`: constants, ranges, identity matrices, random numbers, device transfer
+- `creation`: constants, ranges (arange, linspace), identity matrices, random numbers (normal,
+  uniform, randint), device transfer
 - `collective`: all_reduce, one value made from every process's (data-parallel training)
 
 Everything else (softmax, var, squeeze, ...) is composed from these, as Tensor
 methods (`teachflow.tensor.tensor`) and functions (`teachflow.tensor.functions`).
 """
 
-from teachflow.ops import collective, creation, elementwise, linalg, reduction, shape
+from teachflow.ops import collective, creation, elementwise, linalg, reduction, scans, shape
 from teachflow.ops.op import OPS, Op, RuleError
 
 __all__ = ["OPS", "Op", "RuleError", "collective", "creation", "elementwise", "linalg",
-           "reduction", "shape"]
+           "reduction", "scans", "shape"]

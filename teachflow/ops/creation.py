@@ -1,5 +1,5 @@
-"""Ops that make values: constants, ranges, identity matrices, random numbers, and copies to
-another device.
+"""Ops that make values: constants, ranges (`arange`, `linspace`), identity matrices, random
+numbers (`normal`, `uniform`, `randint`), and copies to another device.
 
 These ops have no tensor inputs (or, for `to_device` and `copy`, one whose device they change), so
 each takes a parameter naming its device (`device`; `copy`'s `dst`) and runs there. A learner's
@@ -14,10 +14,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from teachflow.core.backends import get_backend
 from teachflow.core.dispatch import bind
+from teachflow.core.errors import DTypeError
 from teachflow.core.random import generator
-from teachflow.ops.op import Op, TensorSpec, no_flops, no_tangent, unbatched
+from teachflow.ops.op import Op, RuleError, TensorSpec, no_flops, no_tangent, unbatched
 
 #: Made from nothing: no tangent, and the same for every example of a batch.
 NOTHING_MOVES = {"jvp": no_tangent, "batch": unbatched}
@@ -70,6 +73,37 @@ uniform = Op("uniform", lambda xp: lambda *, shape, dtype, device:
              generator(xp).random(shape, dtype=dtype),
              _creation_rule, device_param="device", random=True, arg_names=(),
             **NOTHING_MOVES)
+
+
+def _linspace_rule(*, start: float, stop: float, num: int, dtype, device: str) -> TensorSpec:
+    if num < 0:
+        raise RuleError(f"linspace makes {num} values: the count must be 0 or more")
+    return TensorSpec((num,), dtype, device)
+
+
+def _randint_rule(*, low: int, high: int, shape: tuple, dtype, device: str) -> TensorSpec:
+    if dtype.kind not in "iu":
+        raise RuleError(f"randint draws integers; {dtype.name} was asked for", kind=DTypeError,
+                        hint="use dtype='int64' (the default) or another integer dtype")
+    if not low < high:
+        raise RuleError(f"randint draws from low={low} up to high={high} (excluded): an empty "
+                        "range", hint="high must be greater than low")
+    limits = np.iinfo(dtype)
+    if low < limits.min or high - 1 > limits.max:
+        raise RuleError(f"{dtype.name} cannot hold the values from {low} to {high - 1}",
+                        kind=DTypeError)
+    return TensorSpec(shape, dtype, device)
+
+
+# ``num`` values from `start` to `stop`, both included (NumPy's linspace: the last is `stop`).
+linspace = Op("linspace", lambda xp: lambda *, start, stop, num, dtype, device:
+              xp.linspace(start, stop, num, dtype=dtype),
+              _linspace_rule, device_param="device", arg_names=(), **NOTHING_MOVES)
+# Integers drawn uniformly from [low, high), by the same seeded generator as `normal`.
+randint = Op("randint", lambda xp: lambda *, low, high, shape, dtype, device:
+             generator(xp).integers(low, high, size=shape, dtype=dtype),
+             _randint_rule, device_param="device", random=True, flops=no_flops, arg_names=(),
+             **NOTHING_MOVES)
 to_device = Op("to_device", lambda xp: lambda x, *, device: get_backend(device).copy(x),
                lambda x, *, device: TensorSpec(x.shape, x.dtype, device),
                grads=(lambda g, x_spec: bind(to_device, g, device=x_spec.device),),

@@ -263,6 +263,7 @@ KINDS: dict[str, Kind] = {
     "m": SIZE, "index": INDEX,
     "reduction": Kind(lambda v, out: v, lambda data, into, where: text(data, where, REDUCTIONS)),
     "bucket_mb": OPTIONAL_SCALAR,
+    "descending": BOOL, "num": SIZE, "low": INT, "high": INT,
     "true_fn": GRAPH, "false_fn": GRAPH, "cond_fn": GRAPH, "body_fn": GRAPH, "callee": CALLEE,
 }
 

@@ -12,9 +12,9 @@ beside it. The chapters, in reading order:
 - `indexing`: indices as ``t[...]`` takes them;
 - `elementwise`: ``a + b``, ``a < b``, ``m1 & m2``, ``p -= g``, ``t.exp()``, ``t.clip(0, 1)``;
 - `reductions`: ``t.sum()``, ``t.mean()``, ``t.max()``, ``t.argmax()``, ``t.var()``,
-  ``t.softmax()``;
+  ``t.softmax()``, ``t.prod()``, ``t.cumsum(0)``, ``t.sort()``, ``t.topk(k)``;
 - `movement`: ``t.reshape()``, ``t.view()``, ``t.T``, ``t.permute()``, ``t.squeeze()``,
-  ``t[i]``, ``t[i] = v``;
+  ``t[i]``, ``t[i] = v``, ``t.flip(0)``, ``t.repeat(2, 1)``, ``t.split(2)``, ``t.tril()``;
 - `linalg`: ``a @ b``;
 - `interop`: NumPy's protocols (``np.asarray(t)``, ``np.exp(t)``, ``np.where(t > 0, t, 0)``);
 - `tensor`: the `Tensor` itself: its array, device, tape node, grad, repr and backward, with
@@ -23,5 +23,6 @@ beside it. The chapters, in reading order:
 - `eager`: the eager interpreter: run the kernel now, record on the tape;
 - `factories`: making tensors (``tfl.tensor``, ``zeros``, ``randn``, ...);
 - `functions`: the functions ``tfl.exp``, ``tfl.sum``, ``tfl.reshape``, ``tfl.matmul``, one
-  section per kind as above (``tfl.where``, ``tfl.concatenate`` among them).
+  section per kind as above (``tfl.where``, ``tfl.concatenate`` among them);
+- `einsum`: ``tfl.einsum("bij,bjk->bik", a, b)``, lowered to the functions above.
 """

@@ -1,8 +1,9 @@
 """Making tensors: from data, filled with a constant, or random.
 
 Python floats become float32, the default of deep-learning frameworks (NumPy would pick float64);
-a NumPy array keeps its dtype. `zeros`, `ones`, `full`, `arange`, `eye`, `randn` and `rand` are
-ops (see `teachflow.ops.creation`), so inside a staged function they become nodes of the graph.
+a NumPy array keeps its dtype. `zeros`, `ones`, `full`, `arange`, `linspace`, `eye`, `randn`,
+`rand` and `randint` are ops (see `teachflow.ops.creation`), so inside a staged function they
+become nodes of the graph.
 A tensor is made on the device asked for, else the one ``with tfl.device(...)`` pins, else the
 CPU.
 """
@@ -24,8 +25,8 @@ from teachflow.ops import shape as shape_ops
 from teachflow.tensor.conversion import as_dtype, shape_arg
 from teachflow.tensor.tensor import Tensor, as_tensor
 
-__all__ = ["arange", "eye", "full", "full_like", "manual_seed", "ones", "ones_like", "rand",
-           "randn", "tensor", "zeros", "zeros_like"]
+__all__ = ["arange", "eye", "full", "full_like", "linspace", "manual_seed", "ones", "ones_like",
+           "rand", "randint", "randn", "tensor", "zeros", "zeros_like"]
 
 
 def tensor(data: Any, dtype: Any = None, device: str | None = None,
@@ -119,6 +120,41 @@ def arange(start: float, stop: float | None = None, step: float = 1, dtype: Any 
         dtype = np.float32 if any(isinstance(v, float) for v in (start, stop, step)) else np.int64
     return bind(creation.arange, start=start, stop=stop, step=step,
                 dtype=as_dtype(dtype, "arange"), device=default_device(device))
+
+
+def linspace(start: float, end: float, steps: int, dtype: Any = "float32",
+             device: str | None = None) -> Tensor:
+    """`steps` values evenly spaced from `start` to `end`, both included (PyTorch's names;
+    NumPy's linspace computes them: the last is `end` exactly)."""
+    ends = (start, end)
+    if not all(isinstance(v, int | float | np.integer | np.floating) for v in ends) or \
+            any(isinstance(v, bool) for v in ends):
+        raise DTypeError(f"linspace takes numbers, got start={start!r}, end={end!r}",
+                         op="linspace", hint="pass Python ints or floats")
+    if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
+        raise ShapeError(f"linspace makes `steps` values, a count of 0 or more, not {steps!r}",
+                         op="linspace", hint="e.g. tfl.linspace(0, 1, 5)")
+    return bind(creation.linspace, start=float(start), stop=float(end), num=int(steps),
+                dtype=as_dtype(dtype, "linspace"), device=default_device(device))
+
+
+def randint(low: int, high: int | None = None, size: int | Sequence[int] | None = None,
+            dtype: Any = "int64", device: str | None = None) -> Tensor:
+    """Integers drawn uniformly from ``[low, high)`` (`high` excluded), of shape `size`: as
+    PyTorch, ``tfl.randint(low, high, size)`` or ``tfl.randint(high, size)`` (from 0). A random
+    op: every call draws anew (seed with `tfl.manual_seed`), and no pass folds or merges it."""
+    if size is None:
+        low, high, size = 0, low, high
+    if size is None:
+        raise ShapeError("randint needs a size", op="randint",
+                         hint="tfl.randint(0, 10, (2, 3)) or tfl.randint(10, (2, 3))")
+    bounds = (low, high)
+    if not all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in bounds):
+        raise DTypeError(f"randint's bounds are ints, not {low!r} and {high!r}", op="randint",
+                         hint="e.g. tfl.randint(0, 10, (3,))")
+    return bind(creation.randint, low=int(low), high=int(high),
+                shape=shape_arg((size,), "randint"), dtype=as_dtype(dtype, "randint"),
+                device=default_device(device))
 
 
 def eye(n: int, m: int | None = None, dtype: Any = "float32",

@@ -5,7 +5,7 @@ A function applies the op of a tensor's method (``tfl.exp(x)`` is ``x.exp()``, f
 `tfl.tensor` takes), or one of its kind that no method has (``tfl.where``, ``tfl.concatenate``).
 The sections are the kinds of op, in the order of the method files named for them:
 elementwise (`teachflow.tensor.elementwise`), reductions (`teachflow.tensor.reductions`, where
-the composed ones, `var` and `softmax`, are written once), movement
+the composed ones, `var`, `softmax`, `logsumexp` and `sort`, are written once), movement
 (`teachflow.tensor.movement`) and linear algebra (`teachflow.tensor.linalg`). Each section also
 tells NumPy which of its functions answer NumPy's (``np.where`` on tensors is ``tfl.where``; see
 `teachflow.tensor.interop`).
@@ -16,6 +16,7 @@ module of their own, after it.)
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,11 +36,12 @@ from teachflow.tensor.interop import NUMPY_TWINS
 from teachflow.tensor.tensor import Tensor, as_tensor
 from teachflow.tensor.weak import WeakTensor
 
-__all__ = ["abs", "argmax", "argmin", "broadcast_to", "cat", "clip", "clone", "concatenate", "exp",
-           "flatten", "log", "log_softmax", "matmul", "max", "maximum", "mean", "min",
-           "minimum", "permute", "relu", "reshape", "sigmoid", "softmax", "softplus", "sqrt",
-           "squeeze", "stack", "sum", "swapaxes", "tanh", "transpose", "unsqueeze", "var",
-           "where"]
+__all__ = ["abs", "all", "any", "argmax", "argmin", "argsort", "broadcast_to", "cat", "chunk",
+           "clip", "clone", "concatenate", "cumprod", "cumsum", "diagonal", "exp", "flatten",
+           "flip", "log", "log_softmax", "logsumexp", "matmul", "max", "maximum", "mean", "min",
+           "minimum", "permute", "prod", "relu", "reshape", "roll", "sigmoid", "softmax",
+           "softplus", "sort", "split", "sqrt", "squeeze", "stack", "sum", "swapaxes", "tanh",
+           "topk", "transpose", "tril", "triu", "unsqueeze", "var", "where"]
 
 
 # --- Elementwise ----------------------------------------------------------------------------------
@@ -51,7 +53,7 @@ def _operands(*xs: Any) -> list:
     """Tensors as they are. Beside a tensor, Python scalars stay *weak* (they take the dtype of
     the tensor they meet), and so do weak tensors (a loop's index: `WeakTensor`); NumPy arrays
     stay constants, as with operators (``t * array``); anything else becomes a tensor."""
-    if not any(isinstance(x, Tensor) for x in xs):
+    if not builtins.any(isinstance(x, Tensor) for x in xs):  # (tfl.any is defined below)
         return [as_tensor(x) for x in xs]
     return [x.beside(*xs) if isinstance(x, WeakTensor) else
             x if isinstance(x, Tensor | _SCALAR | np.ndarray | np.generic) else as_tensor(x)
@@ -202,6 +204,46 @@ NUMPY_TWINS.update({
 })
 
 
+def prod(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    return as_tensor(x).prod(axis, keepdims, **other)
+
+
+def all(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    return as_tensor(x).all(axis, keepdims, **other)
+
+
+def any(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    return as_tensor(x).any(axis, keepdims, **other)
+
+
+def logsumexp(x: Any, axis: Axis = None, keepdims: bool = False, **other: Any) -> Tensor:
+    """``log(sum(exp(x)))`` over `axis`, computed stably (see `Tensor.logsumexp`)."""
+    return as_tensor(x).logsumexp(axis, keepdims, **other)
+
+
+def cumsum(x: Any, axis: int | None = None, **other: Any) -> Tensor:
+    return as_tensor(x).cumsum(axis, **other)
+
+
+def cumprod(x: Any, axis: int | None = None, **other: Any) -> Tensor:
+    return as_tensor(x).cumprod(axis, **other)
+
+
+def sort(x: Any, axis: int = LAST_AXIS, descending: bool = False, **other: Any) -> tuple:
+    """``(values, indices)`` sorted along `axis`, stably (see `Tensor.sort`)."""
+    return as_tensor(x).sort(axis, descending, **other)
+
+
+def argsort(x: Any, axis: int = LAST_AXIS, descending: bool = False, **other: Any) -> Tensor:
+    return as_tensor(x).argsort(axis, descending, **other)
+
+
+def topk(x: Any, k: int, axis: int = LAST_AXIS, largest: bool = True, sorted: bool = True,
+         **other: Any) -> tuple:
+    """``(values, indices)`` of the `k` largest (or smallest) along `axis` (`Tensor.topk`)."""
+    return as_tensor(x).topk(k, axis, largest, sorted, **other)
+
+
 # --- Movement -------------------------------------------------------------------------------------
 
 
@@ -274,6 +316,35 @@ def stack(ts: Sequence[Any], axis: int = FIRST_AXIS, **other: Any) -> Tensor:
         (axis,) = named("stack", other, axis=axis)
     ts = _tensors(ts, "stack")
     return bind(shape_ops.stack, *ts, axis=_axis(axis, ts[0].ndim + 1, "stack"))
+
+
+def flip(x: Any, dims: int | Sequence[int]) -> Tensor:
+    return as_tensor(x).flip(dims)
+
+
+def roll(x: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    return as_tensor(x).roll(shifts, dims)
+
+
+def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
+    """Pieces of `x` along `dim`, as PyTorch cuts them (see `Tensor.split`)."""
+    return as_tensor(x).split(split_size_or_sections, dim)
+
+
+def chunk(x: Any, chunks: int, dim: int = 0) -> tuple:
+    return as_tensor(x).chunk(chunks, dim)
+
+
+def tril(x: Any, diagonal: int = 0) -> Tensor:
+    return as_tensor(x).tril(diagonal)
+
+
+def triu(x: Any, diagonal: int = 0) -> Tensor:
+    return as_tensor(x).triu(diagonal)
+
+
+def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    return as_tensor(x).diagonal(offset, dim1, dim2)
 
 
 # NumPy's functions that mean what these do: np.concatenate on tensors is tfl.concatenate.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -176,6 +177,115 @@ class Movement:
                              "unknown", op=op, hint="give the graph's inputs known sizes")
         return self.reshape(tuple(-1 if d is None else d for d in shape))
 
+    # --- Rearranging: reversed, rolled, tiled, cut, masked, a diagonal read -------------------
+    # Each is a composition of the ops above (slices, index arrays, concatenate, broadcast_to,
+    # where): no op of its own, and a gradient that is theirs.
+
+    def flip(self, *dims: int | Sequence[int]) -> Tensor:
+        """The order of the values reversed along `dims` (``x.flip(0)``, ``x.flip((0, 1))``): a
+        slice with step -1 on each."""
+        axes = _axes_arg("flip", dims, self.shape)
+        return self[tuple(slice(None, None, -1) if a in axes else slice(None)
+                          for a in range(self.ndim))]
+
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+        """The values moved `shifts` places along `dims`, those pushed off the end coming back
+        at the start (each axis: two slices, concatenated). Without `dims`, of the flattened
+        tensor, its shape kept."""
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        shifts = (shifts,) if is_int(shifts) else tuple(shifts)
+        axes = _axes_arg("roll", (dims,), self.shape, ordered=True)
+        if len(shifts) != len(axes) or not all(is_int(s) for s in shifts):
+            raise ShapeError(f"roll takes one shift (an int) per axis: shifts {shifts!r} for "
+                             f"dims {dims!r}", op="roll", hint="e.g. x.roll((1, -2), (0, 1))")
+        x = self
+        for shift, a in zip(shifts, axes, strict=True):
+            n = _known_size(x, a, "roll")
+            if n and int(shift) % n:
+                cut, before = n - int(shift) % n, (slice(None),) * a
+                x = bind(shape_ops.concatenate, x[before + (slice(cut, None),)],
+                         x[before + (slice(0, cut),)], axis=a)
+        return x
+
+    def repeat(self, *sizes: int | Sequence[int]) -> Tensor:
+        """PyTorch's repeat (NumPy's tile): the whole tensor `sizes[k]` times along each axis
+        (extra leading sizes add axes). A reshape that gives each axis a size-1 twin in front,
+        a broadcast of the twins to the repeats, and a reshape that merges each pair."""
+        sizes = shape_arg(sizes, "repeat")
+        if len(sizes) < self.ndim:
+            raise ShapeError(f"repeat takes a count for each of the {self.ndim} axes of a tensor "
+                             f"of shape {self.shape}; got {sizes}", op="repeat",
+                             hint="give one count per axis, e.g. x.repeat(2, 1)")
+        shape = (1,) * (len(sizes) - self.ndim) + tuple(self.shape)
+        if None in shape:
+            raise ShapeError(f"repeat needs every size, and this tensor's shape is {self.shape}",
+                             op="repeat", hint="trace with known sizes (no None)")
+        twins = tuple(d for side in shape for d in (1, side))
+        tiled = tuple(d for r, side in zip(sizes, shape, strict=True) for d in (r, side))
+        x = self.reshape(twins)
+        x = bind(shape_ops.broadcast_to, x, shape=tiled) if tiled != twins else x
+        return x.reshape(tuple(r * side for r, side in zip(sizes, shape, strict=True)))
+
+    def split(self, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
+        """Pieces along `dim`, as PyTorch cuts them: of `split_size_or_sections` each (the last
+        smaller), or of the sizes listed (which must add up to the axis's size). Slices."""
+        (a,) = reduction.normalize_axes("split", dim, self.shape)
+        n = _known_size(self, a, "split")
+        sizes = split_size_or_sections
+        if is_int(sizes):
+            if sizes <= 0:
+                raise ShapeError(f"split_size must be positive, not {sizes}", op="split")
+            sizes = [min(int(sizes), n - start) for start in range(0, n, int(sizes))] or [0]
+        elif not all(is_int(s) and s >= 0 for s in sizes) or sum(sizes) != n:
+            raise ShapeError(f"split sections {list(sizes)} must be sizes that add up to {n}, "
+                             f"the size of axis {a} of a tensor of shape {self.shape}",
+                             op="split")
+        starts = [int(s) for s in np.cumsum([0, *sizes])]
+        return tuple(self[(slice(None),) * a + (slice(b, e),)] for b, e in pairwise(starts))
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple:
+        """`chunks` pieces along `dim` of ``ceil(size / chunks)`` each, as PyTorch's chunk
+        (which may give fewer)."""
+        if not is_int(chunks) or chunks <= 0:
+            raise ShapeError(f"chunk takes a positive number of chunks, not {chunks!r}",
+                             op="chunk")
+        (a,) = reduction.normalize_axes("chunk", dim, self.shape)
+        n = _known_size(self, a, "chunk")
+        return self.split(max(-(-n // int(chunks)), 1), a)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        """The lower triangle of the last two axes (on and below the `diagonal`-th diagonal),
+        zeros above: ``where(mask, x, 0)`` with a constant mask, which fuses."""
+        return self._triangle(np.tril, "tril", diagonal)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        """The upper triangle of the last two axes (on and above the `diagonal`-th diagonal)."""
+        return self._triangle(np.triu, "triu", diagonal)
+
+    def _triangle(self, triangle: Any, op: str, diagonal: int) -> Tensor:
+        if self.ndim < 2 or None in self.shape[-2:] or not is_int(diagonal):
+            raise ShapeError(f"{op} keeps a triangle of the last two axes (known sizes) with an "
+                             f"int diagonal; got shape {self.shape}, diagonal={diagonal!r}",
+                             op=op, hint="a matrix or a batch of them: shape (..., n, m)")
+        mask = triangle(np.ones(self.shape[-2:], dtype=bool), int(diagonal))
+        return bind(ew.where, mask, self, False if self.dtype == np.bool_ else 0)
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        """The diagonal of the matrices on axes `dim1` and `dim2` (above it by `offset`, below
+        it for a negative one), as a last axis: both axes moved last and read with two index
+        arrays, ``x[..., i, i + offset]``."""
+        a, b = (reduction.normalize_axes("diagonal", d, self.shape)[0] for d in (dim1, dim2))
+        if a == b or not is_int(offset):
+            raise ShapeError(f"diagonal takes two different axes and an int offset; got dim1="
+                             f"{dim1}, dim2={dim2}, offset={offset!r} for shape {self.shape}",
+                             op="diagonal")
+        rows, cols = _known_size(self, a, "diagonal"), _known_size(self, b, "diagonal")
+        down, right = max(-int(offset), 0), max(int(offset), 0)
+        steps = np.arange(max(min(rows - down, cols - right), 0))
+        moved = self.permute(*(d for d in range(self.ndim) if d not in (a, b)), a, b)
+        return moved[..., steps + down, steps + right]
+
     # --- PyTorch's and NumPy's names for the above, which teachflow spells otherwise ----------
 
     t = ForeignName("x.T")
@@ -187,10 +297,25 @@ class Movement:
     expand = ForeignName("tfl.broadcast_to(x, shape)")
     expand_as = ForeignName("tfl.broadcast_to(x, other.shape)")
     expand_dims = ForeignName("x.unsqueeze(axis)")
-    repeat = ForeignName("tfl.concatenate([x] * k, axis)")
     gather = ForeignName("indexing: x[np.arange(n), index]")
     zero_ = ForeignName("x[...] = 0")
     fill_ = ForeignName("x[...] = value")
+
+
+def _axes_arg(op: str, dims: tuple, shape: tuple, ordered: bool = False) -> tuple[int, ...]:
+    """Axes given as ints or one sequence, made non-negative (in order if `ordered`)."""
+    if len(dims) == 1 and not is_int(dims[0]):
+        dims = tuple(dims[0])
+    if ordered:
+        return tuple(reduction.normalize_axes(op, d, shape)[0] for d in dims)
+    return reduction.normalize_axes(op, dims, shape) or ()
+
+
+def _known_size(x: Any, axis: int, op: str) -> int:
+    if x.shape[axis] is None:
+        raise ShapeError(f"{op} needs the size of axis {axis}, and this tensor's shape is "
+                         f"{x.shape}", op=op, hint="trace with known sizes (no None)")
+    return x.shape[axis]
 
 
 def is_scalar(x: Any) -> bool:

@@ -1,8 +1,11 @@
 """A tensor's reductions: ``t.sum(axis=1)``, ``t.mean()``, ``t.max()``, ``t.argmax(1)``,
-``t.var()``, and what is normalised over an axis: ``t.softmax()``, ``t.log_softmax()``.
+``t.var()``, and what is normalised over an axis: ``t.softmax()``, ``t.log_softmax()``,
+``t.logsumexp()``; products and truth (``t.prod()``, ``t.all()``, ``t.any()``), running totals
+(``t.cumsum(0)``, ``t.cumprod(0)``) and order (``t.sort()``, ``t.argsort()``, ``t.topk(k)``).
 
 Each reduces along some axes (all of them by default, ``axis=None``), through `bind` with an op of
-`teachflow.ops.reduction`, or is composed from such ops and elementwise ones (`var`, `softmax`).
+`teachflow.ops.reduction` or `teachflow.ops.scans`, or is composed from such ops and elementwise
+ones (`var`, `softmax`, `logsumexp`; `sort` and `topk` index by `argsort`'s positions).
 PyTorch's ``dim=`` and ``keepdim=`` name the axes too (see `teachflow.tensor.habits`). `Tensor`
 inherits them from `Reductions`; their functions (``tfl.sum``, ``tfl.softmax``) are in
 `teachflow.tensor.functions`.
@@ -13,15 +16,15 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from teachflow.core.dispatch import bind
-from teachflow.core.errors import DTypeError, ShapeError
+from teachflow.core.errors import ArgumentError, DTypeError, ShapeError
 from teachflow.core.spec import is_int
 from teachflow.ops import elementwise as ew
-from teachflow.ops import reduction
+from teachflow.ops import reduction, scans
 from teachflow.tensor.habits import LAST_AXIS, ForeignName, named
 
 if TYPE_CHECKING:
@@ -140,16 +143,133 @@ class Reductions:
             top = bind(reduction.max, values, axis=axes, keepdims=True)
         return self - top
 
+    # --- Products, truth, running totals and order (`teachflow.ops.scans`) -------------------
+
+    def prod(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+             dtype: Any = None, out: Any = None, **other: Any) -> Tensor:
+        """The product over `axis`; its gradient is right where elements are 0 (the product
+        of the others, never ``prod / x``)."""
+        return reduced(self, scans.prod, axis, keepdims, dtype, out, other)
+
+    def all(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+            out: Any = None, **other: Any) -> Tensor:
+        """True where every element over `axis` is nonzero (a bool tensor)."""
+        return reduced(self, scans.all, axis, keepdims, None, out, other)
+
+    def any(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+            out: Any = None, **other: Any) -> Tensor:
+        """True where some element over `axis` is nonzero (a bool tensor)."""
+        return reduced(self, scans.any, axis, keepdims, None, out, other)
+
+    def logsumexp(self, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+                  **other: Any) -> Tensor:
+        """``log(sum(exp(x)))`` over `axis`, computed stably as ``m + log(sum(exp(x - m)))``
+        with m the (detached) maximum. A function of `max`, `exp`, `sum` and `log` rather than an
+        op of its own: it is as fast (those ops fuse), and its gradient, the softmax, comes out
+        of theirs. Where every element is -inf the answer is -inf, as in PyTorch."""
+        if other:
+            axis, keepdims = named("logsumexp", other, axis=axis, keepdims=keepdims)
+        axes = reduction.normalize_axes("logsumexp", axis, self.shape)
+        if self._empty_along(axes):  # (the log of an empty sum: -inf)
+            return self.exp().sum(axis=axes, keepdims=keepdims).log()
+        top = self.detach().max(axis=axes, keepdims=True)
+        top = bind(ew.where, top.abs() == math.inf, 0.0, top)  # (no inf - inf)
+        total = (self - top).exp().sum(axis=axes, keepdims=True).log() + top
+        return total if keepdims else total.squeeze(axes if axes is not None else None)
+
+    def cumsum(self, axis: int | None = None, dtype: Any = None, **other: Any) -> Tensor:
+        """The running sums along `axis` (PyTorch's ``dim=``): element j is ``x[0] + ... +
+        x[j]``."""
+        return self._scanned(scans.cumsum, axis, dtype, other)
+
+    def cumprod(self, axis: int | None = None, dtype: Any = None, **other: Any) -> Tensor:
+        """The running products along `axis`: element j is ``x[0] * ... * x[j]`` (its gradient
+        is exact where elements are 0; see `teachflow.ops.scans`)."""
+        return self._scanned(scans.cumprod, axis, dtype, other)
+
+    def _scanned(self, op: Any, axis: Any, dtype: Any, other: dict) -> Tensor:
+        if other:
+            (axis,) = named(op.name, other, axis=axis)
+        if axis is None:
+            raise ArgumentError(f"{op.name} runs along one axis: name it", op=op.name,
+                                hint=f"x.{op.name}(0), or x.flatten().{op.name}(0) for NumPy's "
+                                     "flattened running total")
+        if dtype is None:
+            return bind(op, self, axis=one_axis(op.name, axis, self.shape))
+        out = bind(op, self.astype(dtype), axis=one_axis(op.name, axis, self.shape))
+        return out.astype(dtype)  # (NumPy would sum int32 into int64; dtype= says otherwise)
+
+    def argsort(self, axis: int = LAST_AXIS, descending: bool = False, stable: bool = True,
+                **other: Any) -> Tensor:
+        """The positions that sort `axis` (int64): ``x[argsort]`` along it is sorted. Always
+        stable: ties keep their order, descending too."""
+        if other:
+            (axis,) = named("argsort", other, axis=axis)
+        if not isinstance(descending, bool | np.bool_):
+            raise DTypeError(f"descending is True or False, not {descending!r}", op="argsort")
+        return bind(scans.argsort, self, axis=one_axis("argsort", axis, self.shape),
+                    descending=bool(descending))
+
+    def sort(self, axis: int = LAST_AXIS, descending: bool = False, stable: bool = True,
+             **other: Any) -> ValuesAndIndices:
+        """``(values, indices)`` sorted along `axis`, as PyTorch returns them: the indices are
+        `argsort`'s, the values `x` read at them (so the gradient goes back to where each value
+        came from)."""
+        if other:
+            (axis,) = named("sort", other, axis=axis)
+        axis = one_axis("sort", axis, self.shape)
+        indices = self.argsort(axis, descending)
+        return ValuesAndIndices(along(self, indices, axis), indices)
+
+    def topk(self, k: int, axis: int = LAST_AXIS, largest: bool = True, sorted: bool = True,
+             **other: Any) -> ValuesAndIndices:
+        """The `k` largest values along `axis` (the smallest with ``largest=False``) and where
+        they are, as PyTorch's topk: the first k of `sort`. They come sorted even with
+        ``sorted=False`` (PyTorch leaves their order unspecified then)."""
+        if other:
+            (axis,) = named("topk", other, axis=axis)
+        axis = one_axis("topk", axis, self.shape)
+        if not is_int(k) or not 0 <= k <= (self.shape[axis] or 0):
+            raise ShapeError(f"topk takes k from 0 to {self.shape[axis]}, the size of axis "
+                             f"{axis} of a tensor of shape {self.shape}; got {k!r}", op="topk",
+                             hint="k is how many values to keep along the axis")
+        indices = self.argsort(axis, descending=bool(largest))[
+            (slice(None),) * axis + (slice(0, int(k)),)]
+        return ValuesAndIndices(along(self, indices, axis), indices)
+
     # --- PyTorch's and NumPy's names for the above, which teachflow spells otherwise ----------
 
     amax = ForeignName("x.max(axis)")
     amin = ForeignName("x.min(axis)")
     std = ForeignName("x.var(axis).sqrt()")
-    all = ForeignName("(x != 0).astype('int32').min() == 1")
-    any = ForeignName("(x != 0).astype('int32').max() == 1")
     norm = ForeignName("(x * x).sum().sqrt()")
-    prod = ForeignName("x.log().sum().exp() (for positive x)")
-    cumsum = ForeignName("a loop of x[i] sums (no op yet)")
+
+
+class ValuesAndIndices(NamedTuple):
+    """What `sort` and `topk` give, as PyTorch's do: ``values, indices = x.sort()``."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def one_axis(op: str, axis: Any, shape: tuple) -> int:
+    """One axis (an int), made non-negative; a ShapeError naming `op` and `shape` if it is out
+    of range."""
+    if not is_int(axis):
+        raise DTypeError(f"{op} runs along one axis (an int), not {axis!r}", op=op,
+                         hint=f"e.g. x.{op}(-1) for the last axis")
+    return reduction.normalize_axes(op, int(axis), shape)[0]
+
+
+def along(x: Tensor, indices: Tensor, axis: int) -> Tensor:
+    """``x`` read at `indices` along `axis` (NumPy's take_along_axis): every other axis indexed
+    by a range that broadcasts, so the result has the shape of `indices`."""
+    if None in x.shape:
+        raise ShapeError(f"reading along an axis needs every size, and this tensor's shape is "
+                         f"{x.shape}", op="sort", hint="trace with known sizes (no None)")
+    index = tuple(indices if a == axis else np.arange(size).reshape(
+        [size if b == a else 1 for b in range(x.ndim)]) for a, size in enumerate(x.shape))
+    return x[index]
 
 
 def reduced(x: Tensor, op: Any, axis: Any, keepdims: bool, dtype: Any, out: Any,
