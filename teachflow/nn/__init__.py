@@ -12,6 +12,9 @@ replicated over the processes of a job, ``DistributedDataParallel``).
 
 from teachflow.nn import functional, parallel, utils
 from teachflow.nn.layers import (
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
     Conv2d,
     CrossEntropyLoss,
     Dropout,
@@ -19,6 +22,7 @@ from teachflow.nn.layers import (
     Flatten,
     LayerNorm,
     Linear,
+    MaxPool2d,
     MSELoss,
     ReLU,
     Sequential,
@@ -27,9 +31,9 @@ from teachflow.nn.layers import (
 )
 from teachflow.nn.module import Module, Parameter
 
-__all__ = ["Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "LayerNorm",
-           "Linear", "MSELoss", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh",
-           "functional", "parallel", "utils"]
+__all__ = ["AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "CrossEntropyLoss", "Dropout",
+           "Embedding", "Flatten", "LayerNorm", "Linear", "MSELoss", "MaxPool2d", "Module",
+           "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional", "parallel", "utils"]
 
 
 def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)

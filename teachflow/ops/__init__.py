@@ -9,6 +9,8 @@
 - `index_rules`, `index_batching`: how indexing finds its shape and writes, and how it batches
 - `shape`: indexing, concatenate, stack
 - `linalg`: matmul
+- `windows`, `convolution`, `pooling`: windows slid over images (im2col and col2im); conv2d
+  and its two gradients; max and average pooling and theirs
 - `creation`: constants, ranges, identity matrices, random numbers, device transfer
 - `collective`: all_reduce, one value made from every process's (data-parallel training)
 
@@ -16,8 +18,17 @@ Everything else (softmax, var, squeeze, ...) is composed from these, as Tensor
 methods (`teachflow.tensor.tensor`) and functions (`teachflow.tensor.functions`).
 """
 
-from teachflow.ops import collective, creation, elementwise, linalg, reduction, shape
+from teachflow.ops import (
+    collective,
+    convolution,
+    creation,
+    elementwise,
+    linalg,
+    pooling,
+    reduction,
+    shape,
+)
 from teachflow.ops.op import OPS, Op, RuleError
 
-__all__ = ["OPS", "Op", "RuleError", "collective", "creation", "elementwise", "linalg",
-           "reduction", "shape"]
+__all__ = ["OPS", "Op", "RuleError", "collective", "convolution", "creation", "elementwise",
+           "linalg", "pooling", "reduction", "shape"]
