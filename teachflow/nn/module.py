@@ -13,8 +13,9 @@ its parameters) or inside a staged function, where each parameter is a tensor th
 the next call without tracing again. A module's *buffers* (``register_buffer``: `BatchNorm2d`'s
 running statistics) are state too, but not parameters: no gradient, no optimizer; they are in
 the state dict, and a staged function writes their updates back. ``train()`` and ``eval()``
-set the `training` flag of the module and its children; a layer that behaves differently in training (`Dropout`) reads it
-through `Module.training_flag`, which a staged function checks before each call.
+set the `training` flag of the module and its children; a layer that behaves differently in
+training (`Dropout`) reads it through `Module.training_flag`, which a staged function checks
+before each call.
 """
 
 from __future__ import annotations

@@ -64,6 +64,11 @@ KERNELS: dict[str, dict[str, str]] = {
     "EyeLike": {"T1": "float32 float64 int32 int64 uint64",
                 "T2": "float32 float64 int32 int64 uint64"},
     "Where": {"T": "float32 float64 int8 int32 int64 uint8 uint32"},
+    **{op: {"T": "float32"} for op in ("Conv", "ConvTranspose", "AveragePool")},
+    "MaxPool": {"T": "float32 float64", "I": "int64"},
+    "ScatterElements": {"T": _ANY, "Tind": "int32 int64"},
+    "ScatterElements reduction=add": {"T": "float32 float64", "Tind": "int32 int64"},
+    "GatherElements": {"T": _ANY, "Tind": "int32 int64"},
 }
 
 #: Dtypes that hold every value of a dtype, narrowest first (bools as 0 and 1).
