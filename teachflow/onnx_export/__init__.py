@@ -27,9 +27,9 @@ the others); each teachflow op in ONNX's words, one module per kind of op as in 
 means, extremes), `shape_ops` (reshapes, transposes, broadcasts, concatenations), `creation_ops`
 (``full``, ``arange``, ``eye``, and the random ops, which have no equivalent), `index_ops`
 (slices, index arrays and writes), `window_ops` (convolution and pooling, and their
-gradients: ``Conv``, ``ConvTranspose``, ``MaxPool``, ``AveragePool``) and `control_flow` (``cond`` and loops as ``If`` and
-``Loop``, and a call of a graph function inlined: the callee's nodes in its place); and
-`emitter`, which walks a graph and writes the model, asking each node's converter for its ONNX
+gradients: ``Conv``, ``ConvTranspose``, ``MaxPool``, ``AveragePool``) and `control_flow`
+(``cond`` and loops as ``If`` and ``Loop``, and a call of a graph function inlined: the
+callee's nodes in its place); and `emitter`, which walks a graph and writes the model, asking each node's converter for its ONNX
 nodes. A model onnxruntime could not run is never written: the export refuses it, naming the
 op, its dtype and the line. Only `emitter` and `onnxruntime_types`'s check need the ``onnx``
 package (the optional ``onnx`` extra), imported when a model is written, so ``import
