@@ -215,9 +215,14 @@ def _pool(op: Any, input: Any, kernel_size: Any, stride: Any, padding: Any) -> T
     x = as_tensor(input)
     if x.ndim == 3:  # one image, no batch axis
         return _pool(op, x.unsqueeze(0), kernel_size, stride, padding)[0]
+    _check_images(x, op.name)
     kernel = conv_pair(kernel_size, "kernel_size", op=op.name)
     stride = kernel if stride is None else conv_pair(stride, "stride", op=op.name)
     ph, pw = conv_pair(padding, "padding", least=0, op=op.name)
+    if ph > kernel[0] // 2 or pw > kernel[1] // 2:
+        raise ShapeError(f"padding {(ph, pw)} is more than half the {kernel} window: a window "
+                         "could hold nothing but padding", op=op.name,
+                         hint="as PyTorch: padding at most kernel_size // 2")
     return dispatch.bind(op, x, kernel_size=kernel, stride=stride, padding=(ph, ph, pw, pw))
 
 
@@ -237,7 +242,7 @@ def batch_norm(input: Any, running_mean: Tensor | None, running_var: Tensor | No
     axes = (0, *range(2, x.ndim))
     shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
     if training or running_mean is None:
-        mean, var = x.mean(axis=axes), x.var(axis=axes)
+        mean, var = x.mean(axis=axes), x.var(axis=axes, correction=0)
         if running_mean is not None:
             count = x.size // x.shape[1]
             if count < 2:
@@ -256,11 +261,25 @@ def batch_norm(input: Any, running_mean: Tensor | None, running_var: Tensor | No
     return y if bias is None else y + bias.reshape(shape)
 
 
+def _check_images(x: Tensor, op: str) -> None:
+    """Convolution and pooling take a batch of images of floating-point numbers (the shape
+    rules say so too, but eagerly only the kernel runs)."""
+    if x.ndim != 4:
+        raise ShapeError(f"takes images (N, C, H, W) or one image (C, H, W), not shape "
+                         f"{x.shape}", op=op,
+                         hint="a batch of images: add the batch axis with x.unsqueeze(0)")
+    if x.dtype.kind != "f":
+        raise DTypeError(f"computes in floating point, and the input is {x.dtype}", op=op,
+                         hint="cast first, e.g. x.astype('float32')")
+
+
 def _check_conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any) -> None:
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(f"takes an input (N, C, H, W) and a weight (O, C / groups, KH, KW), not "
                          f"{x.shape} and {weight.shape}", op="conv2d",
                          hint="a batch of images: add the batch axis with x.unsqueeze(0)")
+    for t in (x, weight):
+        _check_images(t, "conv2d")
     if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0 \
             or x.shape[1] % groups or weight.shape[0] % groups:
         raise ShapeError(f"groups={groups!r} must be a positive int that divides the input's "
