@@ -293,13 +293,19 @@ class Dropout(Module):
 
 
 class Flatten(Module):
-    """Keep the first axis (the batch), flatten the rest: (N, 8, 8) -> (N, 64)."""
+    """Merge the axes from `start_dim` to `end_dim` into one; by default every axis but the
+    first (the batch): (N, 32, 3, 3) -> (N, 288), between a CNN's convolutions and its
+    `Linear` layers."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, x: Any) -> Any:
-        return x.reshape(x.shape[0], -1)
+        return x.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
-        return "start_dim=1, end_dim=-1"
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class Sequential(Module):

@@ -34,7 +34,7 @@ import numpy as np
 from teachflow.core.dispatch import bind
 from teachflow.ops import tangents
 from teachflow.ops.op import Op, RuleError, TensorSpec
-from teachflow.ops.views import batched, reshape, transpose
+from teachflow.ops.views import batched, reshape, to_front, transpose
 from teachflow.ops.windows import add_windows, check_image, out_hw, padded, windows
 
 
@@ -42,7 +42,7 @@ def _columns(xp: Any, x: Any, kernel: tuple, groups: int, stride: tuple, padding
              dilation: tuple) -> tuple[Any, tuple]:
     """im2col: the columns (N, G, C/G·KH·KW, OH·OW) of `x`, and (OH, OW)."""
     n, c, h, w = x.shape
-    hw = out_hw("conv2d", (h, w), kernel, padding, stride, dilation)
+    hw = out_hw((h, w), kernel, padding, stride, dilation)
     view = windows(xp, padded(xp, x, padding), kernel, stride, dilation, hw)
     return view.reshape(n, groups, c // groups * kernel[0] * kernel[1], hw[0] * hw[1]), hw
 
@@ -118,7 +118,7 @@ def _conv2d_rule(x: TensorSpec, w: TensorSpec, *, stride: tuple, padding: tuple,
                  dilation: tuple, groups: int) -> TensorSpec:
     _check_params(stride, padding, dilation, groups)
     _check_kernels(x, w, groups)
-    oh, ow = out_hw("conv2d", x.shape[2:], w.shape[2:], padding, stride, dilation)
+    oh, ow = out_hw(x.shape[2:], w.shape[2:], padding, stride, dilation)
     return TensorSpec((x.shape[0], w.shape[0], oh, ow), np.result_type(x.dtype, w.dtype))
 
 
@@ -150,7 +150,7 @@ def _check_output(g: TensorSpec, nc: tuple, size: tuple, kernel: tuple, stride: 
     if len(size) != 2 or min(size) < 1:
         raise RuleError(f"shape must be the image's two sizes (H, W), not {size}")
     check_image("the cotangent", g)
-    want = (*nc, *out_hw("conv2d", size, kernel, padding, stride, dilation))
+    want = (*nc, *out_hw(size, kernel, padding, stride, dilation))
     if g.shape[1:] != want[1:] or (None not in (g.shape[0], want[0]) and g.shape[0] != want[0]):
         raise RuleError(f"the cotangent has shape {g.shape}, and the convolution made {want}")
 
@@ -215,7 +215,7 @@ def _batch(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
               conv2d_weight_grad: (True, True)}[op]
     weight_out = op is conv2d_weight_grad
     if not weight_out and dims[1] is None:  # one kernel for all: the examples join the batch
-        x = bind(transpose, args[0], axes=_front(args[0].ndim, dims[0]))
+        x = to_front(args[0], dims[0])
         out = bind(op, bind(reshape, x, shape=(size * x.shape[1], *x.shape[2:])), args[1],
                    **params)
         return bind(reshape, out, shape=(size, x.shape[1], *out.shape[1:])), 0
@@ -232,10 +232,6 @@ def _batch(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
         return bind(reshape, out, shape=(size, out.shape[0] // size, *out.shape[1:])), 0
     return bind(reshape, out, shape=(out.shape[0], size, out.shape[1] // size,
                                      *out.shape[2:])), 1
-
-
-def _front(ndim: int, dim: int) -> tuple:
-    return (dim, *(a for a in range(ndim) if a != dim))
 
 
 conv2d = Op("conv2d", _conv2d_kernel, _conv2d_rule, grads=(_conv_dx, _conv_dw),

@@ -35,7 +35,7 @@ _ONE = (1, 1)
 def _windows(xp: Any, x: Any, kernel_size: tuple, stride: tuple, padding: tuple,
              fill: Any) -> Any:
     """The (N, C, KH, KW, OH, OW) view of `x` padded with `fill`."""
-    hw = out_hw("pool", x.shape[2:], kernel_size, padding, stride, _ONE)
+    hw = out_hw(x.shape[2:], kernel_size, padding, stride, _ONE)
     return windows(xp, padded(xp, x, padding, fill), kernel_size, stride, _ONE, hw)
 
 
@@ -118,7 +118,7 @@ def _pool_rule(x: TensorSpec, *, kernel_size: tuple, stride: tuple,
                padding: tuple) -> TensorSpec:
     _check_params(kernel_size, stride, padding)
     check_image("the input", x)
-    oh, ow = out_hw("pool", x.shape[2:], kernel_size, padding, stride, _ONE)
+    oh, ow = out_hw(x.shape[2:], kernel_size, padding, stride, _ONE)
     return TensorSpec((*x.shape[:2], oh, ow), x.dtype)
 
 

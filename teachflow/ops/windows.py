@@ -89,7 +89,7 @@ def check_image(what: str, spec: Any) -> None:
                         f"{spec.shape}", hint="trace with a fixed image size (only N may be None)")
 
 
-def out_hw(op: str, size: tuple, kernel: tuple, padding: tuple, stride: tuple,
+def out_hw(size: tuple, kernel: tuple, padding: tuple, stride: tuple,
            dilation: tuple) -> tuple[int, int]:
     """The output's (OH, OW), refused where the kernel does not fit even once."""
     top, bottom, left, right = padding
