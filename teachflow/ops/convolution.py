@@ -3,7 +3,9 @@
 ``conv2d(x, w)`` slides each of the O kernels of `w` (O, C / groups, KH, KW) over the images
 `x` (N, C, H, W). Its kernel is *im2col* and one matrix product, as Caffe's and cuDNN's first
 algorithm: the windows of the padded images (`windows.windows`, a view) copied out as columns
-(N, G, C/G·KH·KW, OH·OW), multiplied by the kernels flattened (G, O/G, C/G·KH·KW). One op
+(G, C/G·KH·KW, N·OH·OW), one per output position of every image, multiplied by the kernels
+flattened (G, O/G, C/G·KH·KW): one large product per group rather than one small one per
+image, which BLAS runs several times faster. One op
 rather than the slices, stack and matmul it could be composed of: the stepper shows one node,
 ONNX gets one ``Conv``, and its gradient is two kernels instead of KH·KW scatters.
 
@@ -40,20 +42,30 @@ from teachflow.ops.windows import add_windows, check_image, out_hw, padded, wind
 
 def _columns(xp: Any, x: Any, kernel: tuple, groups: int, stride: tuple, padding: tuple,
              dilation: tuple) -> tuple[Any, tuple]:
-    """im2col: the columns (N, G, C/G·KH·KW, OH·OW) of `x`, and (OH, OW)."""
+    """im2col: the columns (G, C/G·KH·KW, N·OH·OW) of `x`, one per output position of every
+    image, so that each group is one matrix product; and (OH, OW)."""
     n, c, h, w = x.shape
     hw = out_hw((h, w), kernel, padding, stride, dilation)
     view = windows(xp, padded(xp, x, padding), kernel, stride, dilation, hw)
-    return view.reshape(n, groups, c // groups * kernel[0] * kernel[1], hw[0] * hw[1]), hw
+    view = view.reshape(n, groups, c // groups, *kernel, *hw).transpose(1, 2, 3, 4, 0, 5, 6)
+    return view.reshape(groups, c // groups * kernel[0] * kernel[1], -1), hw  # (the copy)
+
+
+def _per_group(xp: Any, g: Any, groups: int) -> Any:
+    """The cotangent (N, O, OH, OW) as (G, O/G, N·OH·OW), the columns' layout."""
+    n, o = g.shape[:2]
+    return xp.ascontiguousarray(g.reshape(n, groups, o // groups, -1).transpose(1, 2, 0, 3)
+                                ).reshape(groups, o // groups, -1)
 
 
 def _conv2d_kernel(xp: Any):
     def conv2d(x: Any, w: Any, *, stride: tuple, padding: tuple, dilation: tuple,
                groups: int) -> Any:
-        o, cg, kh, kw = w.shape
+        (o, cg, kh, kw), n = w.shape, x.shape[0]
         cols, (oh, ow) = _columns(xp, x, (kh, kw), groups, stride, padding, dilation)
-        out = w.reshape(groups, o // groups, cg * kh * kw) @ cols  # (N, G, O/G, OH·OW)
-        return out.reshape(x.shape[0], o, oh, ow)
+        out = w.reshape(groups, o // groups, cg * kh * kw) @ cols  # (G, O/G, N·OH·OW)
+        out = out.reshape(o, n, oh, ow).transpose(1, 0, 2, 3)
+        return xp.ascontiguousarray(out)
 
     return conv2d
 
@@ -64,8 +76,8 @@ def _input_grad_kernel(xp: Any):
         n, o, oh, ow = g.shape
         _, cg, kh, kw = w.shape
         kernels = w.reshape(groups, o // groups, cg * kh * kw)
-        cols = xp.swapaxes(kernels, 1, 2) @ g.reshape(n, groups, o // groups, oh * ow)
-        cols = cols.reshape(n, groups * cg, kh, kw, oh, ow)
+        cols = xp.swapaxes(kernels, 1, 2) @ _per_group(xp, g, groups)  # (G, K, N·OH·OW)
+        cols = cols.reshape(groups * cg, kh, kw, n, oh, ow).transpose(3, 0, 1, 2, 4, 5)
         return add_windows(xp, cols, shape, padding, stride, dilation)
 
     return conv2d_input_grad
@@ -74,10 +86,10 @@ def _input_grad_kernel(xp: Any):
 def _weight_grad_kernel(xp: Any):
     def conv2d_weight_grad(x: Any, g: Any, *, shape: tuple, stride: tuple, padding: tuple,
                            dilation: tuple, groups: int) -> Any:
-        n, o, oh, ow = g.shape
+        o = g.shape[1]
         cols, _ = _columns(xp, x, shape, groups, stride, padding, dilation)
-        per_image = g.reshape(n, groups, o // groups, oh * ow) @ xp.swapaxes(cols, 2, 3)
-        return per_image.sum(axis=0).reshape(o, x.shape[1] // groups, *shape)
+        dw = _per_group(xp, g, groups) @ xp.swapaxes(cols, 1, 2)  # (G, O/G, K)
+        return dw.reshape(o, x.shape[1] // groups, *shape)
 
     return conv2d_weight_grad
 
