@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from teachflow.core.dispatch import bind
+from teachflow.core.errors import DTypeError
 from teachflow.ops import tangents
 from teachflow.ops.op import Op, RuleError, TensorSpec
 from teachflow.ops.views import batched, reshape, to_front, transpose
@@ -99,8 +100,7 @@ def _weight_grad_kernel(xp: Any):
 
 def _check_params(stride: tuple, padding: tuple, dilation: tuple, groups: int) -> None:
     """What a graph (or a saved file) might give the op directly; `F.conv2d` checks first."""
-    pairs = {"stride": stride, "dilation": dilation}
-    for name, value in pairs.items():
+    for name, value in (("stride", stride), ("dilation", dilation)):
         if len(value) != 2 or min(value) < 1:
             raise RuleError(f"{name} must be two ints >= 1, not {value}")
     if len(padding) != 4 or min(padding) < 0:
@@ -115,7 +115,8 @@ def _check_kernels(x: TensorSpec, w: TensorSpec, groups: int) -> None:
     if w.ndim != 4:
         raise RuleError(f"the weight must be (O, C / groups, KH, KW), not of shape {w.shape}")
     if np.dtype(w.dtype).kind != "f":
-        check_image("the weight", TensorSpec((1, 1, 1, 1), w.dtype))  # (the dtype's error)
+        raise RuleError(f"the weight is {w.dtype}; convolution computes in floating point",
+                        hint="cast first, e.g. w.astype('float32')", kind=DTypeError)
     if x.shape[1] % groups or w.shape[0] % groups:
         raise RuleError(f"groups={groups} must divide the input's {x.shape[1]} channels and "
                         f"the {w.shape[0]} output channels",
@@ -223,9 +224,8 @@ def _batch(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
     channels side by side, (N, B·C, H, W); a weight gets the examples' kernels stacked,
     (B·O, ...). An operand that is the same for every example is broadcast first. Where only
     the images are batched and the result is images, the examples simply join the batch."""
-    images = {conv2d: (True, False), conv2d_input_grad: (True, False),
-              conv2d_weight_grad: (True, True)}[op]
-    weight_out = op is conv2d_weight_grad
+    weight_out = op is conv2d_weight_grad  # its operands are both images (x and g)
+    images = (True, weight_out)
     if not weight_out and dims[1] is None:  # one kernel for all: the examples join the batch
         x = to_front(args[0], dims[0])
         out = bind(op, bind(reshape, x, shape=(size * x.shape[1], *x.shape[2:])), args[1],
