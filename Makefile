@@ -133,6 +133,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/per_example_grads.py
 	$(PY) bench/transforms_peer.py
 	$(PY) bench/ddp.py
+	$(PY) bench/cnn_digits.py
 	$(PY) bench/stepper.py
 	$(PY) bench/stepper_browser.py
 	$(PY) bench/check.py

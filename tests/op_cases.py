@@ -711,7 +711,88 @@ SCAN_AND_MOVEMENT_CASES = [
     OpCase("scaled_dot_product_attention", _attention),
 ]
 
+
+# --- Convolution and pooling --------------------------------------------------------------------
+
+
+def conv2d_reference(x: np.ndarray, w: np.ndarray, stride: tuple, padding: tuple,
+                     dilation: tuple, groups: int) -> np.ndarray:
+    """The definition, a loop over output positions: each is the sum of a window of the padded
+    input (its taps `dilation` apart) times the kernel, over the kernel's group of channels."""
+    (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+    o, cg, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh = (xp.shape[2] - dh * (kh - 1) - 1) // sh + 1
+    ow = (xp.shape[3] - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((x.shape[0], o, oh, ow), dtype=x.dtype)
+    for k in range(o):
+        c = k // (o // groups) * cg
+        for i in range(oh):
+            for j in range(ow):
+                window = xp[:, c:c + cg, i * sh:i * sh + dh * (kh - 1) + 1:dh,
+                            j * sw:j * sw + dw * (kw - 1) + 1:dw]
+                out[:, k, i, j] = (window * w[k]).sum(axis=(1, 2, 3))
+    return out
+
+
+def pool_reference(x: np.ndarray, kernel: tuple, stride: tuple, padding: tuple,
+                   reduce: Callable, fill: float) -> np.ndarray:
+    """Each window of the input padded with `fill`, reduced (np.max, or np.mean)."""
+    (kh, kw), (sh, sw), (ph, pw) = kernel, stride, padding
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=fill)
+    oh, ow = (xp.shape[2] - kh) // sh + 1, (xp.shape[3] - kw) // sw + 1
+    return np.array([[[[reduce(xp[n, c, i * sh:i * sh + kh, j * sw:j * sw + kw])
+                        for j in range(ow)] for i in range(oh)] for c in range(x.shape[1])]
+                     for n in range(x.shape[0])])
+
+
+def _conv2d(data: st.DataObject) -> Example:
+    """Any stride, padding, dilation and grouping that fits a small image."""
+    groups = data.draw(st.sampled_from([1, 2]), label="groups")
+    n, c, o = (data.draw(st.integers(1, 2), label=k) for k in ("n", "c/groups", "o/groups"))
+    kh, kw, sh, sw, ph, pw, dh, dw = (data.draw(st.integers(1, 2), label=k) for k in
+                                      ("kh", "kw", "sh", "sw", "ph", "pw", "dh", "dw"))
+    ph, pw = ph - 1, pw - 1
+    h, w = (data.draw(st.integers(dh * (kh - 1) + 1, 5), label="h"),
+            data.draw(st.integers(dw * (kw - 1) + 1, 5), label="w"))
+    rng, bias = rng_from(data), data.draw(st.booleans(), label="bias")
+    inputs = [values(rng, (n, c * groups, h, w)), values(rng, (o * groups, c, kh, kw)),
+              values(rng, (o * groups,))]
+    keywords = {"stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw),
+                "groups": groups}
+
+    def fn(x, weight, b):
+        return tfl.nn.functional.conv2d(x, weight, b if bias else None, **keywords)
+
+    def ref(x, weight, b):
+        out = conv2d_reference(x, weight, keywords["stride"], keywords["padding"],
+                               keywords["dilation"], groups)
+        return out + b[:, None, None] * bias
+
+    return Example(inputs, fn, ref)
+
+
+def _pool(name: str, reduce: Callable, fill: float) -> Callable[[st.DataObject], Example]:
+    def draw(data: st.DataObject) -> Example:
+        kh, kw = (data.draw(st.integers(1, 3), label=k) for k in ("kh", "kw"))
+        sh, sw = (data.draw(st.integers(1, 3), label=k) for k in ("sh", "sw"))
+        ph, pw = data.draw(st.integers(0, kh // 2), label="ph"), \
+            data.draw(st.integers(0, kw // 2), label="pw")
+        h, w = (data.draw(st.integers(k, 5), label=a) for k, a in ((kh, "h"), (kw, "w")))
+        x = values(rng_from(data), (data.draw(st.integers(1, 2), label="n"), 2, h, w))
+        pool = getattr(tfl.nn.functional, name)
+        return Example([x], lambda x: pool(x, (kh, kw), (sh, sw), (ph, pw)),
+                       lambda x: pool_reference(x, (kh, kw), (sh, sw), (ph, pw), reduce, fill))
+
+    return draw
+
+
+WINDOW_CASES = [OpCase("conv2d", _conv2d),
+                OpCase("max_pool2d", _pool("max_pool2d", np.max, -np.inf)),
+                OpCase("avg_pool2d", _pool("avg_pool2d", np.mean, 0.0))]
+
 #: Every differentiable op of the public API, each with a readable pytest id.
 DIFFERENTIABLE_CASES = (UNARY_CASES + BINARY_CASES + SCALAR_CASES + WHERE_CASES + CLIP_CASES
                         + NUMPY_UFUNC_CASES + MATMUL_CASES + INDEX_CASES + REDUCTION_CASES
-                        + SHAPE_CASES + COMPOSED_CASES + SCAN_AND_MOVEMENT_CASES)
+                        + SHAPE_CASES + COMPOSED_CASES + SCAN_AND_MOVEMENT_CASES
+                        + WINDOW_CASES)

@@ -26,7 +26,8 @@ import teachflow as tfl
 from teachflow.core import backends, dispatch
 from teachflow.core.backends import Backend
 from teachflow.core.spec import TensorSpec
-from teachflow.ops import creation, elementwise, linalg, reduction
+from teachflow.nn import functional as F
+from teachflow.ops import convolution, creation, elementwise, linalg, pooling, reduction
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import Op
 from teachflow.tensor.tensor import Tensor
@@ -129,6 +130,8 @@ DATA = {
     "d": RNG.standard_normal((3, 4)),  # float64
     "i": np.array([2, 0, 2]),
     "mask": np.array([True, False, True]),
+    "img": RNG.standard_normal((2, 4, 6, 5)).astype(np.float32),  # images: conv, pooling
+    "k": RNG.standard_normal((6, 2, 3, 3)).astype(np.float32),
 }
 DATA["y"][0, 0] = DATA["x"][0, 0]  # a tie, for maximum/minimum/eq
 
@@ -249,6 +252,19 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
     "argsort": lambda t: t["x"].argsort(1, descending=True),
     "sort_topk": lambda t: t["b"].sort(0).values + t["b"].topk(2, 0).values.sum(0),
     "linspace": lambda t: tfl.linspace(-1, 1, 5, device=t["x"].device),
+    "conv2d": lambda t: F.conv2d(t["img"], t["k"], stride=(2, 1), padding=1, groups=2),
+    "max_pool2d": lambda t: F.max_pool2d(t["img"], 2, 1, 1),
+    "avg_pool2d": lambda t: F.avg_pool2d(t["img"], (3, 2), padding=(1, 0)),
+    # Their gradients, and the max pool's second-order helper, run directly.
+    "conv2d_grads": lambda t: tfl.grad(lambda x, w: F.conv2d(x, w, groups=2).sum(),
+                                       argnums=(0, 1))(t["img"], t["k"])[1],
+    "conv2d_input_grad": lambda t: tfl.grad(lambda x: (F.conv2d(x, t["k"], groups=2) ** 2)
+                                            .sum())(t["img"]),
+    "pool_grads": lambda t: tfl.grad(lambda x: (F.max_pool2d(x, 2) ** 2).sum()
+                                     + (F.avg_pool2d(x, 2) ** 2).sum())(t["img"]),
+    "max_pool2d_select": lambda t: dispatch.bind(pooling.max_pool2d_select, t["img"] * 2,
+                                                 t["img"], kernel_size=(2, 2), stride=(1, 1),
+                                                 padding=(0, 0, 1, 1)),
 }
 
 # Ops the table cannot show by value: random draws differ between generators, `to_device`
@@ -274,6 +290,8 @@ GRADIENTS: dict[str, tuple[tuple[str, ...], Callable[..., tfl.Tensor]]] = {
     "mixed_dtypes": (("x", "d"), lambda x, d: (x * d).sum()),
     "scans": (("x", "p"), lambda x, p: (p.prod(axis=0) + x.cumsum(1).sum(0)).sum()
               + (p.cumprod(1) * x).sum() + x.sort(1).values[:, 0].sum() + x.logsumexp(1).sum()),
+    "cnn": (("img", "k"), lambda img, k: F.avg_pool2d(F.max_pool2d(
+        F.conv2d(img, k, padding=1, groups=2).relu(), 2, 1, 1), 2).mean()),
 }
 
 
@@ -345,7 +363,8 @@ def test_every_op_is_in_the_device_tables() -> None:
         def __getattr__(self, name):  # state changes: as the inner interpreter does them
             return getattr(self.inner, name)
 
-    declared = {v.name for module in (elementwise, reduction, shape_ops, linalg, creation)
+    declared = {v.name for module in (elementwise, reduction, shape_ops, linalg, creation,
+                                      convolution, pooling)
                 for v in vars(module).values() if isinstance(v, Op)}
     with dispatch.interpreting(Recorder(dispatch.current_interpreter())) as recorder:
         for fn in FORWARD.values():

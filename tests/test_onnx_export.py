@@ -18,7 +18,7 @@ import test_devices
 import teachflow as tfl
 from teachflow.core.dispatch import bind
 from teachflow.graph import Graph, subgraphs
-from teachflow.ops import OPS, creation, elementwise, reduction
+from teachflow.ops import OPS, creation, elementwise, pooling, reduction
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -296,6 +296,26 @@ CASES: list[tuple[str, Callable, tuple]] = [
                                        q, k, v, is_causal=True)),
      (arr((2, 3, 4)), arr((2, 3, 4)), arr((2, 3, 5)))),
     ("linspace", lambda x: x + tfl.linspace(-1, 2, 7), (arr((7,)),)),
+    # Convolution and pooling (float32: onnxruntime's Conv, ConvTranspose and AveragePool take
+    # nothing else), with their gradients: ConvTranspose, a Conv, MaxPool's indices.
+    *((f"conv2d-{name}", lambda x, w, k=k: tfl.nn.functional.conv2d(x, w, **k),
+       (arr((2, 4, 7, 6)), arr((6, 4 // k.get("groups", 1), 3, 2)))) for name, k in (
+        ("plain", {}), ("strided-padded", {"stride": 2, "padding": (1, 2)}),
+        ("dilated-grouped", {"dilation": (2, 1), "groups": 2, "padding": "same"}))),
+    *((f"conv2d-gradients-{name}", lambda x, w, k=k: tfl.grad(
+        lambda x, w: (tfl.nn.functional.conv2d(x, w, **k) ** 2).sum(), argnums=(0, 1))(x, w),
+       (arr((2, 4, 7, 6)), arr((6, 2, 3, 2)))) for name, k in (
+        ("grouped", {"groups": 2}), ("strided", {"stride": (2, 3), "padding": 1,
+                                                 "dilation": (1, 2), "groups": 2}))),
+    *((f"{name}-{k}", lambda x, f=f, k=k: (f(x, k[0], k[1], k[2]), tfl.grad(
+        lambda x: (f(x, k[0], k[1], k[2]) ** 2).sum())(x)), (arr((2, 3, 7, 6)),))
+      for name, f in (("max_pool2d", tfl.nn.functional.max_pool2d),
+                      ("avg_pool2d", tfl.nn.functional.avg_pool2d))
+      for k in ((2, 2, 0), ((3, 2), (2, 1), (1, 1)))),
+    ("max_pool2d-float64", lambda x: tfl.nn.functional.max_pool2d(x, 2), (arr((1, 2, 4, 4), F64),)),
+    ("max_pool2d_select", lambda y, x: bind(pooling.max_pool2d_select, y, x, kernel_size=(2, 2),
+                                            stride=(1, 2), padding=(1, 0, 1, 1)),
+     (arr((2, 3, 5, 6)), arr((2, 3, 5, 6)))),
 ]
 
 
@@ -595,3 +615,33 @@ def test_export_onnx_with_the_wrong_arguments_says_what_it_takes(args: tuple,
     fn = (lambda x: x * 2) if match else 5
     with pytest.raises(tfl.TeachflowError, match=match or "a function or a module, not a int"):
         tfl.export_onnx(fn, *args)
+
+
+def test_a_float64_convolution_is_refused_naming_the_op_and_the_line() -> None:
+    """onnxruntime's Conv takes float32 alone: a float64 model is never written."""
+    def f(x: tfl.Tensor, w: tfl.Tensor) -> tfl.Tensor:
+        return tfl.nn.functional.conv2d(x, w)  # the convolution's line
+
+    with pytest.raises(tfl.TeachflowError) as err:
+        to_onnx(tfl.compile(f, tfl.tensor(arr((1, 2, 4, 4), F64)),
+                            tfl.tensor(arr((3, 2, 2, 2), F64))))
+    assert err.value.op == "conv2d" and "float64" in err.value.message
+    assert "the convolution's line" in str(err.value)
+
+
+def test_a_cnn_in_eval_mode_is_conv_relu_maxpool_and_gemm(tmp_path: Path) -> None:
+    nn = tfl.nn
+    tfl.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                          nn.MaxPool2d(2), nn.AvgPool2d(2), nn.Flatten(), nn.Linear(4 * 2 * 2, 3))
+    model.train()
+    model(tfl.tensor(arr((8, 1, 8, 8))))  # (moves the running statistics)
+    x = arr((5, 1, 8, 8))
+    tfl.export_onnx(model, tfl.tensor(x), tmp_path / "cnn.onnx")
+    kinds = [n.op_type for n in onnx.load(str(tmp_path / "cnn.onnx")).graph.node]
+    assert {"Conv", "MaxPool", "AveragePool", "MatMul"} <= set(kinds)
+    assert model.training  # (exported in eval mode, put back after)
+    session = ort.InferenceSession(str(tmp_path / "cnn.onnx"))
+    model.eval()
+    np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: x})[0],
+                               model(tfl.tensor(x)).numpy(), rtol=2e-5, atol=2e-5)

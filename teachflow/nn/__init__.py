@@ -13,6 +13,9 @@ that call them), `utils` (for the training loop: gradients clipped by their norm
 
 from teachflow.nn import functional, parallel, utils
 from teachflow.nn.layers import (
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
     Conv2d,
     CrossEntropyLoss,
     Dropout,
@@ -20,6 +23,7 @@ from teachflow.nn.layers import (
     Flatten,
     LayerNorm,
     Linear,
+    MaxPool2d,
     MSELoss,
     ReLU,
     Sequential,
@@ -28,9 +32,9 @@ from teachflow.nn.layers import (
 )
 from teachflow.nn.module import Module, Parameter
 
-__all__ = ["Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "LayerNorm",
-           "Linear", "MSELoss", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh",
-           "functional", "parallel", "utils"]
+__all__ = ["AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "CrossEntropyLoss", "Dropout",
+           "Embedding", "Flatten", "LayerNorm", "Linear", "MSELoss", "MaxPool2d", "Module",
+           "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional", "parallel", "utils"]
 
 
 def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)

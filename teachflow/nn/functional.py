@@ -12,10 +12,12 @@ graph, and differentiates, with no rule of its own. A few are worth reading:
   that the expected value is unchanged and evaluation needs no scaling.
 - `scaled_dot_product_attention` is two matrix products with a softmax between them, and the
   compiler shows what fusion makes of the scaling, the mask and the softmax in between.
-- `conv2d` is *im2col* and one matrix product, as cuDNN's first algorithm and Caffe did: each
-  place of the kernel over the image reads a strided slice of the (padded) input, the slices
-  stacked are the columns, and the kernel flattened is the matrix that multiplies them. Slices,
-  a stack, reshapes and a matmul: its gradient is theirs, eagerly and staged.
+
+Convolution and pooling are ops of their own (`teachflow.ops.convolution`, `teachflow.ops.pooling`:
+im2col and a matmul, windows and their maxima), with their gradients as ops too: composed of
+slices, a stack and a matmul, a convolution's gradient was KH·KW scatters. The functions here
+check what a user passes and put it in the ops' terms (a padding of four sizes, pairs).
+`batch_norm` is composed, and updates its running statistics in place.
 """
 
 from __future__ import annotations
@@ -25,18 +27,18 @@ from typing import Any
 
 import numpy as np
 
+from teachflow.autodiff.tape import no_grad
 from teachflow.core import dispatch
 from teachflow.core.errors import DTypeError, IndexingError, ShapeError, TeachflowError, name_scope
 from teachflow.graph import Value
 from teachflow.nn.padding import pad
-from teachflow.tensor.factories import arange, rand, zeros
+from teachflow.ops import convolution, pooling
+from teachflow.tensor.factories import arange, rand
 from teachflow.tensor.functions import (
-    concatenate,
     log_softmax,
     relu,
     sigmoid,
     softmax,
-    stack,
     tanh,
     where,
 )
@@ -180,28 +182,98 @@ def conv2d(input: Any, weight: Tensor, bias: Tensor | None = None,
     or (C, H, W) with `weight` (O, C / groups, KH, KW), plus `bias` (O,): PyTorch's ``conv2d``,
     with its `stride`, zero `padding` (an int, a pair, ``"valid"`` or ``"same"``), `dilation`
     (the kernel's taps spread apart) and `groups` (the channels split into groups that do not
-    mix). Output size per axis: ``(H + 2 pad - dilation (K - 1) - 1) // stride + 1``."""
+    mix). Output size per axis: ``(H + 2 pad - dilation (K - 1) - 1) // stride + 1``.
+
+    One op, ``conv2d`` (`teachflow.ops.convolution`: im2col and a matmul), and the bias added."""
     x, weight = as_tensor(input), as_tensor(weight)
     if x.ndim == 3:  # one image, no batch axis
         return conv2d(x.unsqueeze(0), weight, bias, stride, padding, dilation, groups)[0]
     _check_conv(x, weight, bias, groups)
-    out_channels, group_channels, kh, kw = weight.shape
     (sh, sw), (dh, dw) = conv_pair(stride, "stride"), conv_pair(dilation, "dilation")
-    (top, bottom), (left, right) = _padding(padding, (kh, kw), (dh, dw), (sh, sw))
-    x = _zero_padded(x, top, bottom, left, right)
-    oh, ow = ((size - d * (k - 1) - 1) // s + 1
-              for size, d, k, s in zip(x.shape[2:], (dh, dw), (kh, kw), (sh, sw), strict=True))
-    if oh <= 0 or ow <= 0:
-        raise ShapeError(f"a {kh}x{kw} kernel (dilation {(dh, dw)}) does not fit the padded "
-                         f"input of {x.shape[2]}x{x.shape[3]}", op="conv2d",
-                         hint="pad the input (padding=...), or use a smaller kernel")
-    # im2col: one strided slice per tap of the kernel, each (N, C, OH, OW), stacked.
-    taps = [x[:, :, i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
-            for i in range(kh) for j in range(kw)]
-    columns = stack(taps, axis=2).reshape(-1, groups, group_channels * kh * kw, oh * ow)
-    kernels = weight.reshape(groups, out_channels // groups, group_channels * kh * kw)
-    out = (kernels @ columns).reshape(-1, out_channels, oh, ow)  # (N, G, O/G, OH*OW) first
-    return out if bias is None else out + bias.reshape(1, out_channels, 1, 1)
+    (top, bottom), (left, right) = _padding(padding, weight.shape[2:], (dh, dw), (sh, sw))
+    out = dispatch.bind(convolution.conv2d, x, weight, stride=(sh, sw),
+                        padding=(top, bottom, left, right), dilation=(dh, dw), groups=groups)
+    return out if bias is None else out + bias.reshape(1, weight.shape[0], 1, 1)
+
+
+def max_pool2d(input: Any, kernel_size: int | tuple[int, int],
+               stride: int | tuple[int, int] | None = None,
+               padding: int | tuple[int, int] = 0) -> Tensor:
+    """The largest value of each `kernel_size` window of each channel, the windows `stride`
+    apart (by default: `kernel_size`, side by side), the images padded by `padding` (at most
+    half the window) with -inf: PyTorch's ``max_pool2d``. One op, ``max_pool2d``
+    (`teachflow.ops.pooling`); the gradient goes to each window's largest value."""
+    return _pool(pooling.max_pool2d, input, kernel_size, stride, padding)
+
+
+def avg_pool2d(input: Any, kernel_size: int | tuple[int, int],
+               stride: int | tuple[int, int] | None = None,
+               padding: int | tuple[int, int] = 0) -> Tensor:
+    """The mean of each `kernel_size` window of each channel (see `max_pool2d`), padded with
+    zeros that count in the mean (PyTorch's default, ``count_include_pad=True``)."""
+    return _pool(pooling.avg_pool2d, input, kernel_size, stride, padding)
+
+
+def _pool(op: Any, input: Any, kernel_size: Any, stride: Any, padding: Any) -> Tensor:
+    x = as_tensor(input)
+    if x.ndim == 3:  # one image, no batch axis
+        return _pool(op, x.unsqueeze(0), kernel_size, stride, padding)[0]
+    _check_images(x, op.name)
+    kernel = conv_pair(kernel_size, "kernel_size", op=op.name)
+    stride = kernel if stride is None else conv_pair(stride, "stride", op=op.name)
+    ph, pw = conv_pair(padding, "padding", least=0, op=op.name)
+    if ph > kernel[0] // 2 or pw > kernel[1] // 2:
+        raise ShapeError(f"padding {(ph, pw)} is more than half the {kernel} window: a window "
+                         "could hold nothing but padding", op=op.name,
+                         hint="as PyTorch: padding at most kernel_size // 2")
+    return dispatch.bind(op, x, kernel_size=kernel, stride=stride, padding=(ph, ph, pw, pw))
+
+
+def batch_norm(input: Any, running_mean: Tensor | None, running_var: Tensor | None,
+               weight: Tensor | None = None, bias: Tensor | None = None,
+               training: bool = False, momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
+    """Normalise each channel (axis 1) of `input` (N, C) or (N, C, H, W) to mean 0 and
+    variance 1, then scale by `weight` and shift by `bias` (each (C,)): PyTorch's
+    ``batch_norm``. While `training` (or with no running statistics) by the batch's own
+    statistics, and the running ones, if given, move `momentum` of the way toward them
+    (assigned in place: staged, a write-back), the variance unbiased as PyTorch keeps it;
+    otherwise by the running statistics. Composed of reductions and elementwise ops: it fuses."""
+    x = as_tensor(input)
+    if x.ndim not in (2, 3, 4):
+        raise ShapeError(f"takes (N, C), (N, C, L) or (N, C, H, W), not shape {x.shape}",
+                         op="batch_norm", hint="the channels are axis 1")
+    axes = (0, *range(2, x.ndim))
+    shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    if training or running_mean is None:
+        mean, var = x.mean(axis=axes), x.var(axis=axes, correction=0)
+        if running_mean is not None:
+            count = x.size // x.shape[1]
+            if count < 2:
+                raise ShapeError(f"one value per channel (input {x.shape}): its variance is "
+                                 "not defined", op="batch_norm",
+                                 hint="train with more than one value per channel")
+            with no_grad():
+                running_mean[...] = running_mean * (1 - momentum) + mean * momentum
+                unbiased = var * (count / (count - 1))
+                running_var[...] = running_var * (1 - momentum) + unbiased * momentum
+    else:
+        mean, var = running_mean, running_var
+    y = (x - mean.reshape(shape)) / (var.reshape(shape) + eps).sqrt()
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def _check_images(x: Tensor, op: str) -> None:
+    """Convolution and pooling take a batch of images of floating-point numbers (the shape
+    rules say so too, but eagerly only the kernel runs)."""
+    if x.ndim != 4:
+        raise ShapeError(f"takes images (N, C, H, W) or one image (C, H, W), not shape "
+                         f"{x.shape}", op=op,
+                         hint="a batch of images: add the batch axis with x.unsqueeze(0)")
+    if x.dtype.kind != "f":
+        raise DTypeError(f"computes in floating point, and the input is {x.dtype}", op=op,
+                         hint="cast first, e.g. x.astype('float32')")
 
 
 def _check_conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any) -> None:
@@ -209,6 +281,8 @@ def _check_conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: Any) -> 
         raise ShapeError(f"takes an input (N, C, H, W) and a weight (O, C / groups, KH, KW), not "
                          f"{x.shape} and {weight.shape}", op="conv2d",
                          hint="a batch of images: add the batch axis with x.unsqueeze(0)")
+    for t in (x, weight):
+        _check_images(t, "conv2d")
     if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0 \
             or x.shape[1] % groups or weight.shape[0] % groups:
         raise ShapeError(f"groups={groups!r} must be a positive int that divides the input's "
@@ -248,22 +322,6 @@ def _padding(padding: Any, kernel: tuple, dilation: tuple, stride: tuple) -> tup
         reach = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
         return tuple((r // 2, r - r // 2) for r in reach)
     return tuple((p, p) for p in conv_pair(padding, "padding", least=0))
-
-
-def _zero_padded(x: Tensor, top: int, bottom: int, left: int, right: int) -> Tensor:
-    """`x` with zeros added around its last two axes (two concatenations)."""
-    if not top + bottom + left + right:
-        return x
-    if None in x.shape:
-        raise ShapeError(f"padding needs the whole shape, and this input's is {x.shape}",
-                         op="conv2d", hint="trace with a fixed batch size (no None)")
-    n, c, h, w = x.shape
-
-    def band(*shape: int) -> list[Tensor]:
-        return [zeros(*shape, dtype=x.dtype, device=x.device)] if 0 not in shape else []
-    x = concatenate([*band(n, c, top, w), x, *band(n, c, bottom, w)], axis=2)
-    return concatenate([*band(n, c, h + top + bottom, left), x,
-                        *band(n, c, h + top + bottom, right)], axis=3)
 
 
 def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: Any = None,
@@ -317,8 +375,9 @@ def _reduce(x: Tensor, reduction: str) -> Tensor:
     return x.sum() if reduction == "sum" else x
 
 
-__all__ = ["conv2d", "cross_entropy", "dropout", "embedding", "layer_norm", "linear",
-           "log_softmax", "mse_loss", "pad", "relu", "scaled_dot_product_attention", "sigmoid",
+__all__ = ["avg_pool2d", "batch_norm", "conv2d", "cross_entropy", "dropout", "embedding",
+           "layer_norm", "linear", "log_softmax", "max_pool2d", "mse_loss", "pad", "relu",
+           "scaled_dot_product_attention", "sigmoid",
            "softmax", "tanh"]
 
 

@@ -1,4 +1,5 @@
-"""The layers: `Linear`, `Conv2d`, `Embedding`, `LayerNorm`, the activations, `Dropout`, the
+"""The layers: `Linear`, `Conv2d`, the pools (`MaxPool2d`, `AvgPool2d`), batch norm
+(`BatchNorm1d`, `BatchNorm2d`), `Embedding`, `LayerNorm`, the activations, `Dropout`, the
 losses, and `Sequential` to chain them.
 
 Each is a small `Module` whose ``forward`` calls `teachflow.nn.functional`. `Linear` starts as
@@ -15,6 +16,7 @@ import math
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from teachflow.autodiff.tape import no_grad
 from teachflow.core.errors import DTypeError, TeachflowError
 from teachflow.nn import functional as F
 from teachflow.nn.module import Module, Parameter
@@ -97,6 +99,81 @@ class Conv2d(Module):
         parts += [f"groups={self.groups}"] * (self.groups != 1)
         parts += ["bias=False"] * (self.bias is None)
         return ", ".join(parts)
+
+
+class MaxPool2d(Module):
+    """The largest value of each window (see `functional.max_pool2d`)."""
+
+    def __init__(self, kernel_size: int | tuple[int, int],
+                 stride: int | tuple[int, int] | None = None,
+                 padding: int | tuple[int, int] = 0) -> None:
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride or kernel_size, padding
+
+    def forward(self, x: Any) -> Any:
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AvgPool2d(MaxPool2d):
+    """The mean of each window (see `functional.avg_pool2d`)."""
+
+    def forward(self, x: Any) -> Any:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding)
+
+
+class BatchNorm2d(Module):
+    """Each channel normalised by the batch's mean and variance while training, by the running
+    ones (updated at each training call: ``(1 - momentum) running + momentum batch``) in eval
+    mode; then scaled and shifted by `weight` (ones) and `bias` (zeros), as PyTorch's. Its
+    running statistics are buffers: in the state dict, written back by a staged step. Takes
+    (N, C, H, W); `BatchNorm1d` takes (N, C) or (N, C, L)."""
+
+    dims: tuple[int, ...] = (4,)
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
+                 affine: bool = True, track_running_stats: bool = True,
+                 dtype: Any = "float32", device: str = "cpu") -> None:
+        super().__init__()
+        _check_sizes(type(self).__name__, "e.g. tfl.nn.BatchNorm2d(16)",
+                     num_features=num_features)
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.weight = Parameter(ones(num_features, dtype=dtype, device=device)) if affine \
+            else None
+        self.bias = Parameter(zeros(num_features, dtype=dtype, device=device)) if affine \
+            else None
+        stats = track_running_stats
+        self.register_buffer("running_mean", zeros(num_features, dtype=dtype, device=device)
+                             if stats else None)
+        self.register_buffer("running_var", ones(num_features, dtype=dtype, device=device)
+                             if stats else None)
+        self.register_buffer("num_batches_tracked", zeros((), dtype="int64", device=device)
+                             if stats else None)
+
+    def forward(self, x: Any) -> Any:
+        if getattr(x, "ndim", None) not in self.dims or x.shape[1] != self.num_features:
+            raise TeachflowError(
+                f"takes {' or '.join(f'{d}-d' for d in self.dims)} input with "
+                f"{self.num_features} channels on axis 1, not shape {getattr(x, 'shape', x)}",
+                op=type(self).__name__, hint="the channels are axis 1: (N, C, ...)")
+        training = self.training_flag()
+        if training and self.num_batches_tracked is not None:
+            with no_grad():
+                self.num_batches_tracked[...] = self.num_batches_tracked + 1
+        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            training or self.running_mean is None, self.momentum, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.weight is not None}, "
+                f"track_running_stats={self.running_mean is not None}")
+
+
+class BatchNorm1d(BatchNorm2d):
+    __doc__ = BatchNorm2d.__doc__
+    dims = (2, 3)
 
 
 class Embedding(Module):
@@ -216,13 +293,19 @@ class Dropout(Module):
 
 
 class Flatten(Module):
-    """Keep the first axis (the batch), flatten the rest: (N, 8, 8) -> (N, 64)."""
+    """Merge the axes from `start_dim` to `end_dim` into one; by default every axis but the
+    first (the batch): (N, 32, 3, 3) -> (N, 288), between a CNN's convolutions and its
+    `Linear` layers."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
 
     def forward(self, x: Any) -> Any:
-        return x.reshape(x.shape[0], -1)
+        return x.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
-        return "start_dim=1, end_dim=-1"
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
 class Sequential(Module):

@@ -10,9 +10,12 @@ PyTorch gives, so a state dict maps one to one onto a PyTorch model's.
 Calling a module calls its `forward`. The same module runs eagerly (the tape records the ops on
 its parameters) or inside a staged function, where each parameter is a tensor the graph
 *captures*: read at every call, never baked in as a constant, so an optimizer's step is seen by
-the next call without tracing again. ``train()`` and ``eval()`` set the `training` flag of the
-module and its children; a layer that behaves differently in training (`Dropout`) reads it
-through `Module.training_flag`, which a staged function checks before each call.
+the next call without tracing again. A module's *buffers* (``register_buffer``: `BatchNorm2d`'s
+running statistics) are state too, but not parameters: no gradient, no optimizer; they are in
+the state dict, and a staged function writes their updates back. ``train()`` and ``eval()``
+set the `training` flag of the module and its children; a layer that behaves differently in
+training (`Dropout`) reads it through `Module.training_flag`, which a staged function checks
+before each call.
 """
 
 from __future__ import annotations
@@ -179,6 +182,41 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
+    def register_buffer(self, name: str, tensor: Tensor | None) -> None:
+        """Keep `tensor` as state that is not a parameter (PyTorch's buffers: running
+        statistics): an attribute like any other, listed by `named_buffers` and in the state
+        dict, moved by `to`."""
+        if (tensor is not None and not isinstance(tensor, Tensor)) or isinstance(tensor, Parameter):
+            raise DTypeError(f"a buffer is a tensor (not a parameter) or None, not "
+                             f"{type(tensor).__name__}", op="register_buffer",
+                             hint="self.register_buffer('running_mean', tfl.zeros(n))")
+        vars(self).setdefault("_buffer_names", [])
+        if name not in self._buffer_names:
+            self._buffer_names.append(name)
+        setattr(self, name, tensor)
+
+    def named_buffers(self, prefix: str = "", remove_duplicate: bool = True
+                      ) -> Iterator[tuple[str, Tensor]]:
+        """``(dotted name, tensor)`` for each buffer of this module and those inside it."""
+        for path, module in self.named_modules(prefix, remove_duplicate):
+            for name in vars(module).get("_buffer_names", ()):
+                value = getattr(module, name)
+                if value is not None:
+                    yield (f"{path}.{name}" if path else name), value
+
+    def buffers(self) -> Iterator[Tensor]:
+        for _, b in self.named_buffers():
+            yield b
+
+    def _named_state(self) -> dict[str, Tensor]:
+        """Parameters and buffers by name, each module's own in turn (PyTorch's order)."""
+        state: dict[str, Tensor] = {}
+        for path, module in self.named_modules(remove_duplicate=False):
+            state.update(module.named_parameters(path, recurse=False, remove_duplicate=False))
+            state.update(module.named_buffers(path) if vars(module).get("_buffer_names")
+                         else ())
+        return state
+
     # --- Modes and gradients ----------------------------------------------------------------
 
     def train(self, mode: bool = True) -> Module:
@@ -215,12 +253,11 @@ class Module:
     # --- State --------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Tensor]:
-        """``{name: values}`` for every parameter, under each of its names (a parameter shared by
-        two layers twice, as in PyTorch): copies, so a saved state dict stays as it was while
-        training goes on (PyTorch's share memory with the parameters)."""
+        """``{name: values}`` for every parameter and buffer, under each of its names (a
+        parameter shared by two layers twice, as in PyTorch): copies, so a saved state dict
+        stays as it was while training goes on (PyTorch's share memory with the parameters)."""
         with no_grad():
-            return {name: p.detach().clone()
-                    for name, p in self.named_parameters(remove_duplicate=False)}
+            return {name: p.detach().clone() for name, p in self._named_state().items()}
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True
                         ) -> IncompatibleKeys:
@@ -233,7 +270,7 @@ class Module:
             raise DTypeError(f"load_state_dict takes a dict of name: values, not "
                              f"{type(state_dict).__name__}", op="load_state_dict",
                              hint="model.load_state_dict(other.state_dict())")
-        own = dict(self.named_parameters(remove_duplicate=False))
+        own = self._named_state()
         unexpected = [k for k in state_dict if k not in own]
         missing = [k for k in own if k not in state_dict]
         if strict and (unexpected or missing):
@@ -271,6 +308,8 @@ class Module:
             for name, value in list(vars(module).items()):
                 if isinstance(value, Parameter) and value.device != device:
                     setattr(module, name, Parameter(value.to(device), value.requires_grad))
+                elif name in vars(module).get("_buffer_names", ()) and value is not None:
+                    setattr(module, name, value.to(device))
         return self
 
     # --- How it prints ----------------------------------------------------------------------

@@ -21,18 +21,19 @@ anyway. So the exporter takes the last stage of the compilation whose ops are al
 (after simplify, constant folding, CSE and DCE). The weights the graph reads (captured tensors)
 are written into the file as initializers, with their values at export time.
 
-The chapters: `onnxruntime_types` (the types onnxruntime's kernels take, and what to do about
-the others); each teachflow op in ONNX's words, one module per kind of op as in `teachflow.ops`:
-`arithmetic_ops` (elementwise ops, comparisons, casts and ``matmul``), `reduction_ops` (sums,
-means, extremes), `shape_ops` (reshapes, transposes, broadcasts, concatenations), `creation_ops`
-(``full``, ``arange``, ``eye``, and the random ops, which have no equivalent), `index_ops`
-(slices, index arrays and writes) and `control_flow` (``cond`` and loops as ``If`` and
-``Loop``, and a call of a graph function inlined: the callee's nodes in its place); and
+The chapters: `onnxruntime_types` (the types onnxruntime's kernels take, and what to do about the
+others); each teachflow op in ONNX's words, one module per kind of op as in `teachflow.ops`:
+`arithmetic_ops` (elementwise ops, comparisons, casts and ``matmul``), `reduction_ops` (sums, means,
+extremes), `shape_ops` (reshapes, transposes, broadcasts, concatenations), `creation_ops` (``full``,
+``arange``, ``eye``, and the random ops, which have no equivalent), `index_ops` (slices, index
+arrays and writes), `window_ops` (convolution and pooling, and their gradients: ``Conv``,
+``ConvTranspose``, ``MaxPool``, ``AveragePool``) and `control_flow` (``cond`` and loops as ``If``
+and ``Loop``, and a call of a graph function inlined: the callee's nodes in its place); and
 `emitter`, which walks a graph and writes the model, asking each node's converter for its ONNX
-nodes. A model onnxruntime could not run is never written: the export refuses it, naming the
-op, its dtype and the line. Only `emitter` and `onnxruntime_types`'s check need the ``onnx``
-package (the optional ``onnx`` extra), imported when a model is written, so ``import
-teachflow`` does not need it.
+nodes. A model onnxruntime could not run is never written: the export refuses it, naming the op, its
+dtype and the line. Only `emitter` and `onnxruntime_types`'s check need the ``onnx`` package (the
+optional ``onnx`` extra), imported when a model is written, so ``import teachflow`` does not need
+it.
 
 The versions are pinned low on purpose: ONNX IR version 8 and opset 17 (ONNX 1.12, 2022), which
 every current runtime reads. A newer opset would change some operators' signatures (in opset 18

@@ -42,6 +42,7 @@ from teachflow.onnx_export import (
     index_ops,
     reduction_ops,
     shape_ops,
+    window_ops,
 )
 from teachflow.onnx_export.creation_ops import REFUSED
 
@@ -53,6 +54,7 @@ Convert = Callable[["Emitter", Node], Any]
 CONVERTERS: dict[str, Convert] = {
     **arithmetic_ops.CONVERTERS, **reduction_ops.CONVERTERS, **shape_ops.CONVERTERS,
     **creation_ops.CONVERTERS, **index_ops.CONVERTERS, **control_flow.CONVERTERS,
+    **window_ops.CONVERTERS,
 }
 
 

@@ -66,6 +66,11 @@ KERNELS: dict[str, dict[str, str]] = {
     "Where": {"T": "float32 float64 int8 int32 int64 uint8 uint32"},
     "CumSum": {"T": "float32 float64 int32 int64", "T2": "int32 int64"},
     "TopK": {"T": "float32 float64 int8 int16 int32 int64 uint8", "I": "int64"},
+    **{op: {"T": "float32"} for op in ("Conv", "ConvTranspose", "AveragePool")},
+    "MaxPool": {"T": "float32 float64", "I": "int64"},
+    "ScatterElements": {"T": _ANY, "Tind": "int32 int64"},
+    "ScatterElements reduction=add": {"T": "float32 float64", "Tind": "int32 int64"},
+    "GatherElements": {"T": _ANY, "Tind": "int32 int64"},
 }
 
 #: Dtypes that hold every value of a dtype, narrowest first (bools as 0 and 1).

@@ -10,6 +10,8 @@
 - `index_rules`, `index_batching`: how indexing finds its shape and writes, and how it batches
 - `shape`: indexing, concatenate, stack
 - `linalg`: matmul
+- `windows`, `convolution`, `pooling`: windows slid over images (im2col and col2im); conv2d
+  and its two gradients; max and average pooling and theirs
 - `creation`: constants, ranges (arange, linspace), identity matrices, random numbers (normal,
   uniform, randint), device transfer
 - `collective`: all_reduce, one value made from every process's (data-parallel training)
@@ -18,8 +20,18 @@ Everything else (softmax, var, squeeze, ...) is composed from these, as Tensor
 methods (`teachflow.tensor.tensor`) and functions (`teachflow.tensor.functions`).
 """
 
-from teachflow.ops import collective, creation, elementwise, linalg, reduction, scans, shape
+from teachflow.ops import (
+    collective,
+    convolution,
+    creation,
+    elementwise,
+    linalg,
+    pooling,
+    reduction,
+    scans,
+    shape,
+)
 from teachflow.ops.op import OPS, Op, RuleError
 
-__all__ = ["OPS", "Op", "RuleError", "collective", "creation", "elementwise", "linalg",
-           "reduction", "scans", "shape"]
+__all__ = ["OPS", "Op", "RuleError", "collective", "convolution", "creation", "elementwise",
+           "linalg", "pooling", "reduction", "scans", "shape"]

@@ -236,6 +236,29 @@ def _check_step(value: Any, operands: list, op: Op) -> str | None:
     return "a step of 0 never gets from start to stop" if value == 0 else None
 
 
+#: The most a window's size, stride, dilation or padding may be in a file: far beyond any
+#: image, and small enough that no product of them overflows or asks for absurd memory.
+WINDOW_MAX = 1 << 16
+
+
+def _sizes(count: int, low: int) -> Kind:
+    """`count` ints from `low` to `WINDOW_MAX`: a window's (KH, KW), its stride or dilation
+    (at least 1: a stride of 0 never moves), its padding (top, bottom, left, right)."""
+    def read(data: Any, into: Any, where: str) -> tuple[int, ...]:
+        values = items(data, where, count)
+        if len(values) != count:
+            raise refuse(where, f"must be {count} integers, not {len(values)}")
+        return tuple(integer(v, f"{where}[{k}]", low, WINDOW_MAX) for k, v in enumerate(values))
+    return Kind(_write_ints, read, _check_images)
+
+
+def _check_images(value: Any, operands: list, op: Op) -> str | None:
+    """Windows slide over images (N, C, H, W): the first operand must be one."""
+    if operands and operands[0].ndim != 4:
+        return f"{op.name} slides windows over images (N, C, H, W), not over {operands[0]}"
+    return None
+
+
 INT = Kind(_write_int, lambda data, into, where: integer(data, where))
 SIZE = Kind(_write_int, lambda data, into, where: integer(data, where, 0))
 AXES = Kind(_write_ints, _read_ints, _check_permutation)
@@ -264,6 +287,9 @@ KINDS: dict[str, Kind] = {
     "reduction": Kind(lambda v, out: v, lambda data, into, where: text(data, where, REDUCTIONS)),
     "bucket_mb": OPTIONAL_SCALAR,
     "descending": BOOL, "num": SIZE, "low": INT, "high": INT,
+    "kernel_size": _sizes(2, 1), "stride": _sizes(2, 1), "dilation": _sizes(2, 1),
+    "padding": _sizes(4, 0),
+    "groups": Kind(_write_int, lambda data, into, where: integer(data, where, 1, WINDOW_MAX)),
     "true_fn": GRAPH, "false_fn": GRAPH, "cond_fn": GRAPH, "body_fn": GRAPH, "callee": CALLEE,
 }
 
