@@ -110,3 +110,19 @@ def test_every_op_teachflow_declares_has_a_name_of_its_own() -> None:
               if len(where) > 1}
     assert shared == {}, "ops declared twice under one name"
     assert all(id(OPS[name]) in where for name, where in by_name.items())
+
+
+def test_no_file_holds_a_merge_s_conflict_markers() -> None:
+    """A conflict left in a text file (README's prose, a notebook) runs nowhere, so no other
+    test would say so."""
+    suffixes = {*COUNTED, ".ipynb", ".toml", ".cfg", ".txt", ".yml", ".yaml", ".json"}
+    folders = [p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")
+               and p.name not in ("build", "node_modules")]
+    files = [p for p in ROOT.iterdir() if p.is_file()] + [
+        p for folder in folders for p in folder.rglob("*")
+        if p.is_file() and "release" not in p.parts and "__pycache__" not in p.parts]
+    marked = [str(p.relative_to(ROOT)) for p in files
+              if (p.suffix in suffixes or p.name == "Makefile")
+              and any(line.startswith(("<<<<<<< ", ">>>>>>> "))
+                      for line in p.read_text("utf-8", errors="replace").splitlines())]
+    assert marked == [], f"merge conflict markers in {marked}"
