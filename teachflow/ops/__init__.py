@@ -4,10 +4,12 @@
 - `tangents`, `batching`: forward-mode (JVP) and batching (vmap) rules many ops share
 - `elementwise`: arithmetic, transcendental functions, activations, comparisons, clip, casts,
   copies
+- `maths`: more elementwise ops: sin, cos, erf, log2, rsqrt; floor, ceil, round; isnan, isinf
 - `reduction`: sum, mean, max, min; argmax, argmin; log_softmax (one op for its gradient)
 - `views`: reshape, transpose, broadcast_to, and moving a batch axis
 - `index_rules`, `index_batching`: how indexing finds its shape and writes, and how it batches
 - `shape`: indexing, concatenate, stack
+- `along_axis`: picking along one axis (PyTorch's gather) and its gradient
 - `linalg`: matmul
 - `creation`: constants, ranges, identity matrices, random numbers, device transfer
 - `collective`: all_reduce, one value made from every process's (data-parallel training)
@@ -16,8 +18,17 @@ Everything else (softmax, var, squeeze, ...) is composed from these, as Tensor
 methods (`teachflow.tensor.tensor`) and functions (`teachflow.tensor.functions`).
 """
 
-from teachflow.ops import collective, creation, elementwise, linalg, reduction, shape
+from teachflow.ops import (
+    along_axis,
+    collective,
+    creation,
+    elementwise,
+    linalg,
+    maths,
+    reduction,
+    shape,
+)
 from teachflow.ops.op import OPS, Op, RuleError
 
-__all__ = ["OPS", "Op", "RuleError", "collective", "creation", "elementwise", "linalg",
-           "reduction", "shape"]
+__all__ = ["OPS", "Op", "RuleError", "along_axis", "collective", "creation", "elementwise",
+           "linalg", "maths", "reduction", "shape"]

@@ -40,6 +40,8 @@ __all__ = ["abs", "argmax", "argmin", "broadcast_to", "cat", "clip", "clone", "c
            "minimum", "permute", "relu", "reshape", "sigmoid", "softmax", "softplus", "sqrt",
            "squeeze", "stack", "sum", "swapaxes", "tanh", "transpose", "unsqueeze", "var",
            "where"]
+__all__ += ["ceil", "cos", "erf", "floor", "gather", "isclose", "isinf", "isnan", "log2",
+            "round", "rsqrt", "sign", "sin"]
 
 
 # --- Elementwise ----------------------------------------------------------------------------------
@@ -89,9 +91,64 @@ def sigmoid(x: Any) -> Tensor:
     return bind(ew.sigmoid, as_tensor(x))
 
 
-def softplus(x: Any) -> Tensor:
-    """log(1 + e^x), a smooth relu, computed without overflow; its derivative is the sigmoid."""
-    return bind(ew.softplus, as_tensor(x))
+def softplus(x: Any, beta: float = 1.0, threshold: float | None = None) -> Tensor:
+    """log(1 + e^x), a smooth relu, computed without overflow; its derivative is the sigmoid.
+    With `beta`, ``log(1 + e^(beta x)) / beta``; with a `threshold`, x itself where
+    ``beta x > threshold`` (PyTorch's ``F.softplus``, whose threshold is 20)."""
+    return as_tensor(x).softplus(beta, threshold)
+
+
+def sin(x: Any) -> Tensor:
+    return as_tensor(x).sin()
+
+
+def cos(x: Any) -> Tensor:
+    return as_tensor(x).cos()
+
+
+def erf(x: Any) -> Tensor:
+    return as_tensor(x).erf()
+
+
+def log2(x: Any) -> Tensor:
+    return as_tensor(x).log2()
+
+
+def rsqrt(x: Any) -> Tensor:
+    return as_tensor(x).rsqrt()
+
+
+def sign(x: Any) -> Tensor:
+    return as_tensor(x).sign()
+
+
+def floor(x: Any) -> Tensor:
+    return as_tensor(x).floor()
+
+
+def ceil(x: Any) -> Tensor:
+    return as_tensor(x).ceil()
+
+
+def round(x: Any) -> Tensor:
+    return as_tensor(x).round()
+
+
+def isnan(x: Any) -> Tensor:
+    return as_tensor(x).isnan()
+
+
+def isinf(x: Any) -> Tensor:
+    return as_tensor(x).isinf()
+
+
+def isclose(x: Any, y: Any, rtol: float = 1e-5, atol: float = 1e-8,
+            equal_nan: bool = False) -> Tensor:
+    """True where ``|x - y| <= atol + rtol |y|`` (PyTorch's and NumPy's test; see
+    `Tensor.isclose`)."""
+    x, y = _operands(x, y)
+    return x.isclose(y, rtol, atol, equal_nan) if isinstance(x, Tensor) else \
+        as_tensor(x).isclose(y, rtol, atol, equal_nan)
 
 
 def abs(x: Any) -> Tensor:
@@ -231,6 +288,11 @@ def squeeze(x: Any, dim: int | Sequence[int] | None = None, **other: Any) -> Ten
 
 def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     return as_tensor(x).flatten(start_dim, end_dim)
+
+
+def gather(x: Any, dim: int, index: Any) -> Tensor:
+    """PyTorch's gather: along `dim`, the values of `x` at `index` (see `Tensor.gather`)."""
+    return as_tensor(x).gather(dim, index)
 
 
 def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
