@@ -59,6 +59,12 @@ _ONE_TO_ONE = {
 }
 
 
+_ONE_TO_ONE |= {"sin": ("Sin", None), "cos": ("Cos", None), "erf": ("Erf", None),
+                "floor": ("Floor", None), "ceil": ("Ceil", None), "round": ("Round", None)}
+#: log2 x = ln x / ln 2 (ONNX has only the natural log).
+_LN2 = np.log(2.0)
+
+
 def _one_to_one(op_type: str, on_bool: str | None) -> Convert:
     def convert(e: Emitter, node: Node) -> str:
         dtype = node.spec.dtype
@@ -104,6 +110,28 @@ def _softplus(e: Emitter, node: Node) -> str:
     ratio = e.add("Div", [e.add("Mul", [e.add("Log", [u]), y]), below])
     log1p = e.add("Where", [e.add("Equal", [below, e.input(0, dtype)]), y, ratio])
     return e.add("Add", [e.add("Max", [x, e.input(0, dtype)]), log1p])
+
+
+def _log2(e: Emitter, node: Node) -> str:
+    dtype = node.spec.dtype
+    return e.add("Div", [in_carrier(e, "Log", node.inputs, dtype), e.input(float(_LN2), dtype)])
+
+
+def _rsqrt(e: Emitter, node: Node) -> str:
+    x = e.input(node.inputs[0], node.spec.dtype)
+    return e.add("Reciprocal", [e.add("Sqrt", [x])])
+
+
+def _float_test(op_type: str) -> Convert:
+    """``IsNaN``, ``IsInf`` of floats; an integer (never NaN nor infinite) is asked for as a
+    float64, float16 as a float32 where the kernel lacks it: both exact."""
+    def convert(e: Emitter, node: Node) -> str:
+        x = node.inputs[0]
+        dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+        if not takes(op_type, dtype, "T1"):
+            dtype = np.dtype(np.float32)
+        return e.add(op_type, [e.input(x, dtype)])
+    return convert
 
 
 def _relu(e: Emitter, node: Node) -> str:
@@ -227,3 +255,5 @@ CONVERTERS: dict[str, Convert] = {
     "neg": _neg, "pow": _pow, "softplus": _softplus, "relu": _relu, "clip": _clip,
     "where": _where, "astype": _astype, "matmul": _matmul,
 }
+CONVERTERS |= {"log2": _log2, "rsqrt": _rsqrt, "isnan": _float_test("IsNaN"),
+               "isinf": _float_test("IsInf")}
