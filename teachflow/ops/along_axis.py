@@ -65,6 +65,15 @@ def _take_rule(x: TensorSpec, index: TensorSpec, *, axis: int) -> TensorSpec:
     return TensorSpec(index.shape, x.dtype)
 
 
+def _scatter_rule(g: TensorSpec, index: TensorSpec, *, axis: int, shape: tuple) -> TensorSpec:
+    """Zeros of `shape`, which the picks of `index` must fit (as `x` fitted them)."""
+    if g.shape != index.shape:
+        raise RuleError(f"adds values of shape {g.shape} at an index of shape {index.shape}: "
+                        "they must be equal")
+    _take_rule(TensorSpec(tuple(shape), g.dtype), index, axis=axis)
+    return TensorSpec(tuple(shape), g.dtype)
+
+
 def _batch_take(op: Op, args: tuple, dims: tuple, params: dict, size: int) -> tuple:
     """Both operands with the batch axis first (one that has none: broadcast to the batch);
     the axis picked from, one further."""
@@ -89,6 +98,6 @@ take_along_axis = Op("take_along_axis", _take_kernel, _take_rule,
                      jvp=tangents.linear, batch=_batch_take)
 scatter_add_along_axis = Op(
     "scatter_add_along_axis", _scatter_kernel,
-    lambda g, index, *, axis, shape: TensorSpec(shape, g.dtype),
+    _scatter_rule,
     grads=(lambda g, index, *, axis: bind(take_along_axis, g, index, axis=axis), None),
     arg_names=("g", "index"), jvp=tangents.linear, batch=_batch_scatter)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from teachflow.autodiff.tape import Tracked
+from teachflow.core import dispatch
 from teachflow.core.dispatch import bind
 from teachflow.core.errors import DTypeError, IndexingError, ShapeError, TraceError
 from teachflow.core.spec import is_int
@@ -64,8 +65,10 @@ class Movement:
                              hint="the index has as many axes as the input, and dim is one of "
                                   f"them (-{self.ndim} to {self.ndim - 1})")
         axis = int(dim) % max(self.ndim, 1)
+        if isinstance(index, Tracked):  # (traced, a captured tensor's values too exist only
+            index = dispatch.current_interpreter().operand(index)  # when the graph runs)
         values = index if not isinstance(index, Tracked) else \
-            None if isinstance(index._data, Value) else index.numpy()  # (traced: at run time)
+            None if isinstance(index._data, Value) else index.numpy()
         size = self.shape[axis] if self.ndim else 1
         if values is not None and values.dtype.kind in "iu" and size is not None:
             bad = values[(values < 0) | (values >= size)]
