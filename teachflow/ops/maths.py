@@ -53,8 +53,9 @@ def _erf_by_element(x: Any, out: Any = None) -> Any:
 
 def _rsqrt(xp: ModuleType) -> Callable[..., Any]:
     def rsqrt(x: Any, out: Any = None) -> Any:
-        root = xp.sqrt(x, out=out)
-        return xp.divide(1, root, out=root)  # (into the same memory: no second array)
+        if out is None:
+            return xp.reciprocal(xp.sqrt(x))
+        return xp.reciprocal(xp.sqrt(x, out=out), out=out)  # (into one buffer, in place)
 
     return rsqrt
 
