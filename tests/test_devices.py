@@ -26,7 +26,7 @@ import teachflow as tfl
 from teachflow.core import backends, dispatch
 from teachflow.core.backends import Backend
 from teachflow.core.spec import TensorSpec
-from teachflow.ops import creation, elementwise, linalg, reduction
+from teachflow.ops import along_axis, creation, elementwise, linalg, maths, reduction
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import Op
 from teachflow.tensor.tensor import Tensor
@@ -242,6 +242,14 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
     "arange_float": lambda t: tfl.arange(0.5, device=t["x"].device, dtype="float64"),
     "eye": lambda t: tfl.eye(3, 4, device=t["x"].device),
     "zeros_like": lambda t: tfl.zeros_like(t["x"]) + t["x"],
+    "sin_cos_erf": lambda t: t["x"].sin() + t["x"].cos() * t["x"].erf(),
+    "log2_rsqrt": lambda t: t["p"].log2() - t["p"].rsqrt(),
+    "rounding": lambda t: t["x"].floor() + (t["x"] * 3).round() - t["x"].ceil(),
+    "isnan_isinf": lambda t: (t["x"] / 0).isnan() | (t["x"] / 0).isinf(),
+    "gather_along": lambda t: t["x"].gather(1, t["i"].astype("int64").reshape(3, 1)),
+    "scatter_add_along": lambda t: dispatch.bind(along_axis.scatter_add_along_axis,
+                                                 t["x"][:, :1], t["i"].reshape(3, 1),
+                                                 axis=1, shape=(3, 4)),
 }
 
 # Ops the table cannot show by value: random draws differ between generators, `to_device`
@@ -336,7 +344,8 @@ def test_every_op_is_in_the_device_tables() -> None:
         def __getattr__(self, name):  # state changes: as the inner interpreter does them
             return getattr(self.inner, name)
 
-    declared = {v.name for module in (elementwise, reduction, shape_ops, linalg, creation)
+    declared = {v.name for module in (elementwise, reduction, shape_ops, linalg, creation,
+                                      maths, along_axis)
                 for v in vars(module).values() if isinstance(v, Op)}
     with dispatch.interpreting(Recorder(dispatch.current_interpreter())) as recorder:
         for fn in FORWARD.values():

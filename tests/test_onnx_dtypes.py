@@ -128,6 +128,19 @@ MAKE: dict[str, Callable[[str], tuple]] = {
     "fori_loop": lambda d: (lambda x: tfl.fori_loop(0, 3, lambda i, x: x[::-1], x),
                             (arr((3,), d),)),
     "call": lambda d: (calling(tfl.function(lambda x: x[::-1])), (arr((3,), d),)),
+    "sin": unary(lambda x: x.sin()), "cos": unary(lambda x: x.cos()),
+    # onnxruntime's Erf is float32's only: an integer's erf (float64, as NumPy gives it) is
+    # refused by name, so the case asks for the float32 a model computes in.
+    "erf": unary(lambda x: (x if x.dtype.kind == "f" else x.astype("float32")).erf()),
+    "log2": unary(lambda x: x.log2(), 1), "rsqrt": unary(lambda x: x.rsqrt(), 1),
+    "floor": unary(lambda x: x.floor()), "ceil": unary(lambda x: x.ceil()),
+    "round": unary(lambda x: x.round()),
+    "isnan": unary(lambda x: x.isnan()), "isinf": unary(lambda x: x.isinf()),
+    "take_along_axis": lambda d: (lambda x, i: x.gather(1, i),
+                                  (arr((2, 3), d), np.array([[2, 0], [1, 1]]))),
+    "scatter_add_along_axis": lambda d: (
+        lambda g, i: bind(OPS["scatter_add_along_axis"], g, i, axis=1, shape=(2, 3)),
+        (arr((2, 2), d), np.array([[2, 0], [1, 1]]))),
 }
 
 

@@ -101,6 +101,9 @@ HELPERS = (
                  "}}",
            nonnegative=1, why="an integer power whose exponent may be negative (NumPy raises "
                               "there, C cannot)"),
+    # NumPy rounds an integer to itself, keeping its type.
+    *(Helper("iub", f"static inline {{t}} {name}_{{n}}({{t}} x) {{{{ return x; }}}}")
+      for name in ("floor", "ceil")),
 )
 
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from teachflow.graph import Node, Value
-from teachflow.onnx_export.onnxruntime_types import carrier, takes
+from teachflow.onnx_export.onnxruntime_types import KERNELS, carrier, takes
 
 if TYPE_CHECKING:
     from teachflow.onnx_export.emitter import Convert, Emitter
@@ -60,7 +60,7 @@ _ONE_TO_ONE = {
 
 
 _ONE_TO_ONE |= {"sin": ("Sin", None), "cos": ("Cos", None), "erf": ("Erf", None),
-                "floor": ("Floor", None), "ceil": ("Ceil", None), "round": ("Round", None)}
+                "round": ("Round", None)}
 #: log2 x = ln x / ln 2 (ONNX has only the natural log).
 _LN2 = np.log(2.0)
 
@@ -122,14 +122,22 @@ def _rsqrt(e: Emitter, node: Node) -> str:
     return e.add("Reciprocal", [e.add("Sqrt", [x])])
 
 
+def _rounding(op_type: str) -> Convert:
+    """``Floor``, ``Ceil`` of floats; NumPy rounds an integer (or a bool) to itself."""
+    def convert(e: Emitter, node: Node) -> str:
+        dtype = node.spec.dtype
+        x = e.input(node.inputs[0], dtype)
+        return e.add(op_type if dtype.kind == "f" else "Identity", [x])
+    return convert
+
+
 def _float_test(op_type: str) -> Convert:
     """``IsNaN``, ``IsInf`` of floats; an integer (never NaN nor infinite) is asked for as a
     float64, float16 as a float32 where the kernel lacks it: both exact."""
     def convert(e: Emitter, node: Node) -> str:
         x = node.inputs[0]
-        dtype = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
-        if not takes(op_type, dtype, "T1"):
-            dtype = np.dtype(np.float32)
+        dtype = x.dtype if x.dtype.name in KERNELS[op_type]["T1"].split() else \
+            np.dtype(np.float32 if x.dtype == np.float16 else np.float64)
         return e.add(op_type, [e.input(x, dtype)])
     return convert
 
@@ -256,4 +264,5 @@ CONVERTERS: dict[str, Convert] = {
     "where": _where, "astype": _astype, "matmul": _matmul,
 }
 CONVERTERS |= {"log2": _log2, "rsqrt": _rsqrt, "isnan": _float_test("IsNaN"),
-               "isinf": _float_test("IsInf")}
+               "isinf": _float_test("IsInf"), "floor": _rounding("Floor"),
+               "ceil": _rounding("Ceil")}

@@ -35,20 +35,21 @@ def _erf(xp: ModuleType) -> Callable[..., Any]:
         from cupyx.scipy.special import erf as cupy_erf  # (CuPy's own ufunc)
         return cupy_erf
     try:
-        from scipy.special import erf as scipy_erf
+        from scipy.special import erf as library_erf
     except ImportError:
-        return _erf_by_element
-    return scipy_erf
+        library_erf = np.frompyfunc(math.erf, 1, 1)
 
+    def erf(x: Any, out: Any = None) -> Any:
+        """In the float dtype NumPy's ufuncs give (SciPy's gives float16 a float64)."""
+        if out is not None:
+            out[...] = library_erf(x)
+            return out
+        x = np.asarray(x)
+        result = np.asarray(library_erf(x))
+        wanted = np.result_type(x.dtype, np.float16)
+        return result if result.dtype == wanted else result.astype(wanted)
 
-def _erf_by_element(x: Any, out: Any = None) -> Any:
-    """``math.erf`` of each element, in the float dtype NumPy's ufuncs would give."""
-    x = np.asarray(x)
-    result = np.frompyfunc(math.erf, 1, 1)(x).astype(np.result_type(x.dtype, np.float16))
-    if out is None:
-        return result
-    out[...] = result
-    return out
+    return erf
 
 
 def _rsqrt(xp: ModuleType) -> Callable[..., Any]:
