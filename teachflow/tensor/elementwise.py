@@ -9,6 +9,7 @@ are in `teachflow.tensor.functions`.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -229,11 +230,18 @@ class Elementwise:
                                      op="isclose", hint="e.g. rtol=1e-5, atol=1e-8")
         if not isinstance(equal_nan, bool):
             raise TeachflowError(f"equal_nan is True or False, not {equal_nan!r}", op="isclose")
-        error = abs(self - other)  # (an infinite error is never close, however large rtol|y|)
-        close = (self == other) | ((error <= atol + rtol * abs(other)) & ~bind(maths.isinf, error))
-        if equal_nan:
-            close = close | (bind(maths.isnan, self) & (other != other))
-        return close
+        # Equal values (infinities of one sign among them) are close; otherwise both must be
+        # finite, which is tested first so that no inf - inf is computed (NumPy would warn).
+        x_nan = bind(maths.isnan, self)
+        if isinstance(other, bool | int | float):
+            y_nan, y_finite = math.isnan(other), math.isfinite(other)
+        else:
+            y_nan = bind(maths.isnan, other)
+            y_finite = ~(y_nan | bind(maths.isinf, other))
+        finite = ~(x_nan | bind(maths.isinf, self)) & y_finite
+        x, y = bind(ew.where, finite, self, 0), bind(ew.where, finite, other, 0)
+        close = (self == other) | (finite & (abs(x - y) <= atol + rtol * abs(y)))
+        return close | (x_nan & y_nan) if equal_nan else close
 
     def clip(self, min: Any = None, max: Any = None) -> Tensor:
         """The values limited to ``[min, max]`` (PyTorch's clamp). A bound may be None (no limit
