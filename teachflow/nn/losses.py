@@ -23,7 +23,6 @@ the targets' weights, as PyTorch), ``"sum"`` or ``"none"`` (one loss per example
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from teachflow.core import dispatch
@@ -38,12 +37,11 @@ from teachflow.core.errors import (
 from teachflow.graph import Value
 from teachflow.nn.module import Module
 from teachflow.tensor.factories import arange
-from teachflow.tensor.functions import log_softmax, softplus
+from teachflow.tensor.functions import log_softmax, maximum, softplus
 from teachflow.tensor.tensor import Tensor, as_tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
-#: ``log`` of the smallest probability a log is taken of: e^-100, as PyTorch clamps at -100.
-_FLOOR = math.exp(-100)
+_TINY = 1e-45
 
 
 def check_reduction(reduction: Any, op: str) -> None:
@@ -238,10 +236,14 @@ def binary_cross_entropy(input: Any, target: Any, weight: Any = None, *,
                              hint="for scores (logits), binary_cross_entropy_with_logits, which "
                                   "is stable too")
     with name_scope("binary_cross_entropy"):
-        # log(max(p, e^-100)) is max(log p, -100), with no log of 0 computed (and no NaN in
-        # the gradient there: the clip passes none).
-        loss = -(t * p.clip(min=_FLOOR).log() + (1 - t) * (1 - p).clip(min=_FLOOR).log())
+        loss = -(t * _clamped_log(p) + (1 - t) * _clamped_log(1 - p))
         return reduced(loss if weight is None else loss * weight, reduction)
+
+
+def _clamped_log(p: Tensor) -> Tensor:
+    """max(log p, -100), as PyTorch's; p is first kept from 0 (by 1e-45, below e^-100 and the
+    least float32), so that no log of 0 is computed, nor a NaN in the gradient there."""
+    return maximum(p.clip(min=_TINY).log(), -100.0)
 
 
 def binary_cross_entropy_with_logits(input: Any, target: Any, weight: Any = None, *,
