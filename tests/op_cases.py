@@ -259,6 +259,7 @@ NUMPY_UFUNC_CASES = [
     unary("np.tanh(x)", lambda x: np.tanh(x), np.tanh),
     unary("np.exp(x)", lambda x: np.exp(x), np.exp),
     unary("np.sqrt(x)", lambda x: np.sqrt(x), np.sqrt, "positive"),
+    unary("np.sin(x)", lambda x: np.sin(x), np.sin),
     with_scalar("np.add(x,1)", lambda x: np.add(x, 1)),
     with_scalar("np.power(x,2)", lambda x: np.power(x, 2)),
     binary("np.maximum(x,y)", lambda x, y: np.maximum(x, y), np.maximum,

@@ -170,7 +170,7 @@ def test_the_modules_call_the_functions() -> None:
     (lambda: F.cross_entropy(tfl.tensor(Z), tfl.tensor(Y + 1)), tfl.TeachflowError,
      "class 4, outside"),
     (lambda: F.cross_entropy(tfl.tensor(Z), tfl.tensor(P[:, :3])), tfl.ShapeError,
-     "probability targets of the same shape"),
+     "probability targets of the logits. shape"),
     (lambda: F.cross_entropy(tfl.tensor(Z), tfl.tensor(Y), label_smoothing=1.5),
      tfl.TeachflowError, "label_smoothing is a number in"),
     (lambda: F.cross_entropy(tfl.tensor(Z), tfl.tensor(Y), weight=tfl.tensor(W[:3])),

@@ -30,7 +30,8 @@ KINDS = {
         exp log sqrt tanh relu sigmoid softplus abs clip clone maximum minimum where
         add sub subtract mul multiply div divide pow square neg negative eq ne lt le gt ge
         add_ sub_ mul_ div_ exp_ abs_ sqrt_ masked_fill sign round clamp clamp_min clamp_max
-        clamp_ copy"""),
+        clamp_ copy
+        sin cos erf log2 rsqrt floor ceil isnan isinf isclose"""),
     "reductions": ("reductions.py", "functions.py: Reductions", """
         sum mean max min argmax argmin var softmax log_softmax
         amax amin std all any norm prod cumsum"""),

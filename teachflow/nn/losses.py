@@ -109,13 +109,14 @@ def _check_smoothing(label_smoothing: Any) -> float:
     return float(label_smoothing)
 
 
-def _check_pair(logp: Tensor, target: Tensor, op: str) -> None:
-    if logp.ndim != 2 or target.ndim != 1 or target.shape[0] != logp.shape[0]:
-        raise ShapeError(f"takes inputs of shape (N, C) and targets of shape (N,), not "
-                         f"{logp.shape} and {target.shape}", op=op,
-                         hint="one row of class scores per example, one class index each")
-    if logp.dtype.kind != "f" or target.dtype.kind not in "iu":
-        raise DTypeError(f"takes float inputs and integer targets, not {logp.dtype} and "
+def _check_pair(scores: Tensor, target: Tensor, op: str, what: str) -> None:
+    if scores.ndim != 2 or target.ndim != 1 or target.shape[0] != scores.shape[0]:
+        raise ShapeError(f"takes {what} of shape (N, C) and targets of shape (N,), not "
+                         f"{scores.shape} and {target.shape}", op=op,
+                         hint="one row of class scores per example, one class index each (or, "
+                              "for cross_entropy, probability targets of the logits' shape)")
+    if scores.dtype.kind != "f" or target.dtype.kind not in "iu":
+        raise DTypeError(f"takes float {what} and integer targets, not {scores.dtype} and "
                          f"{target.dtype}", op=op,
                          hint="targets are class indices: target.astype('int64')")
 
@@ -168,7 +169,7 @@ def nll_loss(input: Any, target: Any, weight: Any = None, *, ignore_index: int =
     ``t = target[i]``. A target equal to `ignore_index` adds nothing and is not counted."""
     logp, target = as_tensor(input), as_tensor(target)
     check_reduction(reduction, "nll_loss")
-    _check_pair(logp, target, "nll_loss")
+    _check_pair(logp, target, "nll_loss", "log-probabilities")
     weight = _check_weight(weight, logp.shape[1], "nll_loss")
     with name_scope("nll_loss"):  # (its nodes: one box in the stepper)
         return _label_loss(logp, target, weight, ignore_index, reduction, 0.0, "nll_loss")
@@ -185,9 +186,9 @@ def cross_entropy(logits: Any, target: Any, reduction: str = "mean",
     logits, target = as_tensor(logits), as_tensor(target)
     check_reduction(reduction, "cross_entropy")
     smoothing = _check_smoothing(label_smoothing)
-    if target.dtype.kind == "f":
+    if target.dtype.kind == "f" and target.shape == logits.shape:
         return _probability_loss(logits, target, weight, reduction, smoothing)
-    _check_pair(logits, target, "cross_entropy")
+    _check_pair(logits, target, "cross_entropy", "logits")
     weight = _check_weight(weight, logits.shape[1], "cross_entropy")
     with name_scope("cross_entropy"):
         return _label_loss(log_softmax(logits, axis=1), target, weight, ignore_index,
