@@ -138,6 +138,20 @@ def test_the_gradient_of_cross_entropy_is_softmax_minus_one_hot() -> None:
     np.testing.assert_allclose(g.numpy(), np.exp(log_softmax(Z)) - np.eye(4)[Y], rtol=1e-12)
 
 
+def test_second_derivatives_are_the_softmaxs_and_the_sigmoids() -> None:
+    """d²/dz² of the summed cross-entropy is diag(p) - p pᵀ in each row, whatever the labels (and
+    the smoothing); of the loss from logits, σ(x)(1 - σ(x))."""
+    z = tfl.tensor(Z[0])
+    hessian = tfl.hessian(lambda z: F.cross_entropy(z.reshape(1, 4), tfl.tensor(Y[:1]),
+                                                    label_smoothing=0.3))(z)
+    p = np.exp(log_softmax(Z[:1]))[0]
+    np.testing.assert_allclose(hessian.numpy(), np.diag(p) - np.outer(p, p), atol=1e-12)
+    s = 1 / (1 + np.exp(-Z))
+    d2 = tfl.grad(lambda x: tfl.grad(lambda u: F.binary_cross_entropy_with_logits(
+        u, tfl.tensor(T), reduction="sum"))(x).sum())(tfl.tensor(Z))
+    np.testing.assert_allclose(d2.numpy(), s * (1 - s), rtol=1e-12)
+
+
 def test_staged_saved_and_loaded_they_give_eager_values(tmp_path) -> None:
     def losses(z, y, p, t):
         return (F.cross_entropy(z, y, label_smoothing=0.1), F.cross_entropy(z, p),
