@@ -8,6 +8,7 @@ two functions, so the same case serves both `test_ops_forward.py` and `test_grad
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import hypothesis.extra.numpy as hnp
 import numpy as np
 from helpers import (
+    MAX_SIDE,
     away_from,
     axes,
     broadcastable_shapes,
@@ -25,6 +27,7 @@ from helpers import (
 from hypothesis import strategies as st
 
 import teachflow as tfl
+import teachflow.nn.functional as F
 
 
 @dataclass
@@ -41,6 +44,13 @@ class OpCase:
 
     def __str__(self) -> str:
         return self.name
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function of each element, as Python's maths library computes it."""
+    x = np.asarray(x)
+    return np.vectorize(math.erf, otypes=[np.float64])(x).astype(
+        np.result_type(x.dtype, np.float16))  # (the float dtype NumPy's ufuncs give)
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:
@@ -117,6 +127,21 @@ UNARY_FUNCTIONS = [
     ("abs", lambda x: x.abs(), np.abs, "nonzero"),
     ("abs-builtin", abs, np.abs, "nonzero"),
     ("mul-by-comparison", lambda x: x * (x > 0.0), lambda x: x * (x > 0.0), "nonzero"),
+    ("sin", lambda x: x.sin(), np.sin, "any"),
+    ("cos", tfl.cos, np.cos, "any"),
+    ("erf", lambda x: x.erf(), lambda x: erf(x), "any"),
+    ("log2", lambda x: x.log2(), np.log2, "positive"),
+    ("rsqrt", tfl.rsqrt, lambda x: 1 / np.sqrt(x), "positive"),
+    ("gelu", F.gelu, lambda x: 0.5 * x * (1 + erf(x / math.sqrt(2))), "any"),
+    ("gelu-tanh", lambda x: F.gelu(x, approximate="tanh"),
+     lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))), "any"),
+    ("silu", F.silu, lambda x: x * sigmoid(x), "any"),
+    ("elu", lambda x: F.elu(x, alpha=1.5),
+     lambda x: np.where(x > 0, x, 1.5 * np.expm1(np.minimum(x, 0))), "nonzero"),
+    ("leaky_relu", lambda x: F.leaky_relu(x, 0.2), lambda x: np.where(x > 0, x, 0.2 * x),
+     "nonzero"),
+    ("softplus-beta", lambda x: F.softplus(x, beta=3.0),
+     lambda x: np.log1p(np.exp(3.0 * x)) / 3.0, "any"),
 ]
 UNARY_CASES = [unary(*row) for row in UNARY_FUNCTIONS]
 
@@ -234,6 +259,7 @@ NUMPY_UFUNC_CASES = [
     unary("np.tanh(x)", lambda x: np.tanh(x), np.tanh),
     unary("np.exp(x)", lambda x: np.exp(x), np.exp),
     unary("np.sqrt(x)", lambda x: np.sqrt(x), np.sqrt, "positive"),
+    unary("np.sin(x)", lambda x: np.sin(x), np.sin),
     with_scalar("np.add(x,1)", lambda x: np.add(x, 1)),
     with_scalar("np.power(x,2)", lambda x: np.power(x, 2)),
     binary("np.maximum(x,y)", lambda x, y: np.maximum(x, y), np.maximum,
@@ -791,8 +817,111 @@ WINDOW_CASES = [OpCase("conv2d", _conv2d),
                 OpCase("max_pool2d", _pool("max_pool2d", np.max, -np.inf)),
                 OpCase("avg_pool2d", _pool("avg_pool2d", np.mean, 0.0))]
 
+# --- Picking along an axis, and the losses -------------------------------------------------------
+
+
+def _gather(data: st.DataObject) -> Example:
+    """An index as long as x or shorter along the other axes (PyTorch allows it), any length
+    along `dim`, with repeated positions (their gradients add up)."""
+    shape = data.draw(shapes(min_dims=1), label="shape")
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1), label="dim")
+    axis = dim % len(shape)
+    sides = tuple(data.draw(st.integers(1, MAX_SIDE if k == axis else n), label="side")
+                  for k, n in enumerate(shape))
+    rng = rng_from(data)
+    index = rng.integers(0, shape[axis], sides)
+
+    def ref(x: np.ndarray) -> np.ndarray:  # out[i][j] = x[i][index[i][j]] for dim 1
+        out = np.empty(sides, x.dtype)
+        for where in np.ndindex(*sides):
+            out[where] = x[where[:axis] + (index[where],) + where[axis + 1:]]
+        return out
+
+    return Example([values(rng, shape)], lambda x: x.gather(dim, tfl.tensor(index)), ref)
+
+
+def _labels(data: st.DataObject) -> tuple[np.random.Generator, np.ndarray, np.ndarray]:
+    n, c = data.draw(st.integers(1, 4), label="N"), data.draw(st.integers(2, 4), label="C")
+    rng = rng_from(data)
+    return rng, values(rng, (n, c)), rng.integers(0, c, n)
+
+
+def _cross_entropy(data: st.DataObject) -> Example:
+    """Class labels (some ignored), class weights, label smoothing: PyTorch's formula."""
+    rng, z, y = _labels(data)
+    n, c = z.shape
+    eps = data.draw(st.sampled_from([0.0, 0.1]), label="label_smoothing")
+    w = data.draw(st.sampled_from([None, rng.uniform(0.5, 2, c)]), label="weight")
+    y[0] = data.draw(st.sampled_from([y[0], -100]), label="ignored") if n > 1 else y[0]
+    reduction = data.draw(st.sampled_from(["mean", "sum", "none"]), label="reduction")
+
+    def ref(z: np.ndarray) -> np.ndarray:
+        logp = log_softmax(z, axis=1)
+        weights = np.ones(c, z.dtype) if w is None else w
+        kept = y != -100
+        picked = np.where(kept, -weights[np.where(kept, y, 0)] * logp[np.arange(n),
+                                                                    np.where(kept, y, 0)], 0)
+        loss = (1 - eps) * picked + eps * np.where(kept, -(logp * weights).sum(axis=1) / c, 0)
+        if reduction == "none":
+            return loss
+        total = loss.sum()
+        return total / weights[y[kept]].sum() if reduction == "mean" else total
+
+    return Example([z], lambda z: F.cross_entropy(z, tfl.tensor(y), reduction,
+                                                  weight=None if w is None else tfl.tensor(w),
+                                                  label_smoothing=eps), ref)
+
+
+def _cross_entropy_probabilities(data: st.DataObject) -> Example:
+    rng, z, _ = _labels(data)
+    p = softmax(values(rng, z.shape), axis=1)
+    return Example([z], lambda z: F.cross_entropy(z, tfl.tensor(p), label_smoothing=0.2),
+                   lambda z: -((0.8 * p + 0.2 / z.shape[1]) * log_softmax(z, axis=1)).sum(1)
+                   .mean())
+
+
+def _nll_loss(data: st.DataObject) -> Example:
+    rng, z, y = _labels(data)
+    w = rng.uniform(0.5, 2, z.shape[1])
+    return Example([z], lambda x: F.nll_loss(x, tfl.tensor(y), tfl.tensor(w)),
+                   lambda x: -(w[y] * x[np.arange(len(y)), y]).sum() / w[y].sum())
+
+
+def _binary(data: st.DataObject, logits: bool) -> Example:
+    shape = data.draw(shapes(min_dims=1), label="shape")
+    rng = rng_from(data)
+    t = rng.random(shape)
+    if logits:  # max(x, 0) - x t + log(1 + e^-|x|), the stable form, written out
+        return Example([values(rng, shape)],
+                       lambda x: F.binary_cross_entropy_with_logits(x, tfl.tensor(t)),
+                       lambda x: (np.maximum(x, 0) - x * t + np.log1p(np.exp(-abs(x)))).mean())
+    return Example([values(rng, shape)],
+                   lambda x: F.binary_cross_entropy(x.sigmoid(), tfl.tensor(t), reduction="sum"),
+                   lambda x: -(t * np.log(sigmoid(x)) + (1 - t) * np.log(1 - sigmoid(x))).sum())
+
+
+def _pos_weight(data: st.DataObject) -> Example:
+    shape = data.draw(shapes(min_dims=1), label="shape")
+    rng = rng_from(data)
+    t, pw = rng.random(shape), rng.uniform(0.5, 3, shape[-1:])
+    return Example([values(rng, shape)],
+                   lambda x: F.binary_cross_entropy_with_logits(
+                       x, tfl.tensor(t), pos_weight=tfl.tensor(pw), reduction="none"),
+                   lambda x: -(pw * t * np.log(sigmoid(x)) + (1 - t) * np.log(1 - sigmoid(x))))
+
+
+LOSS_AND_GATHER_CASES = [
+    OpCase("gather", _gather),
+    OpCase("cross_entropy", _cross_entropy),
+    OpCase("cross_entropy-probabilities", _cross_entropy_probabilities),
+    OpCase("nll_loss", _nll_loss),
+    OpCase("binary_cross_entropy", lambda data: _binary(data, logits=False)),
+    OpCase("binary_cross_entropy_with_logits", lambda data: _binary(data, logits=True)),
+    OpCase("binary_cross_entropy_with_logits-pos_weight", _pos_weight),
+]
+
 #: Every differentiable op of the public API, each with a readable pytest id.
 DIFFERENTIABLE_CASES = (UNARY_CASES + BINARY_CASES + SCALAR_CASES + WHERE_CASES + CLIP_CASES
                         + NUMPY_UFUNC_CASES + MATMUL_CASES + INDEX_CASES + REDUCTION_CASES
                         + SHAPE_CASES + COMPOSED_CASES + SCAN_AND_MOVEMENT_CASES
-                        + WINDOW_CASES)
+                        + WINDOW_CASES + LOSS_AND_GATHER_CASES)

@@ -27,7 +27,16 @@ from teachflow.core import backends, dispatch
 from teachflow.core.backends import Backend
 from teachflow.core.spec import TensorSpec
 from teachflow.nn import functional as F
-from teachflow.ops import convolution, creation, elementwise, linalg, pooling, reduction
+from teachflow.ops import (
+    along_axis,
+    convolution,
+    creation,
+    elementwise,
+    linalg,
+    maths,
+    pooling,
+    reduction,
+)
 from teachflow.ops import shape as shape_ops
 from teachflow.ops.op import Op
 from teachflow.tensor.tensor import Tensor
@@ -265,6 +274,14 @@ FORWARD: dict[str, Callable[[dict], tfl.Tensor]] = {
     "max_pool2d_select": lambda t: dispatch.bind(pooling.max_pool2d_select, t["img"] * 2,
                                                  t["img"], kernel_size=(2, 2), stride=(1, 1),
                                                  padding=(0, 0, 1, 1)),
+    "sin_cos_erf": lambda t: t["x"].sin() + t["x"].cos() * t["x"].erf(),
+    "log2_rsqrt": lambda t: t["p"].log2() - t["p"].rsqrt(),
+    "rounding": lambda t: t["x"].floor() + (t["x"] * 3).round() - t["x"].ceil(),
+    "isnan_isinf": lambda t: (t["x"] / 0).isnan() | (t["x"] / 0).isinf(),
+    "gather_along": lambda t: t["x"].gather(1, t["i"].astype("int64").reshape(3, 1)),
+    "scatter_add_along": lambda t: dispatch.bind(along_axis.scatter_add_along_axis,
+                                                 t["x"][:, :1], t["i"].reshape(3, 1),
+                                                 axis=1, shape=(3, 4)),
 }
 
 # Ops the table cannot show by value: random draws differ between generators, `to_device`
@@ -364,7 +381,7 @@ def test_every_op_is_in_the_device_tables() -> None:
             return getattr(self.inner, name)
 
     declared = {v.name for module in (elementwise, reduction, shape_ops, linalg, creation,
-                                      convolution, pooling)
+                                      convolution, pooling, maths, along_axis)
                 for v in vars(module).values() if isinstance(v, Op)}
     with dispatch.interpreting(Recorder(dispatch.current_interpreter())) as recorder:
         for fn in FORWARD.values():

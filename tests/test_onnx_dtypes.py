@@ -32,6 +32,12 @@ from teachflow.onnx_export.onnxruntime_types import KERNELS  # noqa: E402
 DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "float32", "float64", "complex64", "complex128")
 RNG = np.random.default_rng(1)
+F = tfl.nn.functional
+#: The window of the convolution cases: a 2x2 kernel over a 3x3 image, stride 1 (few products
+#: to a sum: float16's rounding of a long sum differs between the two runtimes); and a 2x2 pool
+#: of stride 2.
+WINDOW = {"stride": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1)}
+POOL = {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0, 0, 0)}
 
 
 def arr(shape: tuple, dtype: str, low: int = -3, high: int = 4) -> np.ndarray:
@@ -138,6 +144,36 @@ MAKE: dict[str, Callable[[str], tuple]] = {
                           (np.array([[2, 0, 1], [1, 2, 0]], dtype=d) if d != "bool" else
                            np.array([[True, False]]),)),
     "linspace": lambda d: (lambda x: x + tfl.linspace(0, 4, 3, dtype=d), (arr((2, 3), d),)),
+    "sin": unary(lambda x: x.sin()), "cos": unary(lambda x: x.cos()),
+    # onnxruntime's Erf is float32's only: an integer's erf (float64, as NumPy gives it) is
+    # refused by name, so the case asks for the float32 a model computes in.
+    "erf": unary(lambda x: (x if x.dtype.kind == "f" else x.astype("float32")).erf()),
+    "log2": unary(lambda x: x.log2(), 1), "rsqrt": unary(lambda x: x.rsqrt(), 1),
+    "floor": unary(lambda x: x.floor()), "ceil": unary(lambda x: x.ceil()),
+    "round": unary(lambda x: x.round()),
+    "isnan": unary(lambda x: x.isnan()), "isinf": unary(lambda x: x.isinf()),
+    "take_along_axis": lambda d: (lambda x, i: x.gather(1, i),
+                                  (arr((2, 3), d), np.array([[2, 0], [1, 1]]))),
+    "scatter_add_along_axis": lambda d: (
+        lambda g, i: bind(OPS["scatter_add_along_axis"], g, i, axis=1, shape=(2, 3)),
+        (arr((2, 2), d), np.array([[2, 0], [1, 1]]))),
+    # Convolution and pooling, and their gradients (each op run by `bind`, as in a graph)
+    "conv2d": lambda d: (lambda x, w: F.conv2d(x, w),
+                         (arr((1, 1, 3, 3), d, -2, 3), arr((2, 1, 2, 2), d, -2, 3))),
+    "conv2d_input_grad": lambda d: (lambda g, w: bind(OPS["conv2d_input_grad"], g, w, **WINDOW,
+                                                      groups=1, shape=(3, 3)),
+                                    (arr((1, 2, 2, 2), d, -2, 3), arr((2, 1, 2, 2), d, -2, 3))),
+    "conv2d_weight_grad": lambda d: (lambda x, g: bind(OPS["conv2d_weight_grad"], x, g,
+                                                       **WINDOW, groups=1, shape=(2, 2)),
+                                     (arr((1, 1, 3, 3), d, -2, 3), arr((1, 2, 2, 2), d, -2, 3))),
+    "max_pool2d": lambda d: (lambda x: F.max_pool2d(x, 2), (arr((1, 2, 4, 4), d),)),
+    "avg_pool2d": lambda d: (lambda x: F.avg_pool2d(x, 2), (arr((1, 2, 4, 4), d),)),
+    "max_pool2d_grad": lambda d: (lambda g, x: bind(OPS["max_pool2d_grad"], g, x, **POOL),
+                                  (arr((1, 2, 2, 2), d), arr((1, 2, 4, 4), d))),
+    "max_pool2d_select": lambda d: (lambda t, x: bind(OPS["max_pool2d_select"], t, x, **POOL),
+                                    (arr((1, 2, 4, 4), d), arr((1, 2, 4, 4), d))),
+    "avg_pool2d_grad": lambda d: (lambda g: bind(OPS["avg_pool2d_grad"], g, **POOL,
+                                                 shape=(4, 4)), (arr((1, 2, 2, 2), d),)),
 }
 
 

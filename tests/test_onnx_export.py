@@ -16,6 +16,7 @@ import pytest
 import test_devices
 
 import teachflow as tfl
+import teachflow.nn.functional as F
 from teachflow.core.dispatch import bind
 from teachflow.graph import Graph, subgraphs
 from teachflow.ops import OPS, creation, elementwise, pooling, reduction
@@ -316,6 +317,32 @@ CASES: list[tuple[str, Callable, tuple]] = [
     ("max_pool2d_select", lambda y, x: bind(pooling.max_pool2d_select, y, x, kernel_size=(2, 2),
                                             stride=(1, 2), padding=(1, 0, 1, 1)),
      (arr((2, 3, 5, 6)), arr((2, 3, 5, 6)))),
+]
+#: The maths library, rounding, tests of a float, picking along an axis, and what is made of
+#: them (activations, losses).
+SPECIAL = np.array([-2.5, -0.5, 0.5, 1.5, 2.5, np.inf, -np.inf, np.nan, 0.0], np.float32)
+CASES += [
+    *((f"{name}-{d}", getattr(tfl, name), (arr((2, 3), d),)) for name in ("sin", "cos")
+      for d in (F32, F64, I32)),
+    *((f"erf-{d}", tfl.erf, (arr((2, 3), d),)) for d in (F16, F32)),
+    *((f"{name}-{d}", getattr(tfl, name), (arr((2, 3), d, 1),)) for name in ("log2", "rsqrt")
+      for d in (F32, F64, I64)),
+    *((f"{name}-{d}", getattr(tfl, name), (SPECIAL.astype(d),)) for name in
+      ("floor", "ceil", "round", "isnan", "isinf") for d in (F32, F64)),
+    *((f"{name}-int", getattr(tfl, name), (arr((4,), I64),)) for name in
+      ("floor", "ceil", "isnan")),
+    ("isclose", lambda x, y: tfl.isclose(x, y, equal_nan=True), (SPECIAL, SPECIAL[::-1].copy())),
+    ("gather", lambda x, i: x.gather(1, i), (arr((3, 4)), np.array([[3, 0], [1, 1], [0, 2]]))),
+    ("gather-gradient", lambda x, i: tfl.grad(lambda x: (x.gather(0, i) ** 2).sum())(x),
+     (arr((3, 4)), np.array([[2, 2, 0, 1]]))),
+    ("gelu-silu-elu-leaky", lambda x: (F.gelu(x), F.gelu(x, approximate="tanh"), F.silu(x),
+                                       F.elu(x), F.leaky_relu(x), F.softplus(x, beta=2.0)),
+     (arr((2, 3)),)),
+    ("losses", lambda z, p, y: (F.cross_entropy(z, y, label_smoothing=0.1),
+                                F.cross_entropy(z, p.softmax()), F.nll_loss(z.log_softmax(), y),
+                                F.binary_cross_entropy(z.sigmoid(), p),
+                                F.binary_cross_entropy_with_logits(z, p), F.one_hot(y, 3)),
+     (arr((2, 3)), arr((2, 3), F32, 0, 1), np.array([2, 0]))),
 ]
 
 

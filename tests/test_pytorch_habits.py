@@ -499,8 +499,8 @@ def test_numpy_reads_tensors_as_arrays_as_before() -> None:
 
 
 @pytest.mark.parametrize(("call", "says"), [
-    (lambda t: np.sin(t), "teachflow has no op for np.sin; call np.sin(t.numpy()) to compute "
-                          "on the values (no gradient)"),
+    (lambda t: np.arctan(t), "teachflow has no op for np.arctan; call np.arctan(t.numpy()) to "
+                             "compute on the values (no gradient)"),
     (lambda t: np.add.reduce(t), "np.add.reduce(...) does not run on tensors"),
     (lambda t: np.add.outer(t, t), "np.add.outer(...) does not run on tensors"),
     (lambda t: np.add(t, 1, out=np.empty(2, np.float32)), "out="),
@@ -525,14 +525,16 @@ def test_the_op_of_a_ufunc_is_found_from_the_declarations(monkeypatch) -> None:
         kernel = op.kernel(np)
         if isinstance(kernel, np.ufunc):
             assert op_for_ufunc(kernel) is op
-    assert op_for_ufunc(np.sin) is None
-    sine = Op("sine", lambda xp: xp.sin, elementwise_rule(lambda xp: xp.sin), fusion="sin({0})",
-              arg_names=("x",), primitive=False)
-    monkeypatch.setitem(OPS, "sine", sine)  # as if declared in teachflow/ops
-    assert op_for_ufunc(np.sin) is sine
-    got = np.sin(tfl.tensor([0.5]))
-    np.testing.assert_allclose(got.numpy(), np.sin(np.float32(0.5)))
-    assert [n.op.name for n in tfl.trace(lambda x: np.sin(x), tfl.ones(1)).nodes] == ["sine"]
+    assert op_for_ufunc(np.sin) is OPS["sin"]
+    assert op_for_ufunc(np.arctan) is None
+    arctangent = Op("arctangent", lambda xp: xp.arctan, elementwise_rule(lambda xp: xp.arctan),
+                    fusion="atan({0})", arg_names=("x",), primitive=False)
+    monkeypatch.setitem(OPS, "arctangent", arctangent)  # as if declared in teachflow/ops
+    assert op_for_ufunc(np.arctan) is arctangent
+    got = np.arctan(tfl.tensor([0.5]))
+    np.testing.assert_allclose(got.numpy(), np.arctan(np.float32(0.5)))
+    assert [n.op.name for n in tfl.trace(lambda x: np.arctan(x), tfl.ones(1)).nodes] == [
+        "arctangent"]
 
 
 # --- transpose checks its axes ------------------------------------------------------------------

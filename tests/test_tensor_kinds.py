@@ -30,12 +30,13 @@ KINDS = {
         exp log sqrt tanh relu sigmoid softplus abs clip clone maximum minimum where
         add sub subtract mul multiply div divide pow square neg negative eq ne lt le gt ge
         add_ sub_ mul_ div_ exp_ abs_ sqrt_ masked_fill sign round clamp clamp_min clamp_max
-        clamp_ copy"""),
+        clamp_ copy
+        sin cos erf log2 rsqrt floor ceil isnan isinf isclose"""),
     "reductions": ("reductions.py", "functions.py: Reductions", """
         sum mean max min argmax argmin var softmax log_softmax
         prod all any logsumexp cumsum cumprod sort argsort topk
         amax amin std norm"""),
-    "movement": ("movement.py", "functions.py: Movement", """
+    "movement": ("movement.py", "arrange.py", """
         __getitem__ __setitem__ __iter__ reshape view transpose T permute swapaxes unsqueeze
         squeeze flatten broadcast_to concatenate cat stack
         flip roll repeat split chunk tril triu diagonal

@@ -49,8 +49,14 @@ C_TYPES = {
 
 
 def _as_written(function: str, dtype: np.dtype) -> str:
-    """C++ picks a maths function's overload by its operand's type: ``tanh`` serves every type."""
-    return function
+    """C++ picks a maths function's overload by its operand's type: ``tanh`` serves every type.
+    But CUDA's rounding functions have no integer overloads on the device, and NumPy rounds an
+    integer to itself: for one, the call is spelled as nothing, ``floor(v2)`` as ``(v2)``."""
+    return "" if dtype.kind in "iub" and _ROUNDING.fullmatch(function) else function
+
+
+#: math.h's functions that round to an integer.
+_ROUNDING = re.compile(r"floor|ceil|trunc")
 
 
 @dataclass(frozen=True)

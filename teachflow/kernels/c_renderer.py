@@ -101,6 +101,9 @@ HELPERS = (
                  "}}",
            nonnegative=1, why="an integer power whose exponent may be negative (NumPy raises "
                               "there, C cannot)"),
+    # NumPy rounds an integer to itself, keeping its type.
+    Helper("iub", "static inline {t} floor_{n}({t} x) {{ return x; }}"),
+    Helper("iub", "static inline {t} ceil_{n}({t} x) {{ return x; }}"),
 )
 
 

@@ -5,13 +5,15 @@
     loss = tfl.nn.functional.mse_loss(model(x), y)
 
 The chapters: `module` (what a module is: parameters found by attribute, names, modes, state),
-`padding` (``F.pad``), `functional` (the computations, as functions), `layers` (the modules
-that call them), `utils` (for the training loop: gradients clipped by their norm), `parallel`
-(data parallelism: a module replicated over the processes of a job,
-``DistributedDataParallel``).
+`padding` (``F.pad``), `activations` and `losses` (the smooth activations and the
+classification losses, each a function beside its module), `functional` (the computations, as
+functions: PyTorch's ``F``), `layers` (the modules that call them), `utils` (for the training
+loop: gradients clipped by their norm), `parallel` (data parallelism: a module replicated over
+the processes of a job, ``DistributedDataParallel``).
 """
 
 from teachflow.nn import functional, parallel, utils
+from teachflow.nn.activations import ELU, GELU, LeakyReLU, SiLU, Softplus
 from teachflow.nn.layers import (
     AvgPool2d,
     BatchNorm1d,
@@ -30,11 +32,40 @@ from teachflow.nn.layers import (
     Sigmoid,
     Tanh,
 )
+from teachflow.nn.losses import BCELoss, BCEWithLogitsLoss, NLLLoss
 from teachflow.nn.module import Module, Parameter
 
-__all__ = ["AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv2d", "CrossEntropyLoss", "Dropout",
-           "Embedding", "Flatten", "LayerNorm", "Linear", "MSELoss", "MaxPool2d", "Module",
-           "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh", "functional", "parallel", "utils"]
+__all__ = [
+    "ELU",
+    "GELU",
+    "AvgPool2d",
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Conv2d",
+    "CrossEntropyLoss",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "LayerNorm",
+    "LeakyReLU",
+    "Linear",
+    "MSELoss",
+    "MaxPool2d",
+    "Module",
+    "NLLLoss",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "SiLU",
+    "Sigmoid",
+    "Softplus",
+    "Tanh",
+    "functional",
+    "parallel",
+    "utils",
+]
 
 
 def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)

@@ -1,12 +1,11 @@
 """``tfl.nn.functional``: the layers' computations as plain functions (PyTorch's ``F``).
 
 Everything here is composed of teachflow's primitive ops, so it runs eagerly, traces into a
-graph, and differentiates, with no rule of its own. A few are worth reading:
+graph, and differentiates, with no rule of its own. The losses (`cross_entropy`, `nll_loss`,
+the binary ones, `one_hot`) are written in `teachflow.nn.losses` and the smooth activations
+(`gelu`, `silu`, `elu`, `leaky_relu`, `softplus`) in `teachflow.nn.activations`, each beside its
+module; they are found here too, as PyTorch's ``F`` has them. Worth reading here:
 
-- `cross_entropy` is ``-log_softmax(logits)[target]`` averaged over the batch. Picking each
-  row's target column is a product with a *one-hot* matrix (a comparison of the targets with
-  ``0..C-1``), elementwise work that traces and fuses like any other, and whose gradient is
-  ``softmax - one_hot``: the famous simple gradient comes out of the chain rule by itself.
 - `dropout` draws a random mask where the graph runs (a random op, which no pass may fold or
   merge: two draws are two different masks) and scales what it keeps by ``1 / (1 - p)``, so
   that the expected value is unchanged and evaluation needs no scaling.
@@ -31,6 +30,16 @@ from teachflow.autodiff.tape import no_grad
 from teachflow.core import dispatch
 from teachflow.core.errors import DTypeError, IndexingError, ShapeError, TeachflowError, name_scope
 from teachflow.graph import Value
+from teachflow.nn.activations import elu, gelu, leaky_relu, silu, softplus
+from teachflow.nn.losses import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    check_reduction,
+    cross_entropy,
+    nll_loss,
+    one_hot,
+    reduced,
+)
 from teachflow.nn.padding import pad
 from teachflow.ops import convolution, pooling
 from teachflow.tensor.factories import arange, rand
@@ -43,8 +52,6 @@ from teachflow.tensor.functions import (
     where,
 )
 from teachflow.tensor.tensor import Tensor, as_tensor
-
-_REDUCTIONS = ("mean", "sum", "none")
 
 
 def linear(x: Any, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -76,48 +83,6 @@ def dropout(x: Any, p: float = 0.5, training: bool = True) -> Tensor:
     return x * (keep.astype(x.dtype) * (1.0 / (1.0 - p)))
 
 
-def cross_entropy(logits: Any, target: Any, reduction: str = "mean",
-                  ignore_index: int = -100) -> Tensor:
-    """The cross-entropy loss of `logits` (N, C) for integer class labels `target` (N,): the
-    mean (or sum, or each) of ``-log_softmax(logits)[i, target[i]]``. A target equal to
-    `ignore_index` adds nothing (its loss is 0) and is not counted by the mean, as PyTorch's
-    (whose default is -100 too)."""
-    logits, target = as_tensor(logits), as_tensor(target)
-    check_reduction(reduction, "cross_entropy")
-    if logits.ndim != 2 or target.ndim != 1 or target.shape[0] != logits.shape[0]:
-        raise ShapeError(f"takes logits of shape (N, C) and targets of shape (N,), not "
-                         f"{logits.shape} and {target.shape}", op="cross_entropy",
-                         hint="one row of class scores per example, one class index each")
-    if logits.dtype.kind != "f" or target.dtype.kind not in "iu":
-        raise DTypeError(f"takes float logits and integer targets, not {logits.dtype} and "
-                         f"{target.dtype}", op="cross_entropy",
-                         hint="targets are class indices: target.astype('int64')")
-    classes = logits.shape[1]
-    ignored = None  # how many targets are ignore_index (unknown while tracing)
-    # Traced, the labels exist only when it runs, an argument's or a captured tensor's alike.
-    target = dispatch.current_interpreter().operand(target)
-    if not isinstance(target._data, Value):
-        labels = target.numpy()
-        ignored = int((labels == ignore_index).sum())
-        bad = labels[((labels < 0) | (labels >= classes)) & (labels != ignore_index)]
-        if bad.size:
-            raise TeachflowError(f"target holds class {int(bad[0])}, outside 0..{classes - 1} "
-                                 f"for logits with {classes} classes", op="cross_entropy",
-                                 hint="the last layer needs one output per class")
-    with name_scope("cross_entropy"):  # (its nodes: one box in the stepper)
-        one_hot = target.reshape(-1, 1) == arange(classes, device=target.device).reshape(1, -1)
-        if 0 <= ignore_index < classes and ignored != 0:  # (a class itself can be ignored)
-            one_hot = one_hot & (target != ignore_index).reshape(-1, 1)
-        picked = (log_softmax(logits, axis=1) * one_hot.astype(logits.dtype)).sum(axis=1)
-        if reduction != "mean" or ignored == 0:
-            return _reduce(-picked, reduction)
-        # The mean over the targets kept, counted now or (traced) when the graph runs;
-        # divided before the sum, so that the division fuses into the kernel that sums.
-        kept = target.shape[0] - ignored if ignored is not None else \
-            (target != ignore_index).astype(logits.dtype).sum()
-        return (-picked / kept).sum()
-
-
 def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
     """The mean (or sum, or each) of ``(input - target) ** 2``; the shapes must be equal."""
     input, target = as_tensor(input), as_tensor(target)
@@ -130,7 +95,7 @@ def mse_loss(input: Any, target: Any, reduction: str = "mean") -> Tensor:
                               "output")
     with name_scope("mse_loss"):
         diff = input - target
-        return _reduce(diff * diff, reduction)
+        return reduced(diff * diff, reduction)
 
 
 def layer_norm(input: Any, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
@@ -363,22 +328,11 @@ def check_probability(p: Any, op: str) -> float:
     return float(p)
 
 
-def check_reduction(reduction: Any, op: str) -> None:
-    if reduction not in _REDUCTIONS:
-        raise TeachflowError(f"reduction must be one of {', '.join(_REDUCTIONS)}, not "
-                             f"{reduction!r}", op=op, hint="reduction='mean' (the default)")
-
-
-def _reduce(x: Tensor, reduction: str) -> Tensor:
-    if reduction == "mean":
-        return x.mean()
-    return x.sum() if reduction == "sum" else x
-
-
-__all__ = ["avg_pool2d", "batch_norm", "conv2d", "cross_entropy", "dropout", "embedding",
-           "layer_norm", "linear", "log_softmax", "max_pool2d", "mse_loss", "pad", "relu",
-           "scaled_dot_product_attention", "sigmoid",
-           "softmax", "tanh"]
+__all__ = ["avg_pool2d", "batch_norm", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "conv2d", "cross_entropy", "dropout", "elu",
+           "embedding", "gelu", "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d",
+           "mse_loss", "nll_loss", "one_hot", "pad", "relu", "scaled_dot_product_attention",
+           "sigmoid", "silu", "softmax", "softplus", "tanh"]
 
 
 def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)

@@ -234,16 +234,19 @@ class LayerNorm(Module):
 
 
 class CrossEntropyLoss(Module):
-    """``loss(logits, target)`` is `functional.cross_entropy`, with its `reduction` and
-    `ignore_index`."""
+    """``loss(logits, target)`` is `functional.cross_entropy`, with its `reduction`,
+    `ignore_index`, class `weight` and `label_smoothing`."""
 
-    def __init__(self, *, ignore_index: int = -100, reduction: str = "mean") -> None:
+    def __init__(self, weight: Any = None, *, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0) -> None:
         super().__init__()
         F.check_reduction(reduction, "CrossEntropyLoss")
         self.ignore_index, self.reduction = ignore_index, reduction
+        self.weight, self.label_smoothing = weight, label_smoothing
 
     def forward(self, logits: Any, target: Any) -> Any:
-        return F.cross_entropy(logits, target, self.reduction, self.ignore_index)
+        return F.cross_entropy(logits, target, self.reduction, self.ignore_index,
+                               weight=self.weight, label_smoothing=self.label_smoothing)
 
 
 class MSELoss(Module):

@@ -17,8 +17,8 @@ import numpy as np
 
 from teachflow.core.errors import ShapeError
 from teachflow.core.spec import is_int
+from teachflow.tensor.arrange import concatenate
 from teachflow.tensor.factories import full
-from teachflow.tensor.functions import concatenate
 from teachflow.tensor.tensor import Tensor, as_tensor
 
 __all__ = ["pad"]

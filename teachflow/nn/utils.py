@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from teachflow.autodiff.tape import no_grad
 from teachflow.core.errors import TeachflowError
 from teachflow.graph import Value
+from teachflow.tensor.arrange import stack
 from teachflow.tensor.factories import tensor
-from teachflow.tensor.functions import stack
 from teachflow.tensor.tensor import Tensor
 
 

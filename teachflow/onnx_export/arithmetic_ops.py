@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from teachflow.graph import Node, Value
-from teachflow.onnx_export.onnxruntime_types import carrier, takes
+from teachflow.onnx_export.onnxruntime_types import KERNELS, carrier, takes
 
 if TYPE_CHECKING:
     from teachflow.onnx_export.emitter import Convert, Emitter
@@ -57,6 +57,12 @@ _ONE_TO_ONE = {
     "abs": ("Abs", "Identity"), "identity": ("Identity", "Identity"),
     "stop_gradient": ("Identity", "Identity"), "clone": ("Identity", "Identity"),
 }
+
+
+_ONE_TO_ONE |= {"sin": ("Sin", None), "cos": ("Cos", None), "erf": ("Erf", None),
+                "round": ("Round", None)}
+#: log2 x = ln x / ln 2 (ONNX has only the natural log).
+_LN2 = np.log(2.0)
 
 
 def _one_to_one(op_type: str, on_bool: str | None) -> Convert:
@@ -104,6 +110,36 @@ def _softplus(e: Emitter, node: Node) -> str:
     ratio = e.add("Div", [e.add("Mul", [e.add("Log", [u]), y]), below])
     log1p = e.add("Where", [e.add("Equal", [below, e.input(0, dtype)]), y, ratio])
     return e.add("Add", [e.add("Max", [x, e.input(0, dtype)]), log1p])
+
+
+def _log2(e: Emitter, node: Node) -> str:
+    dtype = node.spec.dtype
+    return e.add("Div", [in_carrier(e, "Log", node.inputs, dtype), e.input(float(_LN2), dtype)])
+
+
+def _rsqrt(e: Emitter, node: Node) -> str:
+    x = e.input(node.inputs[0], node.spec.dtype)
+    return e.add("Reciprocal", [e.add("Sqrt", [x])])
+
+
+def _rounding(op_type: str) -> Convert:
+    """``Floor``, ``Ceil`` of floats; NumPy rounds an integer (or a bool) to itself."""
+    def convert(e: Emitter, node: Node) -> str:
+        dtype = node.spec.dtype
+        x = e.input(node.inputs[0], dtype)
+        return e.add(op_type if dtype.kind == "f" else "Identity", [x])
+    return convert
+
+
+def _float_test(op_type: str) -> Convert:
+    """``IsNaN``, ``IsInf`` of floats; an integer (never NaN nor infinite) is asked for as a
+    float64, float16 as a float32 where the kernel lacks it: both exact."""
+    def convert(e: Emitter, node: Node) -> str:
+        x = node.inputs[0]
+        dtype = x.dtype if x.dtype.name in KERNELS[op_type]["T1"].split() else \
+            np.dtype(np.float32 if x.dtype == np.float16 else np.float64)
+        return e.add(op_type, [e.input(x, dtype)])
+    return convert
 
 
 def _relu(e: Emitter, node: Node) -> str:
@@ -227,3 +263,6 @@ CONVERTERS: dict[str, Convert] = {
     "neg": _neg, "pow": _pow, "softplus": _softplus, "relu": _relu, "clip": _clip,
     "where": _where, "astype": _astype, "matmul": _matmul,
 }
+CONVERTERS |= {"log2": _log2, "rsqrt": _rsqrt, "isnan": _float_test("IsNaN"),
+               "isinf": _float_test("IsInf"), "floor": _rounding("Floor"),
+               "ceil": _rounding("Ceil")}

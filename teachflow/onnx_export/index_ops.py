@@ -257,5 +257,25 @@ def _added(e: Emitter, g: Value, shape: str, where: str) -> str:
     return out if inner == g.dtype else e.cast(out, g.dtype)
 
 
+def _take_along_axis(e: Emitter, node: Node) -> str:
+    """PyTorch's gather is ONNX's ``GatherElements``: the same rule, index by index."""
+    x, index = node.inputs
+    return e.add("GatherElements", [e.input(x), e.input(index, INT64)], axis=node.params["axis"])
+
+
+def _scatter_add_along_axis(e: Emitter, node: Node) -> str:
+    """Its gradient: zeros, with ``ScatterElements`` adding g where gather read (float16 in
+    float32, as `_added` does)."""
+    g, index = node.inputs
+    inner = carrier("ScatterElements reduction=add", g.dtype)
+    zeros = e.add("ConstantOfShape", [e.ints(node.params["shape"])],
+                  value=e.tensor(np.zeros(1, inner)))
+    out = e.add("ScatterElements", [zeros, e.input(index, INT64), e.input(g, inner)],
+                axis=node.params["axis"], reduction="add")
+    return out if inner == g.dtype else e.cast(out, g.dtype)
+
+
 CONVERTERS = {"getitem": _getitem, "gather": _getitem, "setitem": _setitem,
               "scatter_add": _scatter_add, "scatter_add_like": _scatter_add, "scatter": _scatter}
+CONVERTERS |= {"take_along_axis": _take_along_axis,
+               "scatter_add_along_axis": _scatter_add_along_axis}

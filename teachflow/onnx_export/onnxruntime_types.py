@@ -67,10 +67,16 @@ KERNELS: dict[str, dict[str, str]] = {
     "CumSum": {"T": "float32 float64 int32 int64", "T2": "int32 int64"},
     "TopK": {"T": "float32 float64 int8 int16 int32 int64 uint8", "I": "int64"},
     **{op: {"T": "float32"} for op in ("Conv", "ConvTranspose", "AveragePool")},
-    "MaxPool": {"T": "float32 float64", "I": "int64"},
+    "MaxPool": {"T": "float32 float64 int8 uint8", "I": "int64"},
     "ScatterElements": {"T": _ANY, "Tind": "int32 int64"},
     "ScatterElements reduction=add": {"T": "float32 float64", "Tind": "int32 int64"},
     "GatherElements": {"T": _ANY, "Tind": "int32 int64"},
+}
+KERNELS |= {
+    **{op: {"T": "float32 float64"} for op in ("Ceil", "Cos", "Floor", "Reciprocal", "Sin")},
+    "Erf": {"T": "float32"}, "IsNaN": {"T1": "float16 float32 float64", "T2": "bool"},
+    "IsInf": {"T1": "float32 float64", "T2": "bool"},
+    **{op: {"T": _ANY, "Tind": "int32 int64"} for op in ("GatherElements", "ScatterElements")},
 }
 
 #: Dtypes that hold every value of a dtype, narrowest first (bools as 0 and 1).
@@ -89,6 +95,7 @@ _SAME_BITS = {"int8": "uint8", "uint8": "int8", "int16": "uint16", "uint16": "in
 #: Kernels that fail only when they run, for a value of one attribute: ScatterND adding float16
 #: (onnxruntime casts float16 to float32 only where an operator has no float16 kernel at all).
 KERNELS["ScatterND reduction=add"] = {"T": f"bool {_NUMBERS}"}
+KERNELS["ScatterElements reduction=add"] = {"T": _NUMBERS}
 
 
 def takes(op_type: str, dtype: Any, param: str = "T") -> bool:

@@ -4,11 +4,13 @@
 - `tangents`, `batching`: forward-mode (JVP) and batching (vmap) rules many ops share
 - `elementwise`: arithmetic, transcendental functions, activations, comparisons, clip, casts,
   copies
+- `maths`: more elementwise ops: sin, cos, erf, log2, rsqrt; floor, ceil, round; isnan, isinf
 - `reduction`: sum, mean, max, min; argmax, argmin; log_softmax (one op for its gradient)
 - `scans`: prod, all, any; cumsum, cumprod (running sums and products); argsort
 - `views`: reshape, transpose, broadcast_to, and moving a batch axis
 - `index_rules`, `index_batching`: how indexing finds its shape and writes, and how it batches
 - `shape`: indexing, concatenate, stack
+- `along_axis`: picking along one axis (PyTorch's gather) and its gradient
 - `linalg`: matmul
 - `windows`, `convolution`, `pooling`: windows slid over images (im2col and col2im); conv2d
   and its two gradients; max and average pooling and theirs
@@ -21,11 +23,13 @@ methods (`teachflow.tensor.tensor`) and functions (`teachflow.tensor.functions`)
 """
 
 from teachflow.ops import (
+    along_axis,
     collective,
     convolution,
     creation,
     elementwise,
     linalg,
+    maths,
     pooling,
     reduction,
     scans,
@@ -33,5 +37,5 @@ from teachflow.ops import (
 )
 from teachflow.ops.op import OPS, Op, RuleError
 
-__all__ = ["OPS", "Op", "RuleError", "collective", "convolution", "creation", "elementwise",
-           "linalg", "pooling", "reduction", "scans", "shape"]
+__all__ = ["OPS", "Op", "RuleError", "along_axis", "collective", "convolution", "creation",
+           "elementwise", "linalg", "maths", "pooling", "reduction", "scans", "shape"]

@@ -3,8 +3,8 @@
 A tensor's methods never compute anything themselves: each says *which* op to apply (one call of
 `bind`), and the current execution mode decides *how*. Where a method lives follows one rule: its
 file is named for the kind of op it is, and its ``tfl.`` function is in `functions`, in the
-section of that kind; PyTorch's and NumPy's names for it (``dim=``, ``permute``, ``cat``) stand
-beside it. The chapters, in reading order:
+section of that kind (movement's in `arrange`); PyTorch's and NumPy's names for it (``dim=``,
+``permute``, ``cat``) stand beside it. The chapters, in reading order:
 
 - `habits`: how methods answer to PyTorch's and NumPy's names (``dim=``, ``t.clamp``);
 - `conversion`: Python and NumPy data as arrays (dtypes, constants, shapes), and a tensor as
@@ -22,7 +22,8 @@ beside it. The chapters, in reading order:
 - `weak`: `WeakTensor`, a Python number become a tensor (a loop's index);
 - `eager`: the eager interpreter: run the kernel now, record on the tape;
 - `factories`: making tensors (``tfl.tensor``, ``zeros``, ``randn``, ...);
-- `functions`: the functions ``tfl.exp``, ``tfl.sum``, ``tfl.reshape``, ``tfl.matmul``, one
-  section per kind as above (``tfl.where``, ``tfl.concatenate`` among them);
+- `functions`: the functions ``tfl.exp``, ``tfl.sum``, ``tfl.matmul``, one section per kind
+  as above (``tfl.where`` among them);
+- `arrange`: movement's functions, ``tfl.reshape``, ``tfl.concatenate``, ``tfl.split``, ...;
 - `einsum`: ``tfl.einsum("bij,bjk->bik", a, b)``, lowered to the functions above.
 """

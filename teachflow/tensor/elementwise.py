@@ -9,6 +9,7 @@ are in `teachflow.tensor.functions`.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from teachflow.core import dispatch
 from teachflow.core.dispatch import bind
 from teachflow.core.errors import DTypeError, TeachflowError
 from teachflow.ops import elementwise as ew
+from teachflow.ops import maths
 from teachflow.tensor.habits import ForeignName
 
 if TYPE_CHECKING:
@@ -158,11 +160,88 @@ class Elementwise:
     def sigmoid(self) -> Tensor:
         return bind(ew.sigmoid, self)
 
-    def softplus(self) -> Tensor:
-        return bind(ew.softplus, self)
+    def softplus(self, beta: float = 1.0, threshold: float | None = None) -> Tensor:
+        """``log(1 + e^(beta x)) / beta``, without overflow; with a `threshold`, x itself where
+        ``beta x > threshold`` (PyTorch's ``F.softplus`` has 20; here None: never)."""
+        if isinstance(beta, bool) or not isinstance(beta, int | float) or not beta > 0:
+            raise TeachflowError(f"beta must be a number > 0, not {beta!r}", op="softplus",
+                                 hint="beta=1.0 is the plain softplus; larger is closer to relu")
+        scaled = self if beta == 1 else self * beta
+        out = bind(ew.softplus, scaled)
+        out = out if beta == 1 else out / beta
+        if threshold is None:
+            return out
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise TeachflowError(f"threshold must be a number, not {threshold!r}",
+                                 op="softplus", hint="threshold=20.0, as PyTorch's")
+        return bind(ew.where, scaled > threshold, self, out)
 
     def abs(self) -> Tensor:
         return bind(ew.abs, self)
+
+    def sin(self) -> Tensor:
+        return bind(maths.sin, self)
+
+    def cos(self) -> Tensor:
+        return bind(maths.cos, self)
+
+    def erf(self) -> Tensor:
+        """The error function, ``2/√π ∫₀ˣ e^(-t²) dt`` (the exact GELU is made of it)."""
+        return bind(maths.erf, self)
+
+    def log2(self) -> Tensor:
+        return bind(maths.log2, self)
+
+    def rsqrt(self) -> Tensor:
+        """``1 / sqrt(x)``, one op (layer and batch norms divide by it)."""
+        return bind(maths.rsqrt, self)
+
+    def sign(self) -> Tensor:
+        """-1, 0 or 1 (NaN stays NaN); its gradient is zero."""
+        return bind(ew.sign, self)
+
+    def floor(self) -> Tensor:
+        return bind(maths.floor, self)
+
+    def ceil(self) -> Tensor:
+        return bind(maths.ceil, self)
+
+    def round(self) -> Tensor:
+        """To the nearest integer, halves to the even one (``2.5 -> 2``), as PyTorch and NumPy
+        round; its gradient is zero, as floor's and ceil's."""
+        return bind(maths.round, self)
+
+    def isnan(self) -> Tensor:
+        return bind(maths.isnan, self)
+
+    def isinf(self) -> Tensor:
+        return bind(maths.isinf, self)
+
+    def isclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8,
+                equal_nan: bool = False) -> Tensor:
+        """True where ``|x - other| <= atol + rtol |other|``, and where the two are equal
+        (infinities of one sign); NaN is close to NaN only with `equal_nan`, as PyTorch's.
+
+        A function of existing ops, not an op: subtract, abs, compare and combine, which fusion
+        makes one kernel; its result is a bool mask, with no gradient."""
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+                raise TeachflowError(f"{name} must be a number >= 0, not {value!r}",
+                                     op="isclose", hint="e.g. rtol=1e-5, atol=1e-8")
+        if not isinstance(equal_nan, bool):
+            raise TeachflowError(f"equal_nan is True or False, not {equal_nan!r}", op="isclose")
+        # Equal values (infinities of one sign among them) are close; otherwise both must be
+        # finite, which is tested first so that no inf - inf is computed (NumPy would warn).
+        x_nan = bind(maths.isnan, self)
+        if isinstance(other, bool | int | float):
+            y_nan, y_finite = math.isnan(other), math.isfinite(other)
+        else:
+            y_nan = bind(maths.isnan, other)
+            y_finite = ~(y_nan | bind(maths.isinf, other))
+        finite = ~(x_nan | bind(maths.isinf, self)) & y_finite
+        x, y = bind(ew.where, finite, self, 0), bind(ew.where, finite, other, 0)
+        close = (self == other) | (finite & (abs(x - y) <= atol + rtol * abs(y)))
+        return close | (x_nan & y_nan) if equal_nan else close
 
     def clip(self, min: Any = None, max: Any = None) -> Tensor:
         """The values limited to ``[min, max]`` (PyTorch's clamp). A bound may be None (no limit
@@ -209,8 +288,6 @@ class Elementwise:
     maximum = ForeignName("tfl.maximum(x, y)")
     minimum = ForeignName("tfl.minimum(x, y)")
     masked_fill = ForeignName("tfl.where(mask, value, x)")
-    sign = ForeignName("tfl.where(x > 0, 1, tfl.where(x < 0, -1, 0))")
-    round = ForeignName("np.round(x.numpy()) (no gradient)")
     clamp = ForeignName("x.clip(min, max)")
     clamp_min = ForeignName("x.clip(min=...)")
     clamp_max = ForeignName("x.clip(max=...)")

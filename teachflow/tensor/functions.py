@@ -5,8 +5,9 @@ A function applies the op of a tensor's method (``tfl.exp(x)`` is ``x.exp()``, f
 `tfl.tensor` takes), or one of its kind that no method has (``tfl.where``, ``tfl.concatenate``).
 The sections are the kinds of op, in the order of the method files named for them:
 elementwise (`teachflow.tensor.elementwise`), reductions (`teachflow.tensor.reductions`, where
-the composed ones, `var`, `softmax`, `logsumexp` and `sort`, are written once), movement
-(`teachflow.tensor.movement`) and linear algebra (`teachflow.tensor.linalg`). Each section also
+the composed ones, `var`, `softmax`, `logsumexp` and `sort`, are written once) and linear
+algebra (`teachflow.tensor.linalg`). Movement's functions (``tfl.reshape``, ``tfl.concatenate``,
+``tfl.split``, ...) are a module of their own, `teachflow.tensor.arrange`. Each section also
 tells NumPy which of its functions answer NumPy's (``np.where`` on tensors is ``tfl.where``; see
 `teachflow.tensor.interop`).
 
@@ -23,25 +24,20 @@ from typing import Any
 import numpy as np
 
 from teachflow.core.dispatch import bind
-from teachflow.core.errors import DTypeError, ShapeError
-from teachflow.core.spec import is_int
+from teachflow.core.errors import DTypeError
 from teachflow.ops import elementwise as ew
 from teachflow.ops import linalg
-from teachflow.ops import shape as shape_ops
-from teachflow.ops.op import RuleError
-from teachflow.ops.shape_rules import normalize_axis
-from teachflow.tensor.conversion import default_dtype, shape_arg
-from teachflow.tensor.habits import FIRST_AXIS, LAST_AXIS, named
+from teachflow.tensor.conversion import default_dtype
+from teachflow.tensor.habits import LAST_AXIS
 from teachflow.tensor.interop import NUMPY_TWINS
 from teachflow.tensor.tensor import Tensor, as_tensor
 from teachflow.tensor.weak import WeakTensor
 
-__all__ = ["abs", "all", "any", "argmax", "argmin", "argsort", "broadcast_to", "cat", "chunk",
-           "clip", "clone", "concatenate", "cumprod", "cumsum", "diagonal", "exp", "flatten",
-           "flip", "log", "log_softmax", "logsumexp", "matmul", "max", "maximum", "mean", "min",
-           "minimum", "permute", "prod", "relu", "reshape", "roll", "sigmoid", "softmax",
-           "softplus", "sort", "split", "sqrt", "squeeze", "stack", "sum", "swapaxes", "tanh",
-           "topk", "transpose", "tril", "triu", "unsqueeze", "var", "where"]
+__all__ = ["abs", "all", "any", "argmax", "argmin", "argsort", "ceil", "clip", "clone", "cos",
+           "cumprod", "cumsum", "erf", "exp", "floor", "isclose", "isinf", "isnan", "log", "log2",
+           "log_softmax", "logsumexp", "matmul", "max", "maximum", "mean", "min", "minimum",
+           "prod", "relu", "round", "rsqrt", "sigmoid", "sign", "sin", "softmax", "softplus",
+           "sort", "sqrt", "sum", "tanh", "topk", "var", "where"]
 
 
 # --- Elementwise ----------------------------------------------------------------------------------
@@ -91,9 +87,64 @@ def sigmoid(x: Any) -> Tensor:
     return bind(ew.sigmoid, as_tensor(x))
 
 
-def softplus(x: Any) -> Tensor:
-    """log(1 + e^x), a smooth relu, computed without overflow; its derivative is the sigmoid."""
-    return bind(ew.softplus, as_tensor(x))
+def softplus(x: Any, beta: float = 1.0, threshold: float | None = None) -> Tensor:
+    """log(1 + e^x), a smooth relu, computed without overflow; its derivative is the sigmoid.
+    With `beta`, ``log(1 + e^(beta x)) / beta``; with a `threshold`, x itself where
+    ``beta x > threshold`` (PyTorch's ``F.softplus``, whose threshold is 20)."""
+    return as_tensor(x).softplus(beta, threshold)
+
+
+def sin(x: Any) -> Tensor:
+    return as_tensor(x).sin()
+
+
+def cos(x: Any) -> Tensor:
+    return as_tensor(x).cos()
+
+
+def erf(x: Any) -> Tensor:
+    return as_tensor(x).erf()
+
+
+def log2(x: Any) -> Tensor:
+    return as_tensor(x).log2()
+
+
+def rsqrt(x: Any) -> Tensor:
+    return as_tensor(x).rsqrt()
+
+
+def sign(x: Any) -> Tensor:
+    return as_tensor(x).sign()
+
+
+def floor(x: Any) -> Tensor:
+    return as_tensor(x).floor()
+
+
+def ceil(x: Any) -> Tensor:
+    return as_tensor(x).ceil()
+
+
+def round(x: Any) -> Tensor:
+    return as_tensor(x).round()
+
+
+def isnan(x: Any) -> Tensor:
+    return as_tensor(x).isnan()
+
+
+def isinf(x: Any) -> Tensor:
+    return as_tensor(x).isinf()
+
+
+def isclose(x: Any, y: Any, rtol: float = 1e-5, atol: float = 1e-8,
+            equal_nan: bool = False) -> Tensor:
+    """True where ``|x - y| <= atol + rtol |y|`` (PyTorch's and NumPy's test; see
+    `Tensor.isclose`)."""
+    x, y = _operands(x, y)
+    return x.isclose(y, rtol, atol, equal_nan) if isinstance(x, Tensor) else \
+        as_tensor(x).isclose(y, rtol, atol, equal_nan)
 
 
 def abs(x: Any) -> Tensor:
@@ -242,118 +293,6 @@ def topk(x: Any, k: int, axis: int = LAST_AXIS, largest: bool = True, sorted: bo
          **other: Any) -> tuple:
     """``(values, indices)`` of the `k` largest (or smallest) along `axis` (`Tensor.topk`)."""
     return as_tensor(x).topk(k, axis, largest, sorted, **other)
-
-
-# --- Movement -------------------------------------------------------------------------------------
-
-
-def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:
-    return as_tensor(x).reshape(*shape)
-
-
-def transpose(x: Any, *axes: int | Sequence[int], **named: Any) -> Tensor:
-    return as_tensor(x).transpose(*axes, **named)
-
-
-def permute(x: Any, *dims: int | Sequence[int]) -> Tensor:
-    return as_tensor(x).permute(*dims)
-
-
-def swapaxes(x: Any, axis1: int, axis2: int) -> Tensor:
-    return as_tensor(x).swapaxes(axis1, axis2)
-
-
-def unsqueeze(x: Any, dim: int | None = None, **other: Any) -> Tensor:
-    return as_tensor(x).unsqueeze(dim, **other)
-
-
-def squeeze(x: Any, dim: int | Sequence[int] | None = None, **other: Any) -> Tensor:
-    return as_tensor(x).squeeze(dim, **other)
-
-
-def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    return as_tensor(x).flatten(start_dim, end_dim)
-
-
-def broadcast_to(x: Any, shape: Sequence[int]) -> Tensor:
-    x = as_tensor(x)
-    shape = shape_arg((shape,), "broadcast_to")
-    return x if shape == x.shape else bind(shape_ops.broadcast_to, x, shape=shape)
-
-
-def _tensors(ts: Sequence[Any], op: str) -> list[Tensor]:
-    if isinstance(ts, Tensor) or not isinstance(ts, Sequence) or len(ts) == 0:
-        raise ShapeError(f"{op} takes a non-empty list of tensors", op=op,
-                         hint=f"call it as tfl.{op}([a, b], axis=0)")
-    return [as_tensor(t) for t in ts]
-
-
-def _axis(axis: int, ndim: int, op: str) -> int:
-    if not is_int(axis):
-        raise DTypeError(f"{op} joins along one axis (an int), not {axis!r}", op=op,
-                         hint=f"e.g. tfl.{op}([a, b], axis=0)")
-    try:
-        return normalize_axis(int(axis), ndim)
-    except RuleError as err:
-        raise ShapeError(err.message, op=op, hint=err.hint) from None
-
-
-def concatenate(ts: Sequence[Any], axis: int = FIRST_AXIS, **other: Any) -> Tensor:
-    """Join tensors along an existing axis (PyTorch's ``dim=`` names it too)."""
-    if other:
-        (axis,) = named("concatenate", other, axis=axis)
-    ts = _tensors(ts, "concatenate")
-    return bind(shape_ops.concatenate, *ts, axis=_axis(axis, ts[0].ndim, "concatenate"))
-
-
-#: PyTorch's name for `concatenate`.
-cat = concatenate
-
-
-def stack(ts: Sequence[Any], axis: int = FIRST_AXIS, **other: Any) -> Tensor:
-    """Join tensors of equal shape along a new axis (PyTorch's ``dim=`` names it too)."""
-    if other:
-        (axis,) = named("stack", other, axis=axis)
-    ts = _tensors(ts, "stack")
-    return bind(shape_ops.stack, *ts, axis=_axis(axis, ts[0].ndim + 1, "stack"))
-
-
-def flip(x: Any, dims: int | Sequence[int]) -> Tensor:
-    return as_tensor(x).flip(dims)
-
-
-def roll(x: Any, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
-    return as_tensor(x).roll(shifts, dims)
-
-
-def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
-    """Pieces of `x` along `dim`, as PyTorch cuts them (see `Tensor.split`)."""
-    return as_tensor(x).split(split_size_or_sections, dim)
-
-
-def chunk(x: Any, chunks: int, dim: int = 0) -> tuple:
-    return as_tensor(x).chunk(chunks, dim)
-
-
-def tril(x: Any, diagonal: int = 0) -> Tensor:
-    return as_tensor(x).tril(diagonal)
-
-
-def triu(x: Any, diagonal: int = 0) -> Tensor:
-    return as_tensor(x).triu(diagonal)
-
-
-def diagonal(x: Any, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    return as_tensor(x).diagonal(offset, dim1, dim2)
-
-
-# NumPy's functions that mean what these do: np.concatenate on tensors is tfl.concatenate.
-NUMPY_TWINS.update({
-    np.concatenate: concatenate, np.stack: stack, np.transpose: transpose, np.squeeze: squeeze,
-    np.broadcast_to: broadcast_to, np.swapaxes: swapaxes,
-    np.reshape: lambda x, *shape, **kwargs: reshape(x, *shape, *kwargs.values()),
-    np.ravel: lambda x: reshape(x, -1),
-})
 
 
 # --- Linear algebra -------------------------------------------------------------------------------

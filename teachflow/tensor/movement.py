@@ -4,7 +4,7 @@
 No value is computed: each method says where every value of the result comes from, one call of
 `bind` with an op of `teachflow.ops.shape` (indices are read by `teachflow.tensor.indexing`).
 `Tensor` inherits them from `Movement`; their functions (``tfl.reshape``, ``tfl.broadcast_to``,
-``tfl.concatenate``) are in `teachflow.tensor.functions`.
+``tfl.concatenate``) are in `teachflow.tensor.arrange`.
 """
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from teachflow.autodiff.tape import Tracked
+from teachflow.core import dispatch
 from teachflow.core.dispatch import bind
-from teachflow.core.errors import DTypeError, ShapeError, TraceError
+from teachflow.core.errors import DTypeError, IndexingError, ShapeError, TraceError
 from teachflow.core.spec import is_int
+from teachflow.graph import Value
+from teachflow.ops import along_axis, reduction
 from teachflow.ops import elementwise as ew
-from teachflow.ops import reduction
 from teachflow.ops import shape as shape_ops
 from teachflow.tensor.conversion import shape_arg
 from teachflow.tensor.habits import ForeignName, named, unknown_keyword
@@ -48,6 +50,34 @@ class Movement:
                           for i in index)
             return bind(shape_ops.gather, self, *arrays, index=index)
         return bind(shape_ops.getitem, self, index=index)
+
+    def gather(self, dim: int, index: Any) -> Tensor:
+        """PyTorch's gather: along axis `dim`, the values at `index` (integers, as many axes
+        as `self`): ``out[i][j] = x[i][index[i][j]]`` for ``dim=1``. The result has the index's
+        shape; the gradient goes back to the positions read (added where read twice)."""
+        if not is_int(dim):
+            raise DTypeError(f"dim is the axis to pick along (an int), not {dim!r}",
+                             op="gather", hint="x.gather(1, index)")
+        if not isinstance(index, Tracked):
+            index = np.asarray(index)
+        if index.ndim != self.ndim or not -self.ndim <= dim < max(self.ndim, 1):
+            raise ShapeError(f"gathers along dim {dim} of a tensor of shape {self.shape} with an "
+                             f"index of shape {tuple(index.shape)}", op="gather",
+                             hint="the index has as many axes as the input, and dim is one of "
+                                  f"them (-{self.ndim} to {self.ndim - 1})")
+        axis = int(dim) % max(self.ndim, 1)
+        if isinstance(index, Tracked):  # (traced, a captured tensor's values too exist only
+            index = dispatch.current_interpreter().operand(index)  # when the graph runs)
+        values = index if not isinstance(index, Tracked) else \
+            None if isinstance(index._data, Value) else index.numpy()
+        size = self.shape[axis] if self.ndim else 1
+        if values is not None and values.dtype.kind in "iu" and size is not None:
+            bad = values[(values < 0) | (values >= size)]
+            if bad.size:  # (NumPy would read -1 as the last one; PyTorch refuses it)
+                raise IndexingError(f"index {int(bad.flat[0])} is outside 0..{size - 1} along dim "
+                                    f"{dim} of a tensor of shape {self.shape}", op="gather",
+                                    hint="every index must be a position along dim")
+        return bind(along_axis.take_along_axis, self, index, axis=axis)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         """``t[index] = value``: new values with the index set (differentiable, except into a
@@ -297,7 +327,6 @@ class Movement:
     expand = ForeignName("tfl.broadcast_to(x, shape)")
     expand_as = ForeignName("tfl.broadcast_to(x, other.shape)")
     expand_dims = ForeignName("x.unsqueeze(axis)")
-    gather = ForeignName("indexing: x[np.arange(n), index]")
     zero_ = ForeignName("x[...] = 0")
     fill_ = ForeignName("x[...] = value")
 
