@@ -38,6 +38,7 @@ The chapters, in reading order:
 - `check`: ``teachflow check`` and ``tfl.grading.check()``, and the report they print;
 - `assign`: ``teachflow assign``, the master checked, graded, and both folders written;
 - `grade`: ``teachflow grade``: a class in parallel, results.json and grades.csv;
+- `cluster`: ``teachflow grade --scheduler``: the same grading as tasks of a Dask cluster;
 - `gradescope`: ``teachflow gradescope``: the same grading as a Gradescope autograder;
 - `cli`: the ``teachflow`` command and its subcommands.
 """

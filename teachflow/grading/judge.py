@@ -178,20 +178,31 @@ def _learner_dependent(bundle: Bundle, learner_names: set[str]) -> set[int]:
     return dependent
 
 
+def _outcomes(bundle: Bundle) -> list[TestOutcome]:
+    """Every test of the bundle, failed until it runs and passes."""
+    return [TestOutcome(cell.grade_id or "", name, FAILED, cell.points / len(cell.tests),
+                        name in cell.hidden_tests)
+            for cell in bundle.test_cells for name in cell.tests]
+
+
+def not_graded(bundle: Bundle, why: str, seconds: float = 0.0) -> Judged:
+    """A submission that could not be graded, for `why`: every test failed, saying so."""
+    tests = _outcomes(bundle)
+    for test in tests:
+        test.lines = [f"not graded: {why}"]
+    return Judged(tests, [f"not graded: {why}"], seconds)
+
+
 def grade_submission(path: Path, bundle: Bundle, isolation: str,
                      limits: sandbox.Limits) -> Judged:
     """Grade the notebook at `path` against `bundle`; never raises for a bad submission."""
     start = time.perf_counter()
-    tests = [TestOutcome(cell.grade_id or "", name, FAILED, cell.points / len(cell.tests),
-                         name in cell.hidden_tests)
-             for cell in bundle.test_cells for name in cell.tests]
     try:
         submitted = read_submission(path)
     except (TeachflowError, OSError, ValueError) as error:
         why = error.message if isinstance(error, TeachflowError) else str(error)
-        for test in tests:
-            test.lines = [f"not graded: {why}"]
-        return Judged(tests, [f"not graded: {why}"], time.perf_counter() - start)
+        return not_graded(bundle, why, time.perf_counter() - start)
+    tests = _outcomes(bundle)
     program, notes = worker_cells(bundle, submitted)
     notes += _test_cell_notes(bundle, submitted)
     with tempfile.TemporaryDirectory(prefix="teachflow-judge-",
