@@ -54,7 +54,7 @@ def parse_scheduler(scheduler: str) -> tuple[str, Any]:
     local = re.fullmatch(r"local:(\d+)", scheduler.strip())
     remote = re.fullmatch(r"tcp://[^\s/:]+:\d+", scheduler.strip())
     if not (local and int(local.group(1)) >= 1) and not remote:
-        raise GradingError(f"--scheduler {scheduler!r} is neither of {FORMS}", op="grade",
+        raise GradingError(f"--scheduler {scheduler!r}: give {FORMS}", op="grade",
                            hint="e.g. --scheduler local:4")
     try:
         import distributed  # noqa: F401  (the extra: dask[distributed])
@@ -138,7 +138,9 @@ def _client(kind: str, where: Any) -> Iterator[Any]:
     with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}), \
             LocalCluster(n_workers=where, threads_per_worker=1, processes=True,
                          host="127.0.0.1", dashboard_address=None,
-                         scheduler_kwargs={"allowed_failures": DEATHS}) as cluster, \
+                         # (its web routes too, on a port of its own: none is fixed)
+                         scheduler_kwargs={"allowed_failures": DEATHS,
+                                           "dashboard_address": "127.0.0.1:0"}) as cluster, \
             Client(cluster) as client:
         yield client
 
