@@ -135,6 +135,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/stepper.py
 	$(PY) bench/stepper_browser.py
 	$(PY) bench/check.py
+	$(PY) bench/grade_scale.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

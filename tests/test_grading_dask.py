@@ -251,3 +251,27 @@ def test_an_unreachable_scheduler_is_said_within_the_connect_timeout(
         grade([softmax / "softmax.ipynb"], softmax / "build" / "grading", tmp_path / "r",
               scheduler=address, isolation="none", progress=False)
     assert time.monotonic() - start < 30
+
+
+class _Cluster:
+    """What `cluster._check_workers` asks of a Dask client, answered as a cluster would."""
+
+    def __init__(self, threads: int, works: tuple[bool, str]) -> None:
+        self.threads, self.works = threads, works
+
+    def run(self, function, *args):
+        return {"tcp://127.0.0.1:1": self.works}
+
+    def scheduler_info(self):
+        return {"workers": {"tcp://127.0.0.1:1": {"nthreads": self.threads}}}
+
+
+@pytest.mark.parametrize("threads, works, problem", [
+    (4, (True, ""), "more than one thread"),
+    (1, (False, "bubblewrap is not installed"), "tcp://127.0.0.1:1: bubblewrap is not"),
+])
+def test_workers_that_cannot_grade_as_this_machine_does_are_refused(
+        threads: int, works: tuple[bool, str], problem: str) -> None:
+    with pytest.raises(GradingError, match=re.escape(problem)):
+        cluster._check_workers(_Cluster(threads, works), "bubblewrap")
+    cluster._check_workers(_Cluster(1, (True, "")), "bubblewrap")  # (no error)

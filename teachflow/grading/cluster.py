@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import re
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ from teachflow.grading.judge import MAX_NOTEBOOK_BYTES, Judged, grade_submission
 INSTALL = 'pip install "teachflow[dask]"'
 CONNECT_SECONDS = 10.0  # how long to try to reach a tcp:// scheduler
 DEATHS = 1  # worker deaths a local cluster forgives each task: it is tried twice at most
+_ONE_AT_A_TIME = threading.Lock()
 FORMS = "local:N (N worker processes on this machine) or tcp://HOST:PORT (a Dask scheduler)"
 
 
@@ -67,8 +69,9 @@ def parse_scheduler(scheduler: str) -> tuple[str, Any]:
 def judge_notebook(name: str, data: bytes, bundle: Bundle, isolation: str,
                    limits: sandbox.Limits) -> Judged:
     """One Dask task, run by a worker: the notebook `data` (file name `name`) judged as
-    ``--jobs`` judges it, from a folder only this worker's user may read."""
-    with tempfile.TemporaryDirectory(prefix="teachflow-submission-") as folder:
+    ``--jobs`` judges it, from a folder only this worker's user may read. One at a time in a
+    worker process, whatever its threads: a sandbox's user id is made from the process's id."""
+    with _ONE_AT_A_TIME, tempfile.TemporaryDirectory(prefix="teachflow-submission-") as folder:
         path = Path(folder) / name
         path.write_bytes(data)
         return grade_submission(path, bundle, isolation, limits)
@@ -84,7 +87,7 @@ def graded_on_dask(paths: list[Path], bundle: Bundle, isolation: str, limits: sa
     contents = {path: _contents(path) for path in paths}
     sent = [path for path in paths if contents[path] is not None]
     with _client(kind, where) as client:
-        if kind == "tcp" and isolation != "none":
+        if kind == "tcp":
             _check_workers(client, isolation)
         # (one call for the class: the scheduler sees a group of tasks and queues it)
         futures = dict(zip(client.map(judge_notebook, [p.name for p in sent],
@@ -146,7 +149,8 @@ def _client(kind: str, where: Any) -> Iterator[Any]:
 
 
 def _check_workers(client: Any, isolation: str) -> None:
-    """Refuse a cluster whose workers cannot wall learners' code in as this machine does."""
+    """Refuse a cluster whose workers cannot wall learners' code in as this machine does, or
+    would grade several submissions in one process."""
     try:
         answers = client.run(sandbox.works, isolation)
     except Exception as error:  # (a worker without teachflow cannot even unpickle the call)
@@ -155,6 +159,12 @@ def _check_workers(client: Any, isolation: str) -> None:
     if not answers:
         raise GradingError("the Dask scheduler has no workers", op="grade",
                            hint="start some: dask worker tcp://HOST:PORT")
+    threads = {address: worker["nthreads"]
+               for address, worker in client.scheduler_info()["workers"].items()}
+    if any(count > 1 for count in threads.values()):
+        raise GradingError(f"Dask workers with more than one thread ({threads}): a worker "
+                           f"grades one submission at a time", op="grade",
+                           hint="start the workers with dask worker ... --nthreads 1")
     broken = {address: why for address, (ok, why) in answers.items() if not ok}
     if broken:
         raise GradingError(f"{len(broken)} Dask worker(s) cannot isolate learners' code "
