@@ -132,10 +132,12 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/checkpoint.py
 	$(PY) bench/per_example_grads.py
 	$(PY) bench/transforms_peer.py
+	$(PY) bench/ddp.py
 	$(PY) bench/stepper.py
 	$(PY) bench/stepper_browser.py
 	$(PY) bench/check.py
 	$(PY) bench/grade_scale.py
+	$(PY) bench/similarity.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -15,6 +15,10 @@ again in backward. Printed, plain vs checkpointed:
 - time per step, staged and eager: interleaved rounds (`timing.interleaved_rounds`), the best
   of each, and the paired ratio (the median of the rounds' ratios).
 
+- peak bytes, PyTorch (where it is installed): the same model and step, plain vs
+  ``torch.utils.checkpoint`` on the same pairs, from its profiler's memory timeline (parameters,
+  inputs, activations, gradients and temporaries, summed at each moment; the largest sum).
+
 Goals: peak <= 0.6x plain, time <= 1.4x plain. The peak counts only where activations are what
 fills memory: at batch 256 a layer's activation (0.5 MB) is small beside its weights (1 MB),
 their gradient and the new weights, which all live at the end of the step, after backward, the
@@ -23,6 +27,17 @@ Printed last, what the staged peak holds in each case. Plain, it is the 12 activ
 turn from forward to backward; checkpointed, the 5 checkpoints and the last region's working
 set in its backward (the loss's cotangent, the region's recomputed activations), 9 in all,
 with the batch and the weights (16.8 MB) in both: about 0.75x, 0.68x of the activations alone.
+
+Why 0.6x is out of reach for this model, whoever checkpoints it. A layer keeps one activation
+for backward (its ReLU's output: the next layer's input, and its own mask). Plain, backward's
+first product ``g11 = g12 @ W12.T`` runs with the batch, the 12 activations and ``g11`` live: 14
+values of the batch's size (A = 4.2 MB each). Checkpointed, the last region's backward needs,
+at the same product, the batch, the 5 checkpoints, the region's recomputed ``h11``, ``g12`` and
+``g11``: 9. Weights (W = 12.6 MB) are held in both, so the least ratio is (9A + W) / (14A + W) =
+0.70 here, and 9/14 = 0.64 when activations dwarf the weights. PyTorch's own checkpoint on this
+very model gives 0.68x (printed below where torch is installed: its trace holds what
+teachflow's trace holds, byte for byte); teachflow's plan then lowers the plain step's peak
+more than the checkpointed one's, which already sits near its floor.
 Run: ``python bench/checkpoint.py``.
 """
 
@@ -53,13 +68,19 @@ def forward(layers: list, x: tfl.Tensor, checkpointed: bool) -> tfl.Tensor:
     return h
 
 
+def loss_of(layers: list, x: tfl.Tensor, checkpointed: bool) -> tfl.Tensor:
+    """The mean of the squared output. (A function of its own: no name holds the output during
+    backward, which would keep one more activation alive, eagerly.)"""
+    h = forward(layers, x, checkpointed)
+    return (h * h).mean()
+
+
 def training_step(layers: list, checkpointed: bool):
     opt = tfl.optim.SGD([p for layer in layers for p in layer.parameters()], lr=1e-3)
 
     def step(x):
         opt.zero_grad()
-        h = forward(layers, x, checkpointed)
-        loss = (h * h).mean()
+        loss = loss_of(layers, x, checkpointed)
         loss.backward()
         opt.step()
         return loss
@@ -97,8 +118,7 @@ def eager_peak(layers: list, x: tfl.Tensor, checkpointed: bool) -> int:
             p.grad = None
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    h = forward(layers, x, checkpointed)
-    (h * h).mean().backward()
+    loss_of(layers, x, checkpointed).backward()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return peak - before
@@ -129,9 +149,57 @@ def main() -> None:
              for mode, fns in (("staged", staged), ("eager", eager)) for kind in kinds}
     rounds = interleaved_rounds(calls, args.number, args.repeat, args.rounds)
     print("\n".join(report(args.batch, figures, rounds)))
+    torch_peaks = pytorch_peaks(args.batch)
+    if torch_peaks:
+        plain, ck = (peak / 1e6 for peak in torch_peaks)
+        print(f"{'peak MB, PyTorch (profiler)':<34}{plain:>12.1f}{ck:>14.1f}"
+              f"{ratio_text(ck / plain):>8}")
+    else:
+        print("(PyTorch is not installed: pip install torch==2.13.0 for its figures)")
     print("Held at the staged peak (last stage):")
     for kind in kinds:
         print(f"  {kind:<13}{held_at_peak(compiled[kind].graph)}")
+
+
+def pytorch_peaks(batch: int) -> tuple[int, int] | None:
+    """PyTorch's peak bytes for the same step, plain and with ``torch.utils.checkpoint`` on the
+    same pairs: the largest total of its profiler's memory timeline on the CPU (forward and
+    backward; the optimizer's step adds nothing to the peak). None without torch."""
+    try:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+        from torch.utils.checkpoint import checkpoint
+    except ImportError:
+        return None
+    import json
+    import tempfile
+    import warnings
+    torch.manual_seed(0)
+    layers = [torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU())
+              for _ in range(DEPTH)]
+    x = torch.randn(batch, WIDTH)
+
+    def loss_of(checkpointed: bool):  # (a function: no name holds the output in backward)
+        h = x
+        for i in range(0, DEPTH, 2):
+            pair = torch.nn.Sequential(layers[i], layers[i + 1])
+            h = checkpoint(pair, h, use_reentrant=False) if checkpointed else pair(h)
+        return (h * h).mean()
+
+    peaks = []
+    for checkpointed in (False, True):
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True,
+                     record_shapes=True, with_stack=True) as prof:
+            loss_of(checkpointed).backward()
+        with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (the timeline is marked experimental)
+            prof.export_memory_timeline(f"{folder}/timeline.json", device="cpu")
+            with open(f"{folder}/timeline.json") as file:
+                _, sizes = json.load(file)
+        peaks.append(max(sum(categories) for categories in sizes))
+        for layer in layers:
+            layer.zero_grad(set_to_none=True)
+    return peaks[0], peaks[1]
 
 
 def report(batch: int, figures: dict, rounds: dict) -> list[str]:

@@ -32,7 +32,8 @@ namespace of its own, a module), and imports only the chapters before it.
     `tfl.compile`; scripting: capturing a function from its source, with its control flow on
     tensors as graph nodes (`script`).
 12. Modules and training: layers with parameters, as PyTorch's (`nn`), optimizers (`optim`),
-    data sets and batches (`data`).
+    data sets and batches (`data`); training in several processes at once, their gradients
+    all-reduced (`distributed`).
 13. Saved graphs: a language-neutral file and a loader that trusts nothing (`saved`), and the
     same graph as an ONNX model for other runtimes (`onnx_export`).
 14. The notebook: the ``%%compile`` cell magic (`magic`).
@@ -45,7 +46,7 @@ README.md has the table.
 
 import numpy as _np
 
-from teachflow import data, nn, optim, testing
+from teachflow import data, distributed, nn, optim, testing
 from teachflow.autodiff.tape import enable_grad, is_grad_enabled, no_grad
 from teachflow.compiler import Compilation, Snapshot
 from teachflow.core.backends import device, devices, set_logical_devices
@@ -219,6 +220,7 @@ __all__ = [
     "data",
     "device",
     "devices",
+    "distributed",
     "enable_grad",
     "exp",
     "export_onnx",

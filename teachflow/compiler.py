@@ -1,9 +1,9 @@
 """The compiler: a pipeline of passes, with a snapshot of the graph after every one.
 
 `run_pipeline` runs the passes on a traced graph in order (by default inline, simplify,
-constant_fold, cse, dce, place, partition, fuse, plan_memory); every `tfl.function` trace goes
-through it, and ``tfl.compile(f, *examples)`` (in `teachflow.staged.function`) is one such
-trace kept with its examples. Each stage
+constant_fold, cse, dce, bucket_all_reduce, place, partition, fuse, plan_memory); every
+`tfl.function` trace goes through it, and ``tfl.compile(f, *examples)`` (in
+`teachflow.staged.function`) is one such trace kept with its examples. Each stage
 leaves a `Snapshot`: its graph, the graph as networkx (every node marked with what happened to it),
 the changes the pass made, and figures (`teachflow.figures`: nodes, kernels launched, bytes moved,
 flops, bytes transferred between devices, the peak of bytes held). The pass stepper replays these
@@ -229,7 +229,8 @@ class _Verifier:
 
     def __init__(self, graph: Graph, examples: list[Tensor] | None) -> None:
         nodes = list(every_node(graph))
-        self.skip = any(n.op.random for n in nodes)  # random ops draw differently per run
+        # Random ops draw differently per run; collectives need the other ranks to run too.
+        self.skip = any(n.op.impure for n in nodes)
         if self.skip:
             return
         rng = np.random.default_rng(0)

@@ -67,7 +67,10 @@ def test_the_exercises_ship_and_build_py_builds_them_as_committed() -> None:
                                          "06_predict_placement.ipynb",
                                          "07_run_a_saved_graph.ipynb",
                                          "08_predict_the_peak.ipynb",
-                                         "09_jvp_and_batching_rules.ipynb"]
+                                         "09_jvp_and_batching_rules.ipynb",
+                                         "10_loops_as_nodes.ipynb",
+                                         "11_a_module_of_your_own.ipynb",
+                                         "12_bucket_and_average_gradients.ipynb"]
     spec = importlib.util.spec_from_file_location("exercises_build", EXERCISES / "build.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
@@ -77,6 +80,32 @@ def test_the_exercises_ship_and_build_py_builds_them_as_committed() -> None:
         cells = json.loads(master.read_text(encoding="utf-8"))["cells"]
         assert all(not c.get("outputs") and c.get("execution_count") is None
                    for c in cells if c["cell_type"] == "code")
+
+
+#: The lesson each exercise goes with: every lesson from 4 on has one at least.
+LESSON_OF = {"06_predict_placement": "06_one_graph_many_devices",
+             "07_run_a_saved_graph": "07_saved_graphs_and_language_independence",
+             "08_predict_the_peak": "08_memory", "09_jvp_and_batching_rules": "09_transformations",
+             "10_loops_as_nodes": "04_control_flow_and_scripting",
+             "11_a_module_of_your_own": "05_modules_and_training",
+             "12_bucket_and_average_gradients": "10_data_parallelism"}
+
+
+def test_every_lesson_from_4_links_its_exercise_and_the_readmes_list_them() -> None:
+    lessons = sorted(p.stem for p in (ROOT / "lessons").glob("*.ipynb"))
+    assert sorted(set(LESSON_OF.values())) == [name for name in lessons if name >= "04"]
+    table = (EXERCISES / "README.md").read_text(encoding="utf-8")
+    listed = (ROOT / "lessons" / "README.md").read_text(encoding="utf-8")
+    for master in MASTERS:
+        assert f"| `{master.stem}` |" in table, master.stem
+    for exercise, lesson in LESSON_OF.items():
+        words = "".join(c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+                        for c in json.loads((ROOT / "lessons" / f"{lesson}.ipynb").read_text(
+                            encoding="utf-8"))["cells"] if c["cell_type"] == "markdown")
+        assert f"exercises/{exercise}.ipynb" in words, (lesson, exercise)
+        entry = listed[listed.index(f"`{lesson}.ipynb`"):]
+        entry = entry[:entry.find("\n\n")]
+        assert f"`exercises/{exercise}.ipynb`" in entry, (lesson, exercise)
 
 
 @pytest.mark.parametrize("master", MASTERS, ids=lambda m: m.stem)
@@ -165,6 +194,31 @@ WRONG = {
                 result = op(*[operand(item) for item in node["inputs"]], **node["params"])
                 values[node["outputs"][0]["id"]] = np.asarray(result)
             return [values[i] for i in graph["outputs"]]
+        """}),
+    "10_loops_as_nodes": ("test_newton_sqrt", {"newton_sqrt": """
+        def newton_sqrt(a):  # a Python loop: the right numbers, traced into six steps
+            x = (a + 1.0) * 0.5
+            for _ in range(6):
+                x = (x + a / x) * 0.5
+            return x
+        """}),
+    "11_a_module_of_your_own": ("test_state_prediction", {"state_prediction": """
+        predicted_state = {  # the weights the wrong way round, (in, out)
+            "0.weight": (8, 16), "0.bias": (16,), "2.norm.weight": (16,), "2.norm.bias": (16,),
+            "2.proj.weight": (16, 16), "2.proj.bias": (16,), "2.gain": (16,),
+            "4.weight": (16, 3), "4.bias": (3,)}
+        """}),
+    "12_bucket_and_average_gradients": ("test_bucket", {"bucket": """
+        def bucket(sizes, bucket_mb):  # a bucket filled exactly is closed too soon
+            result, held = [], 0
+            for k, size in enumerate(sizes):
+                if result and held + size < bucket_mb * 2**20:
+                    result[-1].append(k)
+                    held += size
+                else:
+                    result.append([k])
+                    held = size
+            return result
         """}),
 }
 

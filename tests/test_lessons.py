@@ -21,8 +21,8 @@ LESSONS = sorted(FOLDER.glob("*.ipynb"))
 #: The passes that place work on devices: nothing to do where every tensor is on the CPU.
 ON_DEVICES = ("place", "partition")
 #: The passes a later lesson is about, which may have nothing to do in an earlier lesson's
-#: examples: where devices and memory are not yet the subject.
-LATER = (*ON_DEVICES, "plan_memory")
+#: examples: where devices, memory and collectives are not yet the subject.
+LATER = (*ON_DEVICES, "plan_memory", "bucket_all_reduce")
 
 #: Cells run after a lesson, to look at what it built (their output is read by the tests below).
 PROBES = {
@@ -543,3 +543,18 @@ def test_lesson_9_rewrites_one_graph_three_ways_and_composes_them() -> None:
                         else "as fast")
     assert "exercises/09_jvp_and_batching_rules.ipynb" in "".join(
         c.source for c in nb.cells if c.cell_type == "markdown")
+
+
+def test_lesson_10_shows_the_all_reduces_buckets_them_and_trains_on_two_processes() -> None:
+    path = FOLDER / "10_data_parallelism.ipynb"
+    out = "\n".join(printed(c) for c in executed(path).cells)
+    assert out.count("all_reduce %") == 6  # one per gradient, in the traced step
+    assert re.search(r"all_reduce nodes: 6 -> [2-5]", out)
+    assert "bucketed - " in out
+    if "collective engine installed: True" in out:  # (else the lesson says how to install it)
+        assert "the two ranks hold equal weights after every step: True" in out
+        difference = float(re.search(r"largest difference over 20 steps: (\S+)", out)[1])
+        assert difference < 1e-5
+        assert re.search(r"\d+\.\d\d ms per MB", out)
+    else:
+        assert 'pip install "teachflow[distributed]"' in out

@@ -50,7 +50,7 @@ KINDS = {
     "what a tensor is": ("tensor.py", "tensor.py", """
         __init__ __hash__ shape dtype device ndim __len__ size numel dim spec requires_grad grad
         is_leaf grad_fn __repr__ __deepcopy__ __copy__ __reduce__ backward detach as_tensor
-        nelement ndimension requires_grad_ detach_ data"""),
+        nelement ndimension requires_grad_ detach_ data register_post_accumulate_grad_hook"""),
     "creation": (None, "factories.py", """
         tensor zeros ones full zeros_like ones_like full_like arange eye randn rand"""),
 }

@@ -21,6 +21,7 @@ result (zeros for a result nothing used), and its op's `vjp` builds the backward
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from operator import attrgetter
@@ -106,7 +107,8 @@ def _runtime_like(node: TapeNode | Leaf, tensor_type: type) -> Any:
 
 def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None = None,
                   create_graph: bool = False, release: bool = False,
-                  visit: Callable[[Any, Any], None] | None = None) -> list[tuple[Any, Any]]:
+                  visit: Callable[[Any, Any], None] | None = None,
+                  early_leaves: bool = False) -> list[tuple[Any, Any]]:
     """Send `seed` backwards from `root`; return ``(node, gradient)`` for the nodes where it
     stops: the nodes in `targets` if given, else every leaf reached. With `release`, every node
     passed lets go of what it kept for its rules as soon as they have run, so an activation is
@@ -114,7 +116,10 @@ def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None =
     asked to retain the tape). `root` and `seed` may be lists: several results, each
     with its cotangent, sent back together. `visit(node, gradient)` watches the walk: it is
     called for each node as the walk reaches it, with its gradient, complete (the picture of
-    `teachflow.viz.show_backward`)."""
+    `teachflow.viz.show_backward`). With `early_leaves`, a leaf is reached as soon as the last
+    node that sends it a cotangent has run (as PyTorch's engine counts dependencies), not at
+    the end of the walk (a leaf is recorded before everything that uses it): its gradient's
+    hooks run while the walk goes on."""
     roots, seeds = (root, seed) if isinstance(root, list) else ([root], [seed])
     order = topological_order(*roots)
     for node in order:
@@ -136,15 +141,34 @@ def backpropagate(root: TapeNode | Leaf | list, seed: Any, targets: set | None =
     grads: dict[Any, Any] = {}
     for node, g in zip(roots, seeds, strict=True):
         grads[node] = g if node not in grads else grads[node] + g
-    found = []
+    found: list = []
+    senders = _senders(order) if early_leaves else {}
     with _GradMode(create_graph):
         for node in reversed(order):
+            if node in senders and senders[node] <= 0:
+                continue  # (reached already)
             g = grads.pop(node, None)
             if g is not None:
                 _reach(node, g, grads, relevant, targets, found, visit, create_graph)
             if release and type(node) is TapeNode:  # (its rules have run, or never will)
                 node.release()
+            for leaf in node.parents if senders else ():
+                if leaf in senders:
+                    senders[leaf] -= 1
+                    g = grads.pop(leaf, None) if senders[leaf] == 0 else None
+                    if g is not None:
+                        _reach(leaf, g, grads, relevant, targets, found, visit, create_graph)
     return found
+
+
+def _senders(order: list) -> dict:
+    """How many times each leaf of `order` is a parent: the cotangents it waits for."""
+    senders: dict = {}
+    for node in order:
+        for p in node.parents:
+            if type(p) is Leaf:
+                senders[p] = senders.get(p, 0) + 1
+    return senders
 
 
 def _reach(node: TapeNode | Leaf, g: Any, grads: dict, relevant: set | None,
@@ -255,10 +279,38 @@ def backward(tensor: Tracked, grad: Tracked | None = None, retain_graph: bool = 
             op="backward", hint="create inputs with requires_grad=True, e.g. "
                                 "tfl.tensor(data, requires_grad=True)")
     seed = seed_of(tensor, grad, "backward")
-    for leaf, g in backpropagate(tensor._node, seed, release=not retain_graph):
-        owner = leaf.tensor()
-        if owner is not None:
-            owner.grad = g if owner.grad is None else owner.grad + g
+    if not GRAD_HOOKS:
+        for leaf, g in backpropagate(tensor._node, seed, release=not retain_graph):
+            _accumulate(leaf, g)
+        return
+    # A leaf's gradient is complete when the walk reaches it: accumulated there, and its hooks
+    # run while the rest of the walk goes on (data parallelism starts its all-reduce then).
+    backpropagate(tensor._node, seed, release=not retain_graph, early_leaves=True,
+                  visit=lambda node, g: _accumulate(node, g) if type(node) is Leaf else None)
+
+
+#: The hooks that run when a tensor's ``.grad`` is final for this backward(), by the tensor's id
+#: (see `Tensor.register_post_accumulate_grad_hook`; a tensor's go when it does).
+GRAD_HOOKS: dict[int, list[Callable[[Any], None]]] = {}
+
+
+def register_grad_hook(tensor: Any, hook: Callable[[Any], None]) -> Callable[[], None]:
+    """Run ``hook(tensor)`` whenever backward() has accumulated `tensor`'s gradient; returns a
+    function that removes it."""
+    hooks = GRAD_HOOKS.get(id(tensor))
+    if hooks is None:
+        hooks = GRAD_HOOKS[id(tensor)] = []
+        weakref.finalize(tensor, GRAD_HOOKS.pop, id(tensor), None)
+    hooks.append(hook)
+    return lambda: hooks.remove(hook)
+
+
+def _accumulate(leaf: Leaf, g: Any) -> None:
+    owner = leaf.tensor()
+    if owner is not None:
+        owner.grad = g if owner.grad is None else owner.grad + g
+        for hook in GRAD_HOOKS.get(id(owner), ()):
+            hook(owner)
 
 
 def seed_of(output: Tracked, grad: Tracked | None, who: str) -> Tracked:

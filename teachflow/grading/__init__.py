@@ -11,6 +11,8 @@ tests between ``### BEGIN HIDDEN TESTS`` and ``### END HIDDEN TESTS``) and locke
     teachflow check softmax.ipynb                # a learner runs the visible tests
     teachflow grade submissions/ --bundle build/grading --out results --jobs 2
     teachflow gradescope build/grading --out autograder.zip
+    teachflow export results --canvas roster.csv --column Softmax --out canvas.csv
+    teachflow similarity submissions/ --bundle build/grading --out similarity.html
 
 and, in the notebook, ``tfl.grading.check()``. Grading runs the learner's code in a sandboxed
 worker and the instructor's tests in a trusted process; between them, only plain data. A check
@@ -40,6 +42,9 @@ The chapters, in reading order:
 - `grade`: ``teachflow grade``: a class in parallel, results.json and grades.csv;
 - `cluster`: ``teachflow grade --scheduler``: the same grading as tasks of a Dask cluster;
 - `gradescope`: ``teachflow gradescope``: the same grading as a Gradescope autograder;
+- `canvas`: ``teachflow export``: the grades as a file Canvas's gradebook imports;
+- `similarity`: ``teachflow similarity``: pairs of answers alike, by winnowed fingerprints;
+- `sidebyside`: the similarity report, each pair's matching lines side by side;
 - `cli`: the ``teachflow`` command and its subcommands.
 """
 

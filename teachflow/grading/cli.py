@@ -6,6 +6,10 @@
                                                 the instructor: grade a class, sandboxed
     teachflow gradescope DIR/grading --out autograder.zip
                                                 the same grading on Gradescope's machines
+    teachflow export RESULTS --canvas ROSTER.csv --column NAME --out FILE.csv
+                                                the grades as a Canvas gradebook import
+    teachflow similarity SUBMISSION... --bundle DIR/grading --out REPORT.html
+                                                pairs of submissions alike enough to read
 
 (``python -m teachflow ...`` is the same command.) Each subcommand is a function that takes
 the parsed arguments and returns the exit status, registered in `SUBCOMMANDS` with its
@@ -67,6 +71,24 @@ def gradescope_command(args: argparse.Namespace) -> int:
     return OK
 
 
+def export_command(args: argparse.Namespace) -> int:
+    from teachflow.grading.canvas import export_canvas
+
+    done = export_canvas(args.results, args.canvas, args.column, args.out)
+    for line in done.unmatched():
+        print(f"teachflow export: {line}", file=sys.stderr)
+    print(done.summary())
+    return OK
+
+
+def similarity_command(args: argparse.Namespace) -> int:
+    from teachflow.grading.similarity import compare
+
+    found = compare(args.submissions, args.bundle, args.out, top=args.top, common=args.common)
+    print(found.summary())
+    return OK
+
+
 #: name -> (function, help, [(argument names, keyword arguments for add_argument)])
 SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
                              list[tuple[tuple[str, ...], dict[str, object]]]]] = {
@@ -120,6 +142,30 @@ SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
         (("bundle",), {"metavar": "DIR/grading", "help": "the grading bundle"}),
         (("--out",), {"required": True, "metavar": "autograder.zip",
                       "help": "the autograder to upload"}),
+    ]),
+    "export": (export_command, "write the grades as a Canvas gradebook import", [
+        (("results",), {"metavar": "RESULTS", "help": "the folder teachflow grade wrote"}),
+        (("--canvas",), {"required": True, "metavar": "ROSTER.csv",
+                         "help": "the gradebook Canvas exported (a submission matches the "
+                                 "row whose SIS Login ID is its name)"}),
+        (("--column",), {"required": True, "metavar": "NAME",
+                         "help": "the assignment's column, as Canvas shows it: grades.csv's "
+                                 "final_score (its score where there is none)"}),
+        (("--out",), {"required": True, "metavar": "FILE.csv", "help": "the file to import"}),
+    ]),
+    "similarity": (similarity_command, "rank pairs of submissions by how alike their "
+                                       "answers are (it flags, never grades)", [
+        (("submissions",), {"nargs": "+", "metavar": "SUBMISSION",
+                            "help": "learners' notebooks (a folder: every notebook in it)"}),
+        (("--bundle",), {"required": True, "metavar": "DIR/grading",
+                         "help": "the grading bundle: its given code is nobody's copy"}),
+        (("--out",), {"required": True, "metavar": "REPORT.html",
+                      "help": "the report: each pair's matching lines side by side"}),
+        (("--top",), {"type": int, "default": 20, "metavar": "N",
+                      "help": "pairs printed and shown (default 20)"}),
+        (("--common",), {"type": int, "default": 10, "metavar": "N",
+                         "help": "code found in more than N submissions is common, not "
+                                 "copied, and ignored (default 10, as MOSS's -m)"}),
     ]),
 }
 

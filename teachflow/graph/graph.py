@@ -209,8 +209,8 @@ class Graph:
         value those nodes read, the outputs included: what running them needs."""
         needed = set(self.outputs if outputs is None else outputs)
         live = []
-        for node in reversed(self.nodes):
-            if node.output in needed or (len(node.outputs) > 1
+        for node in reversed(self.nodes):  # (a collective is always run: other ranks wait)
+            if node.output in needed or node.op.communicates or (len(node.outputs) > 1
                                          and not needed.isdisjoint(node.outputs)):
                 live.append(node)
                 needed.update(o for o in node.inputs if isinstance(o, Value))

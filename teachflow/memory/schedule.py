@@ -60,8 +60,9 @@ class Schedule:
 
 
 def keeps_its_place(node: Node) -> bool:
-    """Whether a node keeps its order among such nodes: a random op, or a node owning graphs."""
-    return node.op.random or bool(subgraphs(node))
+    """Whether a node keeps its order among such nodes: a random op, a collective, or a node
+    owning graphs."""
+    return node.op.impure or bool(subgraphs(node))
 
 
 def lower_peak_schedule(graph: Graph) -> Schedule:

@@ -6,10 +6,11 @@
 
 The chapters: `module` (what a module is: parameters found by attribute, names, modes, state),
 `functional` (the computations, as functions), `layers` (the modules that call them), `utils`
-(for the training loop: gradients clipped by their norm).
+(for the training loop: gradients clipped by their norm), `parallel` (data parallelism: a module
+replicated over the processes of a job, ``DistributedDataParallel``).
 """
 
-from teachflow.nn import functional, utils
+from teachflow.nn import functional, parallel, utils
 from teachflow.nn.layers import (
     Conv2d,
     CrossEntropyLoss,
@@ -28,7 +29,7 @@ from teachflow.nn.module import Module, Parameter
 
 __all__ = ["Conv2d", "CrossEntropyLoss", "Dropout", "Embedding", "Flatten", "LayerNorm",
            "Linear", "MSELoss", "Module", "Parameter", "ReLU", "Sequential", "Sigmoid", "Tanh",
-           "functional", "utils"]
+           "functional", "parallel", "utils"]
 
 
 def __dir__() -> list[str]:  # (tab completion: the public names, not what this module imports)

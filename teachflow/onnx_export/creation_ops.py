@@ -27,7 +27,10 @@ _RANDOM = ("ONNX's {} draws from onnxruntime's own generator, so the model could
 
 #: The ops that cannot be exported, and why.
 REFUSED: dict[str, str] = {"normal": _RANDOM.format("RandomNormal"),
-                           "uniform": _RANDOM.format("RandomUniform")}
+                           "uniform": _RANDOM.format("RandomUniform"),
+                           "all_reduce": "an all-reduce exchanges data with other processes, and "
+                                         "an ONNX model runs in one (export the model's forward "
+                                         "pass, without the training step's collectives)"}
 
 
 def _full(e: Emitter, node: Node) -> str:

@@ -10,12 +10,14 @@
 - `shape`: indexing, concatenate, stack
 - `linalg`: matmul
 - `creation`: constants, ranges, identity matrices, random numbers, device transfer
+- `collective`: all_reduce, one value made from every process's (data-parallel training)
 
 Everything else (softmax, var, squeeze, ...) is composed from these, as Tensor
 methods (`teachflow.tensor.tensor`) and functions (`teachflow.tensor.functions`).
 """
 
-from teachflow.ops import creation, elementwise, linalg, reduction, shape
+from teachflow.ops import collective, creation, elementwise, linalg, reduction, shape
 from teachflow.ops.op import OPS, Op, RuleError
 
-__all__ = ["OPS", "Op", "RuleError", "creation", "elementwise", "linalg", "reduction", "shape"]
+__all__ = ["OPS", "Op", "RuleError", "collective", "creation", "elementwise", "linalg",
+           "reduction", "shape"]

@@ -110,6 +110,9 @@ class Op:
     device_param: str | None = None
     #: Random ops draw anew every time; passes must never merge or fold them.
     random: bool = False
+    #: Collectives (`all_reduce`) exchange data with other processes, which wait for this one:
+    #: passes must never merge, fold or drop them, nor move them past one another.
+    communicates: bool = False
     #: ``op(x, y) == op(y, x)`` exactly: CSE may match the operands in either order. A function
     #: of the result's dtype where that depends on it (see `commutes`).
     commutative: bool | Callable[[np.dtype], bool] = False
@@ -179,6 +182,12 @@ class Op:
                     keep[j] = "value" if "value" in (keep[j], what) else what
             plan = self.tape_plans[needs] = TapePlan.of(keep, out, needs) if any_rule else False
         return plan or None
+
+    @property
+    def impure(self) -> bool:
+        """Its result is not a function of its operands alone (a random draw, a collective):
+        no pass may merge it with another, nor compute it at compile time."""
+        return self.random or self.communicates
 
     @property
     def elementwise(self) -> bool:

@@ -3,7 +3,8 @@ the one rewrite helper (`base`: what a pass is, and the record of what it change
 
 Default pipeline, in order: `inline` (each call of a graph function replaced by the callee's
 body, so that every later pass sees one graph), `simplify` (algebraic rules, written as data
-and applied by the engine in `rules`), `constant_fold`, `cse`, `dce`, `place` (which device runs
+and applied by the engine in `rules`), `constant_fold`, `cse`, `dce`, `bucket_all_reduce` (a
+data-parallel step's small all-reduces merged into buckets), `place` (which device runs
 each node, and why), `partition` (one piece per device, joined by ``copy`` nodes), `fuse` (which
 nodes it puts in one kernel is the rule in `grouping`), `plan_memory` (an order of the nodes
 that frees memory early, and a reused slot of memory for each intermediate). Placement comes
@@ -28,6 +29,7 @@ from teachflow.passes.base import (
     diff_changes,
     rewrite,
 )
+from teachflow.passes.bucket_all_reduce import bucket_all_reduce
 from teachflow.passes.constant_fold import constant_fold
 from teachflow.passes.cse import cse
 from teachflow.passes.dce import dce
@@ -45,14 +47,15 @@ PASSES: dict[str, Pass] = {
     "constant_fold": constant_fold,
     "cse": cse,
     "dce": dce,
+    "bucket_all_reduce": bucket_all_reduce,
     "place": place,
     "partition": partition,
     "fuse": fuse,
     "plan_memory": plan_memory,
 }
 
-DEFAULT_PIPELINE = ("inline", "simplify", "constant_fold", "cse", "dce", "place", "partition",
-                    "fuse", "plan_memory")
+DEFAULT_PIPELINE = ("inline", "simplify", "constant_fold", "cse", "dce", "bucket_all_reduce",
+                    "place", "partition", "fuse", "plan_memory")
 
 
 def resolve(passes: Any) -> list[Pass]:

@@ -34,9 +34,10 @@ from teachflow.ops.op import Op
 
 #: What a change did. "moved", "new_slot", "reused" and "in_place" are plan_memory's;
 #: "recomputed" is the trace's own: the nodes a backward pass computes again
-#: (``tfl.checkpoint``), drawn apart from the forward nodes they repeat.
+#: (``tfl.checkpoint``), drawn apart from the forward nodes they repeat; "bucketed" is
+#: bucket_all_reduce's: all-reduces merged into one.
 KINDS = ("added", "removed", "replaced", "merged", "fused", "placed", "recomputed",
-         "moved", "new_slot", "reused", "in_place")
+         "moved", "new_slot", "reused", "in_place", "bucketed")
 
 
 @dataclass(frozen=True)

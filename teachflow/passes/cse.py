@@ -7,7 +7,8 @@ computed before. The later node is merged into the earlier one.
 
 This is only legal because ops are **pure**: their result depends on their operands and nothing
 else. A random op is not: two draws of `randn` must give different numbers, so random ops are
-never merged (and never constant-folded). That is the lesson on purity in one `if`. Nor is a
+never merged (and never constant-folded), nor are collectives (two ``all_reduce`` nodes are two
+exchanges the other processes take part in). That is the lesson on purity in one `if`. Nor is a
 node that owns graphs (a loop, a call: what they compute is not in the node's key).
 
 Purity would make one more merge legal, and it must not be made: a node that ``tfl.checkpoint``
@@ -69,7 +70,7 @@ class ValueNumbering:
 
     def visit(self, node: Node) -> Value | None:
         """Number `node`'s output; return an earlier value that computes the same, if any."""
-        if node.op.random or subgraphs(node):
+        if node.op.impure or subgraphs(node):
             self.number(node.output)  # a fresh number: never equal to anything else
             return None
         operands = [self.number(o) for o in node.inputs]

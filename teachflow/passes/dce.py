@@ -2,7 +2,8 @@
 
 Walking backwards from the outputs marks what is live; everything else is dead. Other passes
 leave dead nodes behind on purpose (a simplified ``x*1`` leaves the ``1`` branch unused, CSE
-leaves a duplicate's operands unused) and let this pass sweep them up in one place.
+leaves a duplicate's operands unused) and let this pass sweep them up in one place. A collective
+(``all_reduce``) is always live (`Graph.live`): the other processes wait for this one to join it.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from teachflow.core.collectives import REDUCTIONS
 from teachflow.graph import Graph
 from teachflow.ops.op import Op
 from teachflow.ops.shape import Hole, reshape, stack
@@ -260,6 +261,8 @@ KINDS: dict[str, Kind] = {
     "dtype": DTYPE, "device": DEVICE, "src": DEVICE, "dst": DEVICE, "fill_value": SCALAR,
     "start": SCALAR, "stop": SCALAR, "step": STEP, "initial": OPTIONAL_SCALAR, "n": SIZE,
     "m": SIZE, "index": INDEX,
+    "reduction": Kind(lambda v, out: v, lambda data, into, where: text(data, where, REDUCTIONS)),
+    "bucket_mb": OPTIONAL_SCALAR,
     "true_fn": GRAPH, "false_fn": GRAPH, "cond_fn": GRAPH, "body_fn": GRAPH, "callee": CALLEE,
 }
 

@@ -23,6 +23,7 @@ decides *how*. Those calls are read in the files named for their kind, which `Te
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -165,6 +166,11 @@ class Tensor(Elementwise, Reductions, Movement, Linalg, Conversion, NumpyProtoco
                              f"{self.shape}", op="grad",
                              hint="assign None, or a tensor of the same shape")
         dispatch.current_interpreter().write_grad(self, value)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Callable:
+        """Call ``hook(self)`` in every backward(), as soon as ``self.grad`` holds this pass's
+        gradient (PyTorch's name); returns a function that removes the hook."""
+        return backprop.register_grad_hook(self, hook)
 
     @property
     def is_leaf(self) -> bool:

@@ -40,6 +40,7 @@ STYLE = {
     "new_slot": ("#0072b2", 1.5, "", "▭ slot"),
     "reused": ("#0072b2", 2.5, "1 2", "♻ reused"),
     "in_place": ("#0072b2", 3.0, "", "✎ in place"),
+    "bucketed": ("#56b4e9", 4.0, "12 3", "▤ bucket"),
     "kept": ("#8c8c8c", 1.2, "", ""),
 }
 

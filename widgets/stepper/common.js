@@ -28,6 +28,7 @@ export const STATUS = {
   reused: { badge: "♻ reused", words: "its value reuses the slot of a value now dead" },
   in_place: { badge: "✎ in place", words: "its value is written over an operand that dies here" },
   recomputed: { badge: "⟲ again", words: "computed again in backward (tfl.checkpoint), not kept" },
+  bucketed: { badge: "▤ bucket", words: "one all-reduce for a bucket of gradients, not one each" },
   kept: { badge: "", words: "unchanged" },
 };
 

@@ -132,7 +132,7 @@ def _constant_tensor(graph: Graph, value: Any) -> Tensor | None:
         v = stack.pop()
         if v.kind == "const" or v in needed:
             continue
-        if v.kind != "node" or v.producer.op.random or len(v.producer.outputs) > 1 \
+        if v.kind != "node" or v.producer.op.impure or len(v.producer.outputs) > 1 \
                 or subgraphs(v.producer):
             return None
         needed.append(v)
