@@ -137,6 +137,7 @@ bench: $(VENV)/.installed-test
 	$(PY) bench/stepper.py
 	$(PY) bench/stepper_browser.py
 	$(PY) bench/check.py
+	$(PY) bench/grade_scale.py
 	$(PY) bench/similarity.py
 
 clean:

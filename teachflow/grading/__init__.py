@@ -44,6 +44,7 @@ The chapters, in reading order:
 - `deadlines`: due dates, submission times and late penalties;
 - `feedback`: ``feedback.html``, the learner's own report of a grade;
 - `grade`: ``teachflow grade``: a class in parallel, results.json and grades.csv;
+- `cluster`: ``teachflow grade --scheduler``: the same grading as tasks of a Dask cluster;
 - `gradescope`: ``teachflow gradescope``: the same grading as a Gradescope autograder;
 - `canvas`: ``teachflow export``: the grades as a file Canvas's gradebook imports;
 - `similarity`: ``teachflow similarity``: pairs of answers alike, by winnowed fingerprints;

@@ -58,7 +58,8 @@ def grade_command(args: argparse.Namespace) -> int:
                  memory_mb=args.memory, isolation="none" if args.no_isolation else None,
                  budget=args.budget, hidden_details=args.hidden_details,
                  due=args.due, late_penalty=args.late_penalty, submitted_at=args.submitted_at,
-                 hidden_visibility=args.hidden_visibility)
+                 hidden_visibility=args.hidden_visibility,
+                 scheduler=args.scheduler)
     print(done.summary())
     return OK
 
@@ -130,8 +131,14 @@ SUBCOMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], str,
                          "help": "the grading bundle teachflow assign wrote"}),
         (("--out",), {"required": True, "metavar": "RESULTS",
                       "help": "writes RESULTS/<submission>/results.json and grades.csv"}),
-        (("--jobs",), {"type": int, "default": 2, "metavar": "N",
-                       "help": "submissions graded at once (default 2)"}),
+        (("--jobs",), {"type": int, "default": None, "metavar": "N",
+                       "help": "submissions graded at once, in processes of this machine "
+                               "(default 2)"}),
+        (("--scheduler",), {"default": None, "metavar": "local:N|tcp://HOST:PORT",
+                            "help": "grade on Dask instead (pip install \"teachflow[dask]\"):"
+                                    " local:N starts N worker processes here, tcp://HOST:PORT "
+                                    "uses a running Dask scheduler, whose workers need "
+                                    "teachflow and bubblewrap; not with --jobs"}),
         (("--timeout",), {"type": float, "default": 30.0, "metavar": "S",
                           "help": "seconds each cell and each call of a learner's function "
                                   "may take (default 30); a function whose call ran past it "

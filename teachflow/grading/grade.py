@@ -5,8 +5,9 @@
     teachflow grade submissions/*.ipynb --bundle build/grading --out results --jobs 2
 
 grades each notebook (`teachflow.grading.judge`: the learner's code in a sandboxed worker, the
-tests on the trusted side) in ``--jobs`` processes at once, shows a progress bar over the
-class, and writes
+tests on the trusted side) in ``--jobs`` processes at once (or, with ``--scheduler``, as tasks
+of a Dask cluster: `teachflow.grading.cluster`), shows a progress bar over the class, and
+writes
 
 - ``RESULTS/<submission>/results.json`` in Gradescope's format: ``score``,
   ``execution_time``, ``output`` (the notes on the submission, in words) and one entry per
@@ -51,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from teachflow.core.errors import GradingError
-from teachflow.grading import sandbox
+from teachflow.grading import cluster, sandbox
 from teachflow.grading.bundle import Bundle, load_bundle
 from teachflow.grading.deadlines import Late, deadline
 from teachflow.grading.failures import PASSED
@@ -200,19 +201,28 @@ def _check_placement(bundle: Bundle, submissions: list[Path], out: Path,
 
 
 def grade(submissions: Iterable[str | os.PathLike[str]], bundle: str | os.PathLike[str],
-          out: str | os.PathLike[str], jobs: int = 2, timeout: float = 30.0,
+          out: str | os.PathLike[str], jobs: int | None = None, timeout: float = 30.0,
           memory_mb: int = 2048, isolation: str | None = None,
           progress: bool = True, budget: float | None = None,
           hidden_details: bool = False, due: str | datetime | None = None,
           late_penalty: float | None = None,
           submitted_at: str | os.PathLike[str] | dict[str, datetime] | None = None,
-          hidden_visibility: str = "after_due_date") -> Graded:
+          hidden_visibility: str = "after_due_date", scheduler: str | None = None) -> Graded:
     """Grade `submissions` against the bundle at `bundle` into `out` (see the module's
-    docstring). `isolation`: one of `sandbox.ISOLATIONS`, or None for the strongest that
-    works here (a `GradingError` when none does); `budget`: seconds for all of one
-    submission's cells and calls (`sandbox.Limits.budget` when None); `due`,
-    `late_penalty`, `submitted_at`: `teachflow.grading.deadlines`."""
+    docstring), in `jobs` processes here (2 when None), or on the Dask cluster `scheduler`
+    (``local:N`` or ``tcp://HOST:PORT``: `teachflow.grading.cluster`). `isolation`: one of
+    `sandbox.ISOLATIONS`, or None for the strongest that works here (a `GradingError` when
+    none does); `budget`: seconds for all of one submission's cells and calls
+    (`sandbox.Limits.budget` when None); `due`, `late_penalty`, `submitted_at`:
+    `teachflow.grading.deadlines`."""
     start = time.perf_counter()
+    if scheduler is not None:
+        if jobs is not None:
+            raise GradingError(f"--jobs {jobs} and --scheduler {scheduler} both say where to "
+                               f"grade", op="grade",
+                               hint="--jobs N: N processes here; --scheduler: a Dask cluster")
+        cluster.parse_scheduler(scheduler)
+    jobs = 2 if jobs is None else jobs
     loaded = load_bundle(bundle)
     paths = notebooks(submissions)
     if jobs < 1 or timeout <= 0 or memory_mb < 256 or (budget is not None and budget <= 0):
@@ -234,8 +244,9 @@ def grade(submissions: Iterable[str | os.PathLike[str]], bundle: str | os.PathLi
     limits = sandbox.Limits(timeout=timeout, memory_mb=memory_mb, total=budget)
     scores: dict[str, dict[str, float]] = {}
     lateness: dict[str, Late] = {}
-    for path, judged in _progress(_graded(paths, loaded, isolation, limits, jobs), len(paths),
-                                  progress):
+    judging = _graded(paths, loaded, isolation, limits, jobs) if scheduler is None else \
+        cluster.graded_on_dask(paths, loaded, isolation, limits, scheduler)
+    for path, judged in _progress(judging, len(paths), progress):
         scores[names[path]] = judged.cell_scores(loaded)
         late = None if late_by is None else late_by.late(
             names[path], sum(scores[names[path]].values()), loaded.total_points)

@@ -180,21 +180,33 @@ def _learner_dependent(bundle: Bundle, learner_names: set[str]) -> set[int]:
     return dependent
 
 
+def _outcomes(bundle: Bundle) -> list[TestOutcome]:
+    """Every test of the bundle, failed until it runs and passes, with its share of its cell's
+    points (`teachflow.grading.credit`)."""
+    return [TestOutcome(cell.grade_id or "", name, FAILED, points, name in cell.hidden_tests)
+            for cell in bundle.test_cells
+            for name, points in credit.test_points(cell.points, cell.tests,
+                                                   cell.source).items()]
+
+
+def not_graded(bundle: Bundle, why: str, seconds: float = 0.0) -> Judged:
+    """A submission that could not be graded, for `why`: every test failed, saying so."""
+    tests = _outcomes(bundle)
+    for test in tests:
+        test.lines = [f"not graded: {why}"]
+    return Judged(tests, [f"not graded: {why}"], seconds)
+
+
 def grade_submission(path: Path, bundle: Bundle, isolation: str,
                      limits: sandbox.Limits) -> Judged:
     """Grade the notebook at `path` against `bundle`; never raises for a bad submission."""
     start = time.perf_counter()
-    tests = [TestOutcome(cell.grade_id or "", name, FAILED, points, name in cell.hidden_tests)
-             for cell in bundle.test_cells  # (each test's share of its cell's points)
-             for name, points in credit.test_points(cell.points, cell.tests,
-                                                    cell.source).items()]
     try:
         submitted = read_submission(path)
     except (TeachflowError, OSError, ValueError) as error:
         why = error.message if isinstance(error, TeachflowError) else str(error)
-        for test in tests:
-            test.lines = [f"not graded: {why}"]
-        return Judged(tests, [f"not graded: {why}"], time.perf_counter() - start)
+        return not_graded(bundle, why, time.perf_counter() - start)
+    tests = _outcomes(bundle)
     program, notes = worker_cells(bundle, submitted)
     notes += _test_cell_notes(bundle, submitted)
     with tempfile.TemporaryDirectory(prefix="teachflow-judge-",
