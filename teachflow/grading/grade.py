@@ -97,7 +97,8 @@ class Graded:
         each = self.seconds / count if count else 0.0
         return (f"graded {count} submission{'s' * (count != 1)} in {self.seconds:.1f} s "
                 f"({each:.2f} s each); mean score {mean:.2f} of {self.max_score:g}; "
-                f"results in {self.out} (grades.csv, and results.json per submission)")
+                f"results in {self.out} (grades.csv, and results.json and feedback.html per "
+                "submission)")
 
 
 def notebooks(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
