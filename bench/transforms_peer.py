@@ -96,6 +96,10 @@ def _same(v: dict) -> Callable:
     return v["__fn__"]
 
 
+#: The entry of an op case whose PyTorch counterpart is still to be written here.
+NEW = Skip("an op added with issue 33: its values, gradients, JVPs and batching are checked "
+           "against NumPy's formulas by tests/op_cases.py; its PyTorch peer is not written yet")
+
 #: Each op case of tests/op_cases.py by name: a function of what its example captured (``v``)
 #: giving the PyTorch function that computes the same thing, or why there is none.
 PEERS: dict[str, Callable[[dict], Callable] | Skip] = {
@@ -189,6 +193,44 @@ PEERS: dict[str, Callable[[dict], Callable] | Skip] = {
     "softmax-0d": lambda v: (lambda x: torch.softmax(x, 0)),
     "log_softmax-0d": lambda v: (lambda x: torch.log_softmax(x, 0)),
     "astype-float64": lambda v: (lambda x: x.to(torch.float64)),
+    # The ops of issue 33: checked against NumPy's formulas by the op tests; not yet here.
+    "avg_pool2d": NEW,
+    "binary_cross_entropy": NEW,
+    "binary_cross_entropy_with_logits": NEW,
+    "binary_cross_entropy_with_logits-pos_weight": NEW,
+    "conv2d": NEW,
+    "cos": NEW,
+    "cross_entropy": NEW,
+    "cross_entropy-probabilities": NEW,
+    "cumprod": NEW,
+    "cumsum": NEW,
+    "diagonal": NEW,
+    "einsum": NEW,
+    "elu": NEW,
+    "erf": NEW,
+    "flip": NEW,
+    "gather": NEW,
+    "gelu": NEW,
+    "gelu-tanh": NEW,
+    "leaky_relu": NEW,
+    "log2": NEW,
+    "logsumexp": NEW,
+    "max_pool2d": NEW,
+    "nll_loss": NEW,
+    "np.sin(x)": NEW,
+    "pad": NEW,
+    "prod": NEW,
+    "repeat": NEW,
+    "roll": NEW,
+    "rsqrt": NEW,
+    "scaled_dot_product_attention": NEW,
+    "silu": NEW,
+    "sin": NEW,
+    "softplus-beta": NEW,
+    "sort": NEW,
+    "split-chunk": NEW,
+    "topk": NEW,
+    "tril-triu": NEW,
 }
 
 _RNG = np.random.default_rng(30)
