@@ -52,11 +52,14 @@ from teachflow.memory import live_ranges, peak_bytes, timeline
 from timing import best, interleaved_rounds, microseconds, paired_ratio, ratio_text
 
 WIDTH, DEPTH = 512, 12
+#: The activations measured: the module teachflow builds, and PyTorch's (its name in torch.nn).
+ACTIVATIONS = {"relu": (tfl.nn.ReLU, "ReLU"), "gelu": (tfl.nn.GELU, "GELU")}
 
 
-def mlp() -> list:
+def mlp(activation: str) -> list:
     tfl.manual_seed(0)
-    return [tfl.nn.Sequential(tfl.nn.Linear(WIDTH, WIDTH), tfl.nn.ReLU()) for _ in range(DEPTH)]
+    module = ACTIVATIONS[activation][0]
+    return [tfl.nn.Sequential(tfl.nn.Linear(WIDTH, WIDTH), module()) for _ in range(DEPTH)]
 
 
 def forward(layers: list, x: tfl.Tensor, checkpointed: bool) -> tfl.Tensor:
@@ -127,13 +130,23 @@ def eager_peak(layers: list, x: tfl.Tensor, checkpointed: bool) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=2048)
+    parser.add_argument("--activation", choices=[*ACTIVATIONS, "both"], default="both",
+                        help="the MLP's activation (default: each, one table after the other)")
     parser.add_argument("--number", type=int, default=1, help="steps per timing run")
     parser.add_argument("--repeat", type=int, default=2, help="timing runs per round")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
     args = parser.parse_args()
+    activations = list(ACTIVATIONS) if args.activation == "both" else [args.activation]
+    for n, activation in enumerate(activations):
+        print("\n" * (n > 0), end="")
+        measure(activation, args)
+
+
+def measure(activation: str, args: argparse.Namespace) -> None:
+    """Build, run and time the two steps with `activation`; print their table."""
     x = tfl.randn(args.batch, WIDTH)
     kinds = ("plain", "checkpointed")
-    layers = {kind: mlp() for kind in kinds}  # (the same start; each kind trains its own)
+    layers = {kind: mlp(activation) for kind in kinds}  # (the same start; each kind trains its own)
     steps = {kind: training_step(layers[kind], kind == "checkpointed") for kind in kinds}
     compiled = {kind: tfl.compile(steps[kind], x) for kind in kinds}
     staged = {kind: tfl.function(steps[kind]) for kind in kinds}
@@ -148,8 +161,8 @@ def main() -> None:
     calls = {f"{mode} {kind}": (lambda f=fns[kind]: f(x))
              for mode, fns in (("staged", staged), ("eager", eager)) for kind in kinds}
     rounds = interleaved_rounds(calls, args.number, args.repeat, args.rounds)
-    print("\n".join(report(args.batch, figures, rounds)))
-    torch_peaks = pytorch_peaks(args.batch)
+    print("\n".join(report(activation, args.batch, figures, rounds)))
+    torch_peaks = pytorch_peaks(activation, args.batch)
     if torch_peaks:
         plain, ck = (peak / 1e6 for peak in torch_peaks)
         print(f"{'peak MB, PyTorch (profiler)':<34}{plain:>12.1f}{ck:>14.1f}"
@@ -161,7 +174,7 @@ def main() -> None:
         print(f"  {kind:<13}{held_at_peak(compiled[kind].graph)}")
 
 
-def pytorch_peaks(batch: int) -> tuple[int, int] | None:
+def pytorch_peaks(activation: str, batch: int) -> tuple[int, int] | None:
     """PyTorch's peak bytes for the same step, plain and with ``torch.utils.checkpoint`` on the
     same pairs: the largest total of its profiler's memory timeline on the CPU (forward and
     backward; the optimizer's step adds nothing to the peak). None without torch."""
@@ -175,7 +188,8 @@ def pytorch_peaks(batch: int) -> tuple[int, int] | None:
     import tempfile
     import warnings
     torch.manual_seed(0)
-    layers = [torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU())
+    module = getattr(torch.nn, ACTIVATIONS[activation][1])
+    layers = [torch.nn.Sequential(torch.nn.Linear(WIDTH, WIDTH), module())
               for _ in range(DEPTH)]
     x = torch.randn(batch, WIDTH)
 
@@ -202,9 +216,10 @@ def pytorch_peaks(batch: int) -> tuple[int, int] | None:
     return peaks[0], peaks[1]
 
 
-def report(batch: int, figures: dict, rounds: dict) -> list[str]:
+def report(activation: str, batch: int, figures: dict, rounds: dict) -> list[str]:
     plain, ck = figures["plain"], figures["checkpointed"]
-    lines = [f"Training step, {DEPTH} x Linear({WIDTH}, {WIDTH}) + ReLU, batch {batch}, SGD;"
+    name = ACTIVATIONS[activation][1]
+    lines = [f"Training step, {DEPTH} x Linear({WIDTH}, {WIDTH}) + {name}, batch {batch}, SGD;"
              " checkpointed: a region per pair of layers", "",
              f"{'':<34}{'plain':>12}{'checkpointed':>14}{'ratio':>8}"]
     rows = [("peak MB, staged (plan, last stage)", plain[0] / 1e6, ck[0] / 1e6),

@@ -10,10 +10,12 @@ import importlib.util
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from teachflow.grading import assign, cells, check_notebook, sandbox
+from teachflow.grading.failures import PASSED
 from teachflow.grading.grade import grade
 from teachflow.grading.notebook import cells_of, read_notebook
 from teachflow.grading.regions import without_hidden_tests
@@ -108,29 +110,98 @@ def test_every_lesson_from_4_links_its_exercise_and_the_readmes_list_them() -> N
         assert f"`exercises/{exercise}.ipynb`" in entry, (lesson, exercise)
 
 
+class Runs:
+    """Each master's assignment, its three checks and its grading, each run once and shared by
+    the tests below (a master runs in about a second to a minute: running it once per test
+    would make this file the slowest of the suite).
+
+    Graded together, in one `grade` call (sandboxed where this machine allows): the master, its
+    stub (the release as handed out) and a wrong answer (`WRONG`). Checked one by one, as a
+    learner runs `teachflow check`: the same three notebooks."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._assignments: dict[str, Any] = {}
+        self._checks: dict[tuple[str, str], Any] = {}
+        self._graded: dict[str, tuple[Any, Path]] = {}
+
+    def assignment(self, master: Path):
+        if master.stem not in self._assignments:
+            # (not verified by assign, which would grade the master once more: it is graded
+            # below, as a submission)
+            self._assignments[master.stem] = assign(master, self.folder / master.stem / "build",
+                                                    verify=False)
+        return self._assignments[master.stem]
+
+    def notebook(self, master: Path, kind: str) -> Path:
+        """The master, its stub or its wrong answer, as a learner's notebook."""
+        folder = self.folder / master.stem / "submissions"
+        path = folder / f"{kind}.ipynb"
+        if not path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            if kind == "master":
+                path.write_bytes(master.read_bytes())
+            elif kind == "stub":
+                path.write_bytes(self.assignment(master).release.read_bytes())
+            else:
+                edited(master, path, WRONG[master.stem][1], hidden=False)
+        return path
+
+    def checked(self, master: Path, kind: str):
+        """`teachflow check`'s report on the master, its stub or its wrong answer (this one
+        with its hidden tests made visible: the cell it fails may have hidden tests only)."""
+        if (master.stem, kind) not in self._checks:
+            path = self.notebook(master, kind)
+            if kind == "wrong":
+                path = edited(master, path.parent.parent / "wrong, hidden tests shown.ipynb",
+                              WRONG[master.stem][1])
+            self._checks[master.stem, kind] = check_notebook(path)
+        return self._checks[master.stem, kind]
+
+    def graded(self, master: Path) -> tuple[Any, Path]:
+        """`grade` of the three notebooks: what it returned, and its results folder."""
+        if master.stem not in self._graded:
+            for kind in KINDS:
+                self.notebook(master, kind)
+            results = self.folder / master.stem / "results"
+            graded = grade([self.folder / master.stem / "submissions"],
+                           self.assignment(master).grading, results, jobs=3,
+                           isolation=ISOLATION, progress=False)
+            self._graded[master.stem] = graded, results
+        return self._graded[master.stem]
+
+    def verdicts(self, master: Path, kind: str) -> dict[tuple[str, str], str]:
+        """Grading's verdict on each test of one of the three, by (cell, test)."""
+        _, results = self.graded(master)
+        tests = json.loads((results / kind / "results.json").read_text())["tests"]
+        return {tuple(t["name"].split(": ", 1)): t["status"] for t in tests}
+
+
+KINDS = ("master", "stub", "wrong")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    return Runs(tmp_path_factory.mktemp("exercises"))
+
+
 @pytest.mark.parametrize("master", MASTERS, ids=lambda m: m.stem)
-def test_the_master_passes_its_tests_and_its_stub_is_not_done(master: Path,
-                                                              tmp_path: Path) -> None:
+def test_the_master_passes_its_visible_tests_and_its_stub_is_not_done(master: Path,
+                                                                      runs: Runs) -> None:
     every, visible = declared_tests(master)
     assert len(visible) < len(every)  # every exercise keeps some tests hidden
 
-    # (not verified by assign, which grades the master in the sandbox: the grading test below
-    # does, and `teachflow check` runs the master's tests here)
-    assignment = assign(master, tmp_path / "build", verify=False)
+    assignment = runs.assignment(master)
     assert assignment.test_cells >= 2 and assignment.total_points >= 5
     released = assignment.release.read_text(encoding="utf-8")
     assert "BEGIN SOLUTION" not in released and "HIDDEN TESTS" not in released
     assert not [name for name in set(every) - set(visible) if name in released]
 
-    report = check_notebook(master)
+    report = runs.checked(master, "master")
     assert report.passed, report.text()
     assert sorted(t.name for r in report.results for t in r.tests) == sorted(visible)
 
-    report = check_notebook(edited(master, tmp_path / master.name))  # hidden tests shown
-    assert report.passed, report.text()
-    assert sorted(t.name for r in report.results for t in r.tests) == sorted(every)
-
-    report = check_notebook(assignment.release)
+    report = runs.checked(master, "stub")
     assert {r.status for r in report.results} == {"not done yet"}, report.text()
 
 
@@ -226,34 +297,38 @@ WRONG = {
 
 
 @pytest.mark.parametrize("master", MASTERS, ids=lambda m: m.stem)
-def test_a_wrong_answer_fails(master: Path, tmp_path: Path) -> None:
-    cell, answers = WRONG[master.stem]
-    report = check_notebook(edited(master, tmp_path / master.name, answers))
+def test_a_wrong_answer_fails_only_its_cell(master: Path, runs: Runs) -> None:
+    report = runs.checked(master, "wrong")
     statuses = {r.cell.grade_id: r.status for r in report.results}
-    assert statuses.pop(cell) == "failed", report.text()
+    assert statuses.pop(WRONG[master.stem][0]) == "failed", report.text()
     assert set(statuses.values()) == {"passed"}, report.text()
 
 
 @pytest.mark.parametrize("master", MASTERS, ids=lambda m: m.stem)
 def test_grading_gives_the_master_full_marks_the_stub_none_and_a_wrong_answer_less(
-        master: Path, tmp_path: Path) -> None:
-    cell, answers = WRONG[master.stem]
-    # (not verified by assign: that would grade the master once more; it is graded below)
-    assignment = assign(master, tmp_path / "build", verify=False)
-    submissions = tmp_path / "submissions"
-    submissions.mkdir()
-    (submissions / "master.ipynb").write_bytes(master.read_bytes())
-    (submissions / "stub.ipynb").write_bytes(assignment.release.read_bytes())
-    edited(master, submissions / "wrong.ipynb", answers, hidden=False)
-    graded = grade([submissions], assignment.grading, tmp_path / "results", jobs=3,
-                   isolation=ISOLATION, progress=False)
-    total = assignment.total_points
-    assert graded.scores["master"] == total, _failures(tmp_path / "results" / "master")
+        master: Path, runs: Runs) -> None:
+    graded, results = runs.graded(master)
+    total = runs.assignment(master).total_points
+    assert graded.scores["master"] == total, _failures(results / "master")
     assert graded.scores["stub"] == 0
     assert 0 < graded.scores["wrong"] < total
-    wrong = json.loads((tmp_path / "results" / "wrong" / "results.json").read_text())
-    assert {t["name"].split(":")[0] for t in wrong["tests"] if t["score"] < t["max_score"]
-            } == {cell}
+    every, _ = declared_tests(master)  # the hidden tests ran too, and passed
+    assert sorted(name for _, name in runs.verdicts(master, "master")) == sorted(every)
+    assert {cell for (cell, _), status in runs.verdicts(master, "wrong").items()
+            if status != "passed"} == {WRONG[master.stem][0]}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("master", MASTERS, ids=lambda m: m.stem)
+def test_check_and_grade_agree_test_by_test(master: Path, kind: str, runs: Runs) -> None:
+    """What a learner's check says of each test it runs is what grading gives it (the route
+    test, tests/test_grading_route.py, does the same for the test masters and the idioms); the
+    wrong answer's check runs its hidden tests too."""
+    checked = {(r.cell.grade_id, t.name): "passed" if t.status == PASSED else "failed"
+               for r in runs.checked(master, kind).results for t in r.tests}
+    assert checked, "no visible tests were checked"
+    graded = runs.verdicts(master, kind)
+    assert {test: graded[test] for test in checked} == checked
 
 
 def _failures(results: Path) -> str:

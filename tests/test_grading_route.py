@@ -2,10 +2,11 @@
 
 `teachflow check`, `tfl.grading.check()` in a kernel and `teachflow grade` run the tests the
 same way (the learner's code in a worker, the tests beside it through proxies), so for every
-shipped exercise and every test master they give the same verdict per test, on the answers
-and on the stubs. The idioms that once meant one thing beside the learner's code and another
-across the wall are checked one by one: gradients through the learner's functions, warnings,
-parametrize and fixtures, a cell that raises after it defined the answer, magics.
+test master (and every shipped exercise: tests/test_exercises.py) they give the same verdict
+per test, on the answers and on the stubs. The idioms that once meant one thing beside the
+learner's code and another across the wall are checked one by one: gradients through the
+learner's functions, warnings, parametrize and fixtures, a cell that raises after it defined
+the answer, magics.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from teachflow.grading.failures import PASSED
 from teachflow.grading.judge import grade_submission
 from teachflow.grading.notebook import AuthoringError, cells_of, read_notebook
 
-ROOT = Path(__file__).resolve().parents[1]
 ISOLATION, _ = sandbox.find_isolation(allow_none=True)  # bubblewrap where it works
 
 pytestmark = pytest.mark.filterwarnings("ignore::teachflow.RetracingWarning")
@@ -208,14 +208,11 @@ def test_assign_refuses_what_grading_cannot_run_by_name(tmp_path: Path, source: 
         assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out")
 
 
-def _masters(folder: Path) -> list[Path]:
-    """Every master the suite knows: the shipped exercises and the test masters."""
-    shipped = sorted((ROOT / "exercises").glob("*.ipynb"))
-    return [*shipped, master(folder), five_exercises(folder), idioms_master(folder)]
-
-
-def test_check_and_grade_agree_on_every_master_answered_and_stubbed(tmp_path: Path) -> None:
-    for path in _masters(tmp_path):
+def test_check_and_grade_agree_on_every_test_master_answered_and_stubbed(tmp_path: Path) -> None:
+    """The test masters of the grading tests (tests/grading_notebooks.py) and the idioms; the
+    shipped exercises are compared the same way in tests/test_exercises.py, which runs each
+    once for all its tests."""
+    for path in (master(tmp_path), five_exercises(tmp_path), idioms_master(tmp_path)):
         out = tmp_path / "build" / path.stem
         done = assign(path, out, verify=False)
         grade = agree(path, done.grading)  # the master: its own answers

@@ -231,6 +231,11 @@ def cells() -> list:
         Its graph is then the same for every value of `a`: a staged `sqrt_until_close` traces
         once for all the arrays of one shape, however many steps each needs. (Gradients are
         another matter: lesson 4 shows why teachflow refuses to differentiate a `while_loop`.)
+
+        Try it on float64 (a NumPy array of Python floats is float64; `tfl.tensor([1.0, 2.0])`
+        is float32). With float32's seven digits, `x * x` never comes within `1e-12 * a` of
+        `a`: the condition never turns false, and the loop never ends, as a `while` in Python
+        would not. A data-dependent loop is only as sure to end as its condition.
         """),
         solution("sqrt_until_close", """
         def sqrt_until_close(a):
@@ -254,7 +259,7 @@ def cells() -> list:
             return results, staged.trace_count
         """),
         free("""
-        print(sqrt_until_close(tfl.tensor([1.0, 2.0, 1e6])))
+        print(sqrt_until_close(tfl.tensor(np.array([1.0, 2.0, 1e6]))))
         print(until_close_ops(np.array([1.0, 2.0])))
         """),
         tests("test_sqrt_until_close", 2, """
