@@ -7,6 +7,7 @@ learner would: leaving the stub, answering right, answering wrong, breaking a ce
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -32,9 +33,23 @@ from teachflow.grading.check import check_namespace, notebook_path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="module")
+def assigned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The master, assigned once (and verified: the sandbox gives it full marks); its path
+    and its release's."""
+    folder = tmp_path_factory.mktemp("assigned")
+    path = master(folder)
+    return path, assign(path, folder / "build").release
+
+
 @pytest.fixture
-def release(tmp_path: Path) -> Path:
-    return assign(master(tmp_path), tmp_path / "build").release
+def release(assigned: tuple[Path, Path], tmp_path: Path) -> Path:
+    """The released notebook, a copy of its own for each test (tests write beside it), and
+    the master beside the test's files (tmp_path / "softmax.ipynb")."""
+    path, released = assigned
+    shutil.copy(path, tmp_path / path.name)
+    shutil.copytree(released.parent, tmp_path / "release")
+    return tmp_path / "release" / released.name
 
 
 @pytest.fixture(autouse=True)
@@ -106,7 +121,7 @@ def test_a_broken_cell_fails_only_the_tests_that_need_it(tmp_path: Path) -> None
              checks("test_square", "def test_square():\n    assert square(3) == 9"),
              solution("table", "### BEGIN SOLUTION\nTABLE = {1: 1}\n### END SOLUTION"),
              checks("test_table", "def test_table():\n    assert TABLE[1] == 1")]
-    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out").release
+    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out", verify=False).release
     learner = answered(release, tmp_path / "learner.ipynb",
                        double="def double(x):\n    return 2 * x +",  # a syntax error
                        square="def square(x):\n    return x * x",
@@ -163,7 +178,7 @@ def test_a_learner_error_names_the_learners_line_and_the_tests(tmp_path: Path) -
                            "    ### END SOLUTION"),
              checks("test_f", "def test_f():\n    x = tfl.ones((3,))\n    assert f(x).shape == "
                               "(3,)")]
-    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out").release
+    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out", verify=False).release
     learner = answered(release, tmp_path / "learner.ipynb",
                        f="def f(x):\n    return x @ tfl.ones((2, 2))")
     (test,) = check_notebook(learner).results[0].tests
@@ -200,7 +215,7 @@ def test_in_a_kernel_a_stub_or_a_syntax_error_in_the_saved_file_is_reported(
              solution("f", "def f():\n    ### BEGIN SOLUTION\n    return 1\n"
                            "    ### END SOLUTION"),
              checks("test_f", "def test_f():\n    assert f() == 1")]
-    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out").release
+    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out", verify=False).release
     learner = answered(release, tmp_path / "learner.ipynb", f="def f(:\n    return 1")
     report = check_namespace(learner, {"f": lambda: 1})  # an older f, run before the typo
     answer, f = report.results
@@ -330,7 +345,7 @@ def test_a_cell_of_hidden_tests_only_is_not_called_passed(tmp_path: Path) -> Non
              checks("test_answer", "def test_seen():\n    assert isinstance(ANSWER, int)"),
              checks("test_exact", "### BEGIN HIDDEN TESTS\ndef test_exact():\n"
                                   "    assert ANSWER == 42\n### END HIDDEN TESTS")]
-    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out").release
+    release = assign(write(tmp_path / "m.ipynb", cells), tmp_path / "out", verify=False).release
     learner = answered(release, tmp_path / "learner.ipynb", answer="ANSWER = 41")
     text = check_notebook(learner).text()
     assert "PASSED        test_answer (1 point): 1 test" in text
