@@ -60,9 +60,14 @@ lab: $(VENV)/.installed-lab exercises cc
 exercises: $(VENV)/.installed-lab
 	@$(PY) tools/hand_out.py
 
+# The suite runs on every core (pytest-xdist, -n auto), each test file in one worker: a file's
+# shared fixtures (an exercise graded once for all its tests) are made once. TEST_JOBS=1 runs
+# it in one process; TEST_ARGS adds pytest's options (TEST_ARGS="tests/test_ops.py -x").
+TEST_JOBS ?= auto
+TEST_ARGS ?=
 test: $(VENV)/.installed-test chromium bubblewrap cc
 	$(PY) -m ruff check teachflow tests bench tools
-	$(PY) -m pytest -rfEXs
+	$(PY) -m pytest -rfEXs $(if $(filter 1,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile) $(TEST_ARGS)
 
 # The property tests (hypothesis's, marked `hypothesis`) with new random examples on every
 # run, ten times as many as `make test` draws (tests/conftest.py); what fails is kept in
