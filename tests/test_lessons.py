@@ -148,6 +148,7 @@ print(_json.dumps({
     "allocations": allocations, "intermediates": peak_bytes(graph) - held_throughout,
     "order": [traced_peak, chosen_peak], "moved": moved,
     "losses": list(first_losses.values()), "recomputed": len(recomputed), "figures": figures,
+    "activations": ratio,
     "shared": [[a.slot, a.first_use, a.last_use, b.first_use, b.last_use]
                for a in _plan.buffers for b in _plan.buffers if a is not b and a.slot == b.slot
                and a.first_use <= b.last_use and b.first_use <= a.last_use
@@ -485,6 +486,11 @@ def test_lesson_8_plans_memory_and_checkpoints_as_its_text_says() -> None:
     assert plain["peak"] >= planned["peak"] > ck["peak"]
     assert plain["flops"] == planned["flops"] and 1.25 < ck["flops"] / planned["flops"] < 1.45
     assert probe["shared"] == []  # no two live values of the step's plan share a slot
+    # Pairs of ReLU layers stay above 9/14 of plain (the floor the text proves); GELU layers
+    # keep three values more each, and checkpointing them saves far more.
+    relu, gelu = probe["activations"]["ReLU"], probe["activations"]["GELU"]
+    assert relu == ck["peak"] / planned["peak"] and 9 / 14 < relu < 1
+    assert gelu < 0.6 * relu
     code = [c for c in nb.cells if c.cell_type == "code"]
     for call, name in [("compiled.show()", "layers"), ("ordered.show()", "branches")]:
         (shown,) = [c for c in code if c.source.strip() == call]
