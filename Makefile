@@ -62,7 +62,7 @@ exercises: $(VENV)/.installed-lab
 
 # The suite runs on every core (pytest-xdist, -n auto), each test file in one worker: a file's
 # shared fixtures (an exercise graded once for all its tests) are made once. TEST_JOBS=1 runs
-# it in one process; TEST_ARGS adds pytest's options (TEST_ARGS="tests/test_ops.py -x").
+# it in one process; TEST_ARGS adds pytest's options (TEST_ARGS="tests/test_passes.py -x").
 TEST_JOBS ?= auto
 TEST_ARGS ?=
 test: $(VENV)/.installed-test chromium bubblewrap cc

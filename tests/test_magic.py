@@ -13,12 +13,21 @@ from teachflow.magic import CellReads
 from teachflow.magic.cell import LAST as LAST_NAME
 
 IPython = pytest.importorskip("IPython")
-from IPython.testing.globalipapp import start_ipython  # noqa: E402 (after the skip)
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402 (after the skip)
+
+
+@pytest.fixture(scope="module")
+def shell():
+    """One IPython shell for this file, gone at its end: IPython keeps one shell per process,
+    and a later file (tests/test_grading_route.py, a kernel's shell) makes one of its own."""
+    made = not InteractiveShell.initialized()
+    yield InteractiveShell.instance()
+    if made:
+        InteractiveShell.clear_instance()
 
 
 @pytest.fixture
-def ip():
-    shell = start_ipython() or IPython.get_ipython()  # one shell, made on first use
+def ip(shell):
     shell.run_line_magic("load_ext", "teachflow")
     before = set(shell.user_ns)
     shell.user_ns.update(tfl=tfl, x=tfl.tensor([[1.0, -2.0, 3.0], [0.5, 1.5, -1.0]]),
