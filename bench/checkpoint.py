@@ -148,7 +148,8 @@ def main() -> None:
     args = parser.parse_args()
     activations = list(ACTIVATIONS) if args.activation == "both" else [args.activation]
     for n, activation in enumerate(activations):
-        print("\n" * (n > 0), end="")
+        if n:
+            print()
         measure(activation, args)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,54 +122,46 @@ class Runs:
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
-        self._assignments: dict[str, Any] = {}
-        self._checks: dict[tuple[str, str], Any] = {}
-        self._graded: dict[str, tuple[Any, Path]] = {}
+        self._made: dict[tuple[str, ...], Any] = {}
+
+    def _once(self, key: tuple[str, ...], make: Callable[[], Any]) -> Any:
+        if key not in self._made:
+            self._made[key] = make()
+        return self._made[key]
 
     def assignment(self, master: Path):
-        if master.stem not in self._assignments:
-            # (not verified by assign, which would grade the master once more: it is graded
-            # below, as a submission)
-            self._assignments[master.stem] = assign(master, self.folder / master.stem / "build",
-                                                    verify=False)
-        return self._assignments[master.stem]
+        # (not verified by assign, which would grade the master once more: it is graded
+        # below, as a submission)
+        return self._once(("assign", master.stem), lambda: assign(
+            master, self.folder / master.stem / "build", verify=False))
 
-    def notebook(self, master: Path, kind: str) -> Path:
-        """The master, its stub or its wrong answer, as a learner's notebook."""
-        folder = self.folder / master.stem / "submissions"
-        path = folder / f"{kind}.ipynb"
-        if not path.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            if kind == "master":
-                path.write_bytes(master.read_bytes())
-            elif kind == "stub":
-                path.write_bytes(self.assignment(master).release.read_bytes())
-            else:
-                edited(master, path, WRONG[master.stem][1], hidden=False)
-        return path
+    def submissions(self, master: Path) -> Path:
+        """The folder of the master, its stub and its wrong answer, as learners' notebooks."""
+        def write() -> Path:
+            folder = self.folder / master.stem / "submissions"
+            folder.mkdir(parents=True)
+            (folder / "master.ipynb").write_bytes(master.read_bytes())
+            (folder / "stub.ipynb").write_bytes(self.assignment(master).release.read_bytes())
+            edited(master, folder / "wrong.ipynb", WRONG[master.stem][1], hidden=False)
+            return folder
+        return self._once(("submissions", master.stem), write)
 
     def checked(self, master: Path, kind: str):
         """`teachflow check`'s report on the master, its stub or its wrong answer (this one
         with its hidden tests made visible: the cell it fails may have hidden tests only)."""
-        if (master.stem, kind) not in self._checks:
-            path = self.notebook(master, kind)
+        def check():
             if kind == "wrong":
-                path = edited(master, path.parent.parent / "wrong, hidden tests shown.ipynb",
-                              WRONG[master.stem][1])
-            self._checks[master.stem, kind] = check_notebook(path)
-        return self._checks[master.stem, kind]
+                return check_notebook(edited(master, self.folder / master.stem / "wrong.ipynb",
+                                             WRONG[master.stem][1]))
+            return check_notebook(self.submissions(master) / f"{kind}.ipynb")
+        return self._once(("check", master.stem, kind), check)
 
     def graded(self, master: Path) -> tuple[Any, Path]:
         """`grade` of the three notebooks: what it returned, and its results folder."""
-        if master.stem not in self._graded:
-            for kind in KINDS:
-                self.notebook(master, kind)
-            results = self.folder / master.stem / "results"
-            graded = grade([self.folder / master.stem / "submissions"],
-                           self.assignment(master).grading, results, jobs=3,
-                           isolation=ISOLATION, progress=False)
-            self._graded[master.stem] = graded, results
-        return self._graded[master.stem]
+        results = self.folder / master.stem / "results"
+        return self._once(("grade", master.stem), lambda: (grade(
+            [self.submissions(master)], self.assignment(master).grading, results, jobs=3,
+            isolation=ISOLATION, progress=False), results))
 
     def verdicts(self, master: Path, kind: str) -> dict[tuple[str, str], str]:
         """Grading's verdict on each test of one of the three, by (cell, test)."""
